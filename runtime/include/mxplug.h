@@ -1,0 +1,18 @@
+/* mxplug.h — the public C API of libmxplug for applications.
+ *
+ * Conventions (see README.md):
+ *   - Every fallible call returns int: MXP_OK (0) or a negative MXP_E* code.
+ *     mxp_last_error() then gives a message naming what failed, why and where.
+ *   - Handles are opaque.  create/free, retain/release, open/close pair up;
+ *     every free/release accepts NULL.
+ *   - Out-parameters come last and are cleared on entry.
+ * Shared vocabulary (status codes, dtypes, devices, shapes) comes from
+ * <mxp/types.h>, the same header plugin packs use.
+ * The API is split by module under mxplug/; this header includes them all. */
+#ifndef MXPLUG_H
+#define MXPLUG_H
+
+#include <mxplug/base.h>     /* errors, logging, versions, dtype names   */
+#include <mxplug/engine.h>   /* dependency engine                        */
+
+#endif /* MXPLUG_H */

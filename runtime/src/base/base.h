@@ -1,0 +1,49 @@
+/* base.h — what every runtime source file includes: the public API, the
+ * internal error and log helpers, and the assertion rules.
+ *
+ * Internal functions used across files are named mxp__<module>_<verb>.
+ * Programmer errors are MXP_ASSERT (debug builds); input errors always
+ * return a status through mxp__error().  Nothing here calls abort() except
+ * mxp__fatal(), which logs first. */
+#ifndef MXP_BASE_BASE_H
+#define MXP_BASE_BASE_H
+
+#include "mxplug.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+
+/* Set the calling thread's last-error message and return `status`, so that
+ * failure paths read:  return mxp__error(MXP_EINVAL, "op '%s': ...", name); */
+int mxp__error(int status, const char *fmt, ...) MXP_PRINTF(2, 3);
+int mxp__errorv(int status, const char *fmt, va_list ap);
+
+/* Prefix the current message with context ("loading pack 'x': <old>") and
+ * return `status`. */
+int mxp__error_prefix(int status, const char *fmt, ...) MXP_PRINTF(2, 3);
+
+/* Out-of-memory without allocating: sets a static message. */
+int mxp__error_oom(const char *what);
+
+/* Clear the calling thread's message. */
+void mxp__error_clear(void);
+
+/* Unrecoverable corruption: log, call the hook if set, then abort. */
+_Noreturn void mxp__fatal(const char *fmt, ...) MXP_PRINTF(1, 2);
+
+#ifdef NDEBUG
+#define MXP_ASSERT(cond) ((void)0)
+#else
+#define MXP_ASSERT(cond) \
+    ((cond) ? (void)0 : mxp__fatal("assertion failed: %s (%s:%d)", #cond, __FILE__, __LINE__))
+#endif
+
+#define MXP_LOGE(cat, ...) mxp_log(MXP_LOG_ERROR, cat, __VA_ARGS__)
+#define MXP_LOGW(cat, ...) mxp_log(MXP_LOG_WARN, cat, __VA_ARGS__)
+#define MXP_LOGI(cat, ...) mxp_log(MXP_LOG_INFO, cat, __VA_ARGS__)
+#define MXP_LOGD(cat, ...) \
+    do { if (mxp_log_enabled(MXP_LOG_DEBUG, cat)) mxp_log(MXP_LOG_DEBUG, cat, __VA_ARGS__); } while (0)
+
+#define MXP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif /* MXP_BASE_BASE_H */
