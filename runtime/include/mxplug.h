@@ -14,5 +14,6 @@
 
 #include <mxplug/base.h>     /* errors, logging, versions, dtype names   */
 #include <mxplug/engine.h>   /* dependency engine                        */
+#include <mxplug/storage.h>  /* device memory pools                      */
 
 #endif /* MXPLUG_H */
