@@ -14,6 +14,7 @@
 
 #include <mxplug/base.h>     /* errors, logging, versions, dtype names   */
 #include <mxplug/engine.h>   /* dependency engine                        */
+#include <mxplug/registry.h> /* packs, ops, implementation choice        */
 #include <mxplug/storage.h>  /* device memory pools                      */
 
 #endif /* MXPLUG_H */
