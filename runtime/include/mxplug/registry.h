@@ -43,12 +43,12 @@ MXP_API int mxp_registry_add_manifest(const char *path);
 
 /* ============================================================ packs */
 
-typedef enum mxp_pack_state {
+typedef enum mxp_pack_load_state {
     MXP_PACK_NOT_LOADED  = 0,
     MXP_PACK_LOADED      = 1,
     MXP_PACK_UNAVAILABLE = 2, /* requires: not met, or excluded by MXP_PACKS */
     MXP_PACK_FAILED      = 3  /* loading failed; see the reason */
-} mxp_pack_state;
+} mxp_pack_load_state;
 
 MXP_API int mxp_pack_count(void);
 MXP_API const mxp_pack *mxp_pack_at(int index);              /* NULL if out of range */
