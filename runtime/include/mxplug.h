@@ -16,5 +16,6 @@
 #include <mxplug/engine.h>   /* dependency engine                        */
 #include <mxplug/registry.h> /* packs, ops, implementation choice        */
 #include <mxplug/storage.h>  /* device memory pools                      */
+#include <mxplug/random.h>   /* seeding the random generators            */
 
 #endif /* MXPLUG_H */
