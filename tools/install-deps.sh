@@ -1,19 +1,36 @@
 #!/bin/sh
 # install-deps.sh — install the Debian packages mxplug needs, only those missing.
-# Idempotent.  --if-missing: exit at once (quietly) when nothing is missing.
-# Runs apt-get update once, and only when something has to be installed.
+#
+# Idempotent: one dpkg-query decides; when nothing is missing it exits at once
+# (this is what every `make` runs through its `deps` prerequisite, so it must
+# stay cheap).  When something is missing it runs `apt-get update` once, then
+# installs just the missing packages (as root, or through sudo).
+#   --if-missing   accepted for clarity (the behaviour is always "if missing")
+#   --list         print the package list and exit
+# MXP_EXTRA_DEPS="pkg ..." adds packages (e.g. tools/demo.sh asks for
+# dataset-fashion-mnist).  Does not upgrade or remove anything.
 set -eu
-PKGS="gcc make pkg-config clang libclang-rt-14-dev libyaml-dev libjansson-dev
+PKGS="gcc make pkg-config clang libclang-rt-14-dev binutils libyaml-dev libjansson-dev
 libopenblas-dev libcriterion-dev zlib1g-dev"
-[ "${MXP_EXTRA_DEPS:-}" ] && PKGS="$PKGS $MXP_EXTRA_DEPS"
+PKGS="$PKGS ${MXP_EXTRA_DEPS:-}"
+case "${1:-}" in
+    --list) echo $PKGS; exit 0 ;;
+esac
+# One dpkg-query for all packages; unknown packages print nothing.
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' $PKGS 2>/dev/null \
+            | awk '$NF == "installed" { sub(/:.*/, "", $1); print $1 }' || true)
 missing=""
 for p in $PKGS; do
-    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-    case "$st" in *"ok installed"*) ;; *) missing="$missing $p" ;; esac
+    case " $(echo $installed) " in *" $p "*) ;; *) missing="$missing $p" ;; esac
 done
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing:$missing" >&2
 SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO=sudo
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+        echo "install-deps: not root and no sudo; please install:$missing" >&2
+        exit 1
+    fi
+fi
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -35,7 +35,12 @@ const char *mxp_status_str(int status) {
 }
 
 int mxp__errorv(int status, const char *fmt, va_list ap) {
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    /* Format into a temporary: callers may pass mxp_last_error() itself as an
+     * argument ("loading '%s': %s", name, mxp_last_error()), and vsnprintf
+     * into the buffer it reads from would be undefined. */
+    char msg[ERROR_MSG_CAP];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(last_error, msg, strlen(msg) + 1);
     return status;
 }
 
@@ -63,13 +68,19 @@ int mxp__error_prefix(int status, const char *fmt, ...) {
 }
 
 int mxp__error_oom(const char *what) {
-    /* No formatting that could allocate: copy fixed pieces. */
+    /* No formatting that could allocate: copy fixed pieces.  `what` may
+     * point into last_error (memmove), and NULL/"" gives "out of memory". */
     static const char prefix[] = "out of memory: ";
     size_t n = sizeof prefix - 1;
-    memcpy(last_error, prefix, n);
     size_t w = what ? strlen(what) : 0;
+    if (w == 0) {
+        memcpy(last_error, prefix, n - 2);
+        last_error[n - 2] = '\0';
+        return MXP_ENOMEM;
+    }
     if (w > sizeof last_error - n - 1) w = sizeof last_error - n - 1;
-    if (w) memcpy(last_error + n, what, w);
+    memmove(last_error + n, what, w);
+    memcpy(last_error, prefix, n);
     last_error[n + w] = '\0';
     return MXP_ENOMEM;
 }

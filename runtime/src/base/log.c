@@ -50,6 +50,10 @@ static int apply_spec(const char *spec) {
     while (*p) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *next = p + len;
+        /* Blanks around an item are allowed ("warn, engine=debug"). */
+        while (len && (*p == ' ' || *p == '\t')) { p++; len--; }
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
         const char *eq = memchr(p, '=', len);
         int lvl;
         if (!eq) {
@@ -59,18 +63,26 @@ static int apply_spec(const char *spec) {
             global = lvl;
         } else {
             size_t name_len = (size_t)(eq - p);
-            if (parse_level(eq + 1, len - name_len - 1, &lvl) != MXP_OK)
-                return mxp__error(MXP_EINVAL, "log level spec '%s': unknown level '%.*s'", spec,
-                                  (int)(len - name_len - 1), eq + 1);
-            if (name_len == 0 || name_len >= LOG_CAT_LEN || n_cats == LOG_MAX_CATS)
-                return mxp__error(MXP_EINVAL, "log level spec '%s': bad category '%.*s'", spec,
-                                  (int)name_len, p);
+            const char *lv = eq + 1;
+            size_t lv_len = len - name_len - 1;
+            while (name_len && (p[name_len - 1] == ' ' || p[name_len - 1] == '\t')) name_len--;
+            while (lv_len && (*lv == ' ' || *lv == '\t')) { lv++; lv_len--; }
+            if (parse_level(lv, lv_len, &lvl) != MXP_OK)
+                return mxp__error(MXP_EINVAL, "log level spec '%s': unknown level '%.*s' for "
+                                  "category '%.*s' (expected error, warn, info, debug or trace)",
+                                  spec, (int)lv_len, lv, (int)name_len, p);
+            if (name_len == 0 || name_len >= LOG_CAT_LEN)
+                return mxp__error(MXP_EINVAL, "log level spec '%s': bad category name '%.*s' "
+                                  "(1 to %d characters)", spec, (int)name_len, p, LOG_CAT_LEN - 1);
+            if (n_cats == LOG_MAX_CATS)
+                return mxp__error(MXP_EINVAL, "log level spec '%s': more than %d categories",
+                                  spec, LOG_MAX_CATS);
             memcpy(cats[n_cats].name, p, name_len);
             cats[n_cats].name[name_len] = '\0';
             cats[n_cats].level = lvl;
             n_cats++;
         }
-        p += len;
+        p = next;
         if (*p == ',') p++;
     }
     log_global_level = global;
@@ -79,10 +91,16 @@ static int apply_spec(const char *spec) {
     return MXP_OK;
 }
 
+/* Runs inside whatever call logs first, possibly on a failure path that has
+ * just set the caller's error message: keep that message intact. */
 static void read_env_once(void) {
     const char *spec = getenv("MXP_LOG_LEVEL");
-    if (spec && *spec && apply_spec(spec) != MXP_OK)
+    if (!spec || !*spec) return;
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", mxp_last_error());
+    if (apply_spec(spec) != MXP_OK)
         fprintf(stderr, "mxplug: ignoring MXP_LOG_LEVEL: %s\n", mxp_last_error());
+    mxp__error(MXP_OK, "%s", saved);
 }
 
 int mxp_log_set_level(const char *spec) {
