@@ -1,0 +1,17 @@
+/* io_image.h — what the files of the io-image pack share: the pack's
+ * state (the host table, set by init) and the iterator definitions that
+ * pack.c registers.  Everything here has hidden visibility (the pack is
+ * built with -fvisibility=hidden); only mxp_plugin_v1 is exported. */
+#ifndef MXP_IO_IMAGE_H
+#define MXP_IO_IMAGE_H
+
+#include <mxp/plugin.h>
+
+typedef struct io_image_pack {
+    const mxp_host *host; /* valid between init and fini */
+} io_image_pack;
+
+extern io_image_pack io_image_pack_state;
+extern const mxp_iter_def io_image_mnist_iter_def;
+
+#endif /* MXP_IO_IMAGE_H */
