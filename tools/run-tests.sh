@@ -48,7 +48,11 @@ for t in "$@"; do
         logdir="$tmp/san.$n"; mkdir -p "$logdir"
         set_san_options "$logdir"
     fi
-    "$t" --jobs=2 -q
+    # Not -q: it also silences the workers' stderr, hiding which assertion
+    # failed and any sanitizer report.  Default verbosity prints failures
+    # and one synthesis line per binary.
+    echo "--- $t"
+    "$t" --jobs=2
     rc=$?
     [ "$rc" -ne 0 ] && why="exit status $rc"
     if [ -n "${SANITIZE:-}" ] && [ -n "$(ls -A "$logdir")" ]; then
