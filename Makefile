@@ -292,8 +292,12 @@ demo: all
 # Layout: $(LIBDIR)/libmxplug.so, $(PLUGINDIR)/{libmxp-*.so,manifest.yaml},
 # $(BINDIR)/mxplug, $(INCLUDEDIR)/{mxplug.h,mxplug/*.h,mxp/*.h},
 # $(LIBDIR)/pkgconfig/{mxplug,mxplug-plugin}.pc.
-PC_SED = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
+# Paths under PREFIX are written relative to ${prefix} (so pkg-config
+# --define-prefix / --define-variable=prefix=... can relocate them).
+pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+PC_SED = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_rel,$(LIBDIR))|g' \
+  -e 's|@INCLUDEDIR@|$(call pc_rel,$(INCLUDEDIR))|g' -e 's|@PLUGINDIR@|$(call pc_rel,$(PLUGINDIR))|g' \
+  -e 's|@VERSION@|$(VERSION)|g'
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(BINDIR) \
 	  $(DESTDIR)$(INCLUDEDIR)/mxp $(DESTDIR)$(INCLUDEDIR)/mxplug $(DESTDIR)$(LIBDIR)/pkgconfig
