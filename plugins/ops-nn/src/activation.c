@@ -1,0 +1,102 @@
+/* activation.c — Activation (MXNet 1.x): act_type relu, sigmoid, tanh,
+ * softrelu, softsign.  Elementwise, f32/f64, split over the host's threads.
+ * Backward reads the output (relu, sigmoid, tanh, softrelu) or the input
+ * (softsign), as MXNet; forward and backward may run in place. */
+#include "nn_common.h"
+#include <math.h>
+
+enum { ACT_RELU, ACT_SIGMOID, ACT_SOFTRELU, ACT_SOFTSIGN, ACT_TANH };
+static const char *const act_choices[] = {"relu", "sigmoid", "softrelu", "softsign", "tanh", NULL};
+
+typedef struct act_params { int32_t act_type; int32_t pad; } act_params;
+
+static const mxp_param_def act_schema[] = {
+    NN_P("act_type", MXP_PARAM_ENUM, MXP_PARAM_REQUIRED, act_params, act_type, NULL, act_choices,
+         "Activation function to be applied."),
+};
+static const char *const act_args[] = {"data", NULL};
+
+static int act_infer_shape(mxp_infer_shape_args *a) {
+    int st;
+    if (a->in[0].ndim >= 0 && (st = nn_shape_assign("Activation", "output", &a->out[0], &a->in[0])) < 0) return st;
+    if (a->out[0].ndim >= 0 && (st = nn_shape_assign("Activation", "data", &a->in[0], &a->out[0])) < 0) return st;
+    return nn_shape_known(&a->in[0]) ? MXP_OK : MXP_EINCOMPLETE;
+}
+
+static int act_declare_backward(mxp_backward_deps_args *a) {
+    const act_params *p = a->params;
+    a->need_in[0] = p->act_type == ACT_SOFTSIGN;
+    a->need_out[0] = p->act_type != ACT_SOFTSIGN;
+    return MXP_OK;
+}
+
+typedef struct act_job {
+    int32_t type, dt, req;
+    const void *x, *y, *dy;
+    void *o;
+} act_job;
+
+static void act_fwd_range(void *arg, int64_t b, int64_t e) {
+    const act_job *j = arg;
+    NN_TYPED(j->dt, T, const T *x = j->x; T *o = j->o;
+        switch (j->type) {
+        case ACT_RELU:     for (int64_t i = b; i < e; i++) { T v = x[i] > 0 ? x[i] : 0; NN_STORE(j->req, o[i], v); } break;
+        case ACT_SIGMOID:  for (int64_t i = b; i < e; i++) { T v = (T)(1 / (1 + exp(-(double)x[i]))); NN_STORE(j->req, o[i], v); } break;
+        case ACT_TANH:     for (int64_t i = b; i < e; i++) { T v = (T)tanh((double)x[i]); NN_STORE(j->req, o[i], v); } break;
+        case ACT_SOFTRELU: for (int64_t i = b; i < e; i++) { double t = x[i];
+            T v = (T)(t > 20 ? t : log1p(exp(t))); NN_STORE(j->req, o[i], v); } break;
+        case ACT_SOFTSIGN: for (int64_t i = b; i < e; i++) { T v = x[i] / (1 + (x[i] < 0 ? -x[i] : x[i])); NN_STORE(j->req, o[i], v); } break;
+        });
+}
+
+static void act_bwd_range(void *arg, int64_t b, int64_t e) {
+    const act_job *j = arg;
+    NN_TYPED(j->dt, T, const T *y = j->y; const T *x = j->x; const T *dy = j->dy; T *o = j->o;
+        switch (j->type) {
+        case ACT_RELU:     for (int64_t i = b; i < e; i++) { T v = y[i] > 0 ? dy[i] : 0; NN_STORE(j->req, o[i], v); } break;
+        case ACT_SIGMOID:  for (int64_t i = b; i < e; i++) { T v = dy[i] * y[i] * (1 - y[i]); NN_STORE(j->req, o[i], v); } break;
+        case ACT_TANH:     for (int64_t i = b; i < e; i++) { T v = dy[i] * (1 - y[i] * y[i]); NN_STORE(j->req, o[i], v); } break;
+        case ACT_SOFTRELU: for (int64_t i = b; i < e; i++) { T v = (T)(dy[i] * -expm1(-(double)y[i])); NN_STORE(j->req, o[i], v); } break;
+        case ACT_SOFTSIGN: for (int64_t i = b; i < e; i++) { T d = 1 + (x[i] < 0 ? -x[i] : x[i]); T v = dy[i] / (d * d); NN_STORE(j->req, o[i], v); } break;
+        });
+}
+
+static int act_forward(const mxp_forward_args *a) {
+    const act_params *p = a->params; int st; int32_t dt;
+    if ((st = nn_check_float("Activation", a->in, 1, &dt)) < 0) return st;
+    if ((st = nn_check_contig("Activation", a->in, 1)) < 0 || (st = nn_check_contig("Activation", a->out, 1)) < 0) return st;
+    if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
+    act_job j = { p->act_type, dt, a->req[0], nn_ptr(&a->in[0]), NULL, NULL, nn_ptr(&a->out[0]) };
+    return nn_parallel(a->ctx, mxp_tensor_numel(&a->in[0]), 1 << 15, act_fwd_range, &j);
+}
+
+static int act_backward(const mxp_backward_args *a) {
+    const act_params *p = a->params; int st;
+    if ((st = nn_check_contig("Activation", a->in_grad, 1)) < 0 || (st = nn_check_contig("Activation", a->out_grad, 1)) < 0) return st;
+    if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
+    act_job j = { p->act_type, a->out_grad[0].dtype, a->req[0], nn_ptr(&a->in[0]), nn_ptr(&a->out[0]),
+                  nn_ptr(&a->out_grad[0]), nn_ptr(&a->in_grad[0]) };
+    return nn_parallel(a->ctx, mxp_tensor_numel(&a->out_grad[0]), 1 << 15, act_bwd_range, &j);
+}
+
+static const mxp_inplace_pair act_inplace[] = {{0, 0}};
+
+static const mxp_op_def act_def = {
+    .hdr = MXP_HEADER(mxp_op_def), .name = "Activation",
+    .doc = "Applies an activation function element-wise to the input.",
+    .params = act_schema, .n_params = NN_COUNT(act_schema), .params_size = sizeof(act_params),
+    .arg_names = act_args, .infer_shape = act_infer_shape,
+    .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_OUT_DATA | MXP_BWD_IN_DATA,
+    .declare_backward = act_declare_backward,
+    .forward_inplace = act_inplace, .n_forward_inplace = 1,
+    .backward_inplace = act_inplace, .n_backward_inplace = 1,
+};
+static const mxp_op_impl act_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Activation", .impl_name = "default", .device = "cpu",
+    .rank = MXP_RANK_PRIMARY, .forward = act_forward, .backward = act_backward,
+};
+
+int nn_register_activation(mxp_registrar *r) {
+    int st = r->add_op(r, &act_def);
+    return st < 0 ? st : r->add_impl(r, &act_impl);
+}

@@ -1,0 +1,266 @@
+/* conv_gemm.c — Convolution impl "gemm": im2col + OpenBLAS GEMM (f32, f64),
+ * forward and backward (data, weight, bias), any 2-D configuration
+ * (padding, stride, dilation, groups).
+ *
+ * Blocking keeps the column buffer within min(workspace MB, 16 MiB):
+ *   - 1x1 stride-1 unpadded kernels need no column buffer (data is the
+ *     column matrix);
+ *   - when one sample's column matrix is small (< 1 MiB) nb samples are
+ *     batched into one wide GEMM, col [K][nb*P] plus tmp [Mg][nb*P], and
+ *     tmp is scattered to/gathered from NCHW;
+ *   - otherwise one sample at a time, split over output rows when needed.
+ * im2col/col2im and scatters run on ctx->parallel_for; each GEMM is one
+ * OpenBLAS call from the calling thread (OpenBLAS uses its own threads: see
+ * perf-notes on not nesting them). */
+#include "conv.h"
+
+#define CONV_WS_CAP (16ull << 20)
+#define CONV_BATCH_BELOW (1ull << 20)
+
+typedef struct gemm_plan {
+    int one_by_one;
+    int64_t nb;   /* samples per block (nb > 1 uses tmp)  */
+    int64_t rb;   /* output rows per block when nb == 1   */
+    uint64_t ws;  /* bytes                                */
+} gemm_plan;
+
+static void plan_gemm(const conv_geom *g, const conv_params *p, int32_t dt, gemm_plan *pl) {
+    uint64_t es = mxp_dtype_size(dt);
+    uint64_t cap = (uint64_t)p->workspace << 20;
+    if (cap > CONV_WS_CAP || cap == 0) cap = CONV_WS_CAP;
+    memset(pl, 0, sizeof *pl);
+    pl->one_by_one = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+    pl->nb = 1; pl->rb = g->Ho;
+    if (pl->one_by_one) return;
+    uint64_t col_sample = (uint64_t)g->K * (uint64_t)g->P * es;
+    if (col_sample < CONV_BATCH_BELOW && g->N > 1) {
+        uint64_t per = (uint64_t)(g->K + g->Mg) * (uint64_t)g->P * es;
+        int64_t nb = (int64_t)(cap / per);
+        if (nb > g->N) nb = g->N;
+        if (nb >= 2) { pl->nb = nb; pl->ws = per * (uint64_t)nb; return; }
+    }
+    uint64_t row = (uint64_t)g->K * (uint64_t)g->Wo * es;
+    int64_t rb = (int64_t)(cap / row);
+    if (rb < 1) rb = 1;
+    if (rb > g->Ho) rb = g->Ho;
+    pl->rb = rb;
+    pl->ws = row * (uint64_t)rb;
+}
+
+uint64_t conv_gemm_workspace_bytes(const conv_geom *g, const conv_params *p, int32_t dt) {
+    gemm_plan pl; plan_gemm(g, p, dt, &pl); return pl.ws;
+}
+
+/* ---- parallel helpers over (sample-in-block, channel) items ---- */
+typedef struct coljob {
+    int32_t dt;
+    const conv_geom *g;
+    const char *x;      /* data of the block's first sample, group's first channel */
+    char *dx;
+    char *col;
+    int64_t ld, r0, r1, nb_unused;
+    uint64_t es;
+} coljob;
+
+static void im2col_range(void *arg, int64_t b, int64_t e) {
+    const coljob *j = arg; const conv_geom *g = j->g;
+    for (int64_t it = b; it < e; it++) {
+        int64_t s = it / g->Cg, c = it % g->Cg;
+        conv_im2col(j->dt, g, j->x + (uint64_t)(s * g->C * g->H * g->W) * j->es, c, c + 1, j->r0, j->r1,
+                    j->col + (uint64_t)(c * g->kh * g->kw * j->ld + s * g->P) * j->es, j->ld);
+    }
+}
+static void col2im_range(void *arg, int64_t b, int64_t e) {
+    const coljob *j = arg; const conv_geom *g = j->g;
+    for (int64_t it = b; it < e; it++) {
+        int64_t s = it / g->Cg, c = it % g->Cg;
+        conv_col2im(j->dt, g, j->col + (uint64_t)(c * g->kh * g->kw * j->ld + s * g->P) * j->es, c, c + 1,
+                    j->r0, j->r1, j->ld, j->dx + (uint64_t)(s * g->C * g->H * g->W) * j->es);
+    }
+}
+
+/* tmp [Mg][nb*P] <-> y[n0+s][g*Mg+m][:] */
+typedef struct scatjob {
+    int32_t dt, req, gather;
+    const conv_geom *g;
+    char *y, *tmp;
+    int64_t nb, grp;
+    uint64_t es;
+} scatjob;
+static void scatter_range(void *arg, int64_t b, int64_t e) {
+    const scatjob *j = arg; const conv_geom *g = j->g;
+    for (int64_t it = b; it < e; it++) {
+        int64_t s = it / g->Mg, m = it % g->Mg;
+        NN_TYPED(j->dt, T,
+            T *yy = (T *)j->y + (s * g->M + j->grp * g->Mg + m) * g->P;
+            T *tt = (T *)j->tmp + m * j->nb * g->P + s * g->P;
+            if (j->gather) memcpy(tt, yy, (size_t)g->P * sizeof(T));
+            else if (j->req == MXP_REQ_ADD) for (int64_t q = 0; q < g->P; q++) yy[q] += tt[q];
+            else memcpy(yy, tt, (size_t)g->P * sizeof(T)););
+    }
+}
+
+typedef struct biasjob { int32_t dt; const conv_geom *g; char *y; const char *b; } biasjob;
+static void bias_range(void *arg, int64_t b, int64_t e) {
+    const biasjob *j = arg; const conv_geom *g = j->g;
+    NN_TYPED(j->dt, T, for (int64_t it = b; it < e; it++) {
+        T v = ((const T *)j->b)[it % g->M]; T *yy = (T *)j->y + it * g->P;
+        for (int64_t q = 0; q < g->P; q++) yy[q] += v; });
+}
+
+static int gemm_forward(const mxp_forward_args *a) {
+    const conv_params *p = a->params;
+    int32_t dt; int st;
+    if ((st = conv_check_fwd(a, &dt)) < 0) return st;
+    if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
+    conv_geom g; conv_geom_from_tensor(&g, p, &a->in[0]);
+    gemm_plan pl; plan_gemm(&g, p, dt, &pl);
+    if (a->ctx->workspace_bytes < pl.ws)
+        return NN_ERR(MXP_EINVAL, "Convolution(gemm): workspace %llu bytes < %llu needed",
+                      (unsigned long long)a->ctx->workspace_bytes, (unsigned long long)pl.ws);
+    uint64_t es = mxp_dtype_size(dt);
+    const char *x = nn_ptr(&a->in[0]), *w = nn_ptr(&a->in[1]);
+    char *y = nn_ptr(&a->out[0]);
+    char *col = a->ctx->workspace;
+    double beta = a->req[0] == MXP_REQ_ADD ? 1.0 : 0.0;
+    uint64_t xs = (uint64_t)(g.C * g.H * g.W), ys = (uint64_t)(g.M * g.P);
+    for (int64_t n0 = 0; n0 < g.N; n0 += pl.nb) {
+        int64_t nb = g.N - n0 < pl.nb ? g.N - n0 : pl.nb;
+        for (int64_t gr = 0; gr < g.G; gr++) {
+            const char *xg = x + ((uint64_t)n0 * xs + (uint64_t)(gr * g.Cg * g.H * g.W)) * es;
+            const char *wg = w + (uint64_t)(gr * g.Mg * g.K) * es;
+            char *yg = y + ((uint64_t)n0 * ys + (uint64_t)(gr * g.Mg * g.P)) * es;
+            if (pl.one_by_one) {
+                nn_gemm(dt, 0, 0, g.Mg, g.P, g.K, 1.0, wg, g.K, xg, g.P, beta, yg, g.P);
+            } else if (pl.nb > 1) {
+                int64_t ld = nb * g.P;
+                coljob cj = { dt, &g, xg, NULL, col, ld, 0, g.Ho, 0, es };
+                nn_parallel(a->ctx, nb * g.Cg, 1, im2col_range, &cj);
+                char *tmp = col + (uint64_t)(g.K * ld) * es;
+                nn_gemm(dt, 0, 0, g.Mg, ld, g.K, 1.0, wg, g.K, col, ld, 0.0, tmp, ld);
+                scatjob sj = { dt, a->req[0], 0, &g, yg, tmp, nb, gr, es };
+                sj.y = y + (uint64_t)n0 * ys * es; /* scatter indexes the group itself */
+                nn_parallel(a->ctx, nb * g.Mg, 4, scatter_range, &sj);
+            } else {
+                for (int64_t r0 = 0; r0 < g.Ho; r0 += pl.rb) {
+                    int64_t r1 = r0 + pl.rb < g.Ho ? r0 + pl.rb : g.Ho, ld = (r1 - r0) * g.Wo;
+                    coljob cj = { dt, &g, xg, NULL, col, ld, r0, r1, 0, es };
+                    nn_parallel(a->ctx, g.Cg, 1, im2col_range, &cj);
+                    nn_gemm(dt, 0, 0, g.Mg, ld, g.K, 1.0, wg, g.K, col, ld, beta,
+                            yg + (uint64_t)(r0 * g.Wo) * es, g.P);
+                }
+            }
+        }
+        if (pl.one_by_one) continue;
+    }
+    if (!p->no_bias) {
+        biasjob bj = { dt, &g, y, nn_ptr(&a->in[2]) };
+        nn_parallel(a->ctx, g.N * g.M, 4, bias_range, &bj);
+    }
+    return MXP_OK;
+}
+
+typedef struct dbjob { int32_t dt, req; const conv_geom *g; const char *dy; char *db; } dbjob;
+static void db_range(void *arg, int64_t b, int64_t e) {
+    const dbjob *j = arg; const conv_geom *g = j->g;
+    NN_TYPED(j->dt, T, for (int64_t m = b; m < e; m++) {
+        double acc = 0;
+        for (int64_t n = 0; n < g->N; n++) { const T *d = (const T *)j->dy + (n * g->M + m) * g->P;
+            for (int64_t q = 0; q < g->P; q++) acc += d[q]; }
+        NN_STORE(j->req, ((T *)j->db)[m], (T)acc); });
+}
+
+int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx) {
+    const conv_params *p = a->params;
+    int32_t dt; int st;
+    if ((st = conv_check_bwd(a, &dt)) < 0) return st;
+    conv_geom g; conv_geom_from_tensor(&g, p, &a->in_grad[0]);
+    gemm_plan pl; plan_gemm(&g, p, dt, &pl);
+    if (a->ctx->workspace_bytes < pl.ws)
+        return NN_ERR(MXP_EINVAL, "Convolution(gemm): workspace %llu bytes < %llu needed",
+                      (unsigned long long)a->ctx->workspace_bytes, (unsigned long long)pl.ws);
+    uint64_t es = mxp_dtype_size(dt);
+    int32_t rq_dx = skip_dx ? MXP_REQ_NULL : a->req[0], rq_dw = a->req[1];
+    const char *x = nn_ptr(&a->in[0]), *w = nn_ptr(&a->in[1]), *dy = nn_ptr(&a->out_grad[0]);
+    char *dx = nn_ptr(&a->in_grad[0]), *dw = nn_ptr(&a->in_grad[1]);
+    char *col = a->ctx->workspace;
+    uint64_t xs = (uint64_t)(g.C * g.H * g.W), ys = (uint64_t)(g.M * g.P);
+    if (rq_dx != MXP_REQ_NULL && rq_dx != MXP_REQ_ADD && !pl.one_by_one) memset(dx, 0, xs * (uint64_t)g.N * es);
+    if (rq_dw != MXP_REQ_NULL && rq_dw != MXP_REQ_ADD) memset(dw, 0, (uint64_t)(g.M * g.K) * es);
+    if (rq_dx != MXP_REQ_NULL || rq_dw != MXP_REQ_NULL) {
+        for (int64_t n0 = 0; n0 < g.N; n0 += pl.nb) {
+            int64_t nb = g.N - n0 < pl.nb ? g.N - n0 : pl.nb;
+            for (int64_t gr = 0; gr < g.G; gr++) {
+                uint64_t xo = (uint64_t)n0 * xs + (uint64_t)(gr * g.Cg * g.H * g.W);
+                const char *xg = x + xo * es;
+                char *dxg = dx ? dx + xo * es : NULL;
+                const char *wg = w + (uint64_t)(gr * g.Mg * g.K) * es;
+                char *dwg = dw ? dw + (uint64_t)(gr * g.Mg * g.K) * es : NULL;
+                const char *dyg = dy + ((uint64_t)n0 * ys + (uint64_t)(gr * g.Mg * g.P)) * es;
+                if (pl.one_by_one) {
+                    if (rq_dw != MXP_REQ_NULL)
+                        nn_gemm(dt, 0, 1, g.Mg, g.Cg, g.P, 1.0, dyg, g.P, xg, g.P, 1.0, dwg, g.Cg);
+                    if (rq_dx != MXP_REQ_NULL)
+                        nn_gemm(dt, 1, 0, g.Cg, g.P, g.Mg, 1.0, wg, g.K, dyg, g.P,
+                                rq_dx == MXP_REQ_ADD ? 1.0 : 0.0, dxg, g.P);
+                } else if (pl.nb > 1) {
+                    int64_t ld = nb * g.P;
+                    char *tmp = col + (uint64_t)(g.K * ld) * es;
+                    scatjob sj = { dt, 0, 1, &g, (char *)dy + (uint64_t)n0 * ys * es, tmp, nb, gr, es };
+                    nn_parallel(a->ctx, nb * g.Mg, 4, scatter_range, &sj);
+                    coljob cj = { dt, &g, xg, dxg, col, ld, 0, g.Ho, 0, es };
+                    if (rq_dw != MXP_REQ_NULL) {
+                        nn_parallel(a->ctx, nb * g.Cg, 1, im2col_range, &cj);
+                        nn_gemm(dt, 0, 1, g.Mg, g.K, ld, 1.0, tmp, ld, col, ld, 1.0, dwg, g.K);
+                    }
+                    if (rq_dx != MXP_REQ_NULL) {
+                        nn_gemm(dt, 1, 0, g.K, ld, g.Mg, 1.0, wg, g.K, tmp, ld, 0.0, col, ld);
+                        nn_parallel(a->ctx, nb * g.Cg, 1, col2im_range, &cj);
+                    }
+                } else {
+                    for (int64_t r0 = 0; r0 < g.Ho; r0 += pl.rb) {
+                        int64_t r1 = r0 + pl.rb < g.Ho ? r0 + pl.rb : g.Ho, ld = (r1 - r0) * g.Wo;
+                        const char *dyr = dyg + (uint64_t)(r0 * g.Wo) * es;
+                        coljob cj = { dt, &g, xg, dxg, col, ld, r0, r1, 0, es };
+                        if (rq_dw != MXP_REQ_NULL) {
+                            nn_parallel(a->ctx, g.Cg, 1, im2col_range, &cj);
+                            nn_gemm(dt, 0, 1, g.Mg, g.K, ld, 1.0, dyr, g.P, col, ld, 1.0, dwg, g.K);
+                        }
+                        if (rq_dx != MXP_REQ_NULL) {
+                            nn_gemm(dt, 1, 0, g.K, ld, g.Mg, 1.0, wg, g.K, dyr, g.P, 0.0, col, ld);
+                            nn_parallel(a->ctx, g.Cg, 1, col2im_range, &cj);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (!p->no_bias && a->n_in > 2 && a->req[2] != MXP_REQ_NULL) {
+        dbjob bj = { dt, a->req[2], &g, dy, nn_ptr(&a->in_grad[2]) };
+        nn_parallel(a->ctx, g.M, 1, db_range, &bj);
+    }
+    return MXP_OK;
+}
+
+static int gemm_backward(const mxp_backward_args *a) { return conv_gemm_backward_impl(a, 0); }
+
+static int gemm_workspace(mxp_impl_query_args *a) {
+    conv_geom g; conv_geom_init(&g, a->params, &a->in_shapes[0]);
+    a->workspace_bytes = conv_gemm_workspace_bytes(&g, a->params, a->in_dtypes[0]);
+    return MXP_OK;
+}
+
+static int gemm_supports(mxp_impl_query_args *a) {
+    if (a->in_dtypes[0] != MXP_DTYPE_F32 && a->in_dtypes[0] != MXP_DTYPE_F64) {
+        snprintf(a->reason, a->reason_size, "gemm: dtype %d not supported (float32, float64)", a->in_dtypes[0]);
+        return 0;
+    }
+    return 1;
+}
+
+const mxp_op_impl conv_gemm_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "gemm", .device = "cpu",
+    .rank = MXP_RANK_PRIMARY, .doc = "im2col + OpenBLAS GEMM, batched/row-blocked column buffer",
+    .supports = gemm_supports, .workspace = gemm_workspace,
+    .forward = gemm_forward, .backward = gemm_backward,
+};

@@ -1,0 +1,31 @@
+/* pack.c — the ops-nn pack descriptor and init: keeps the host table and
+ * registers every op family.  mxp_plugin_v1 is the only exported symbol
+ * (everything else has hidden visibility). */
+#include "nn_common.h"
+
+const mxp_host *nn_host;
+
+static int nn_init(const mxp_plugin_init_args *a) {
+    nn_host = a->host;
+    mxp_registrar *r = a->registrar;
+    int st;
+    if ((st = nn_register_fc(r)) < 0) return st;
+    if ((st = nn_register_conv(r)) < 0) return st;
+    if ((st = nn_register_pooling(r)) < 0) return st;
+    if ((st = nn_register_activation(r)) < 0) return st;
+    if ((st = nn_register_softmax_output(r)) < 0) return st;
+    if ((st = nn_register_softmax(r)) < 0) return st;
+    if ((st = nn_register_batchnorm(r)) < 0) return st;
+    if ((st = nn_register_dropout(r)) < 0) return st;
+    if ((st = nn_register_leaky_relu(r)) < 0) return st;
+    return MXP_OK;
+}
+
+static const mxp_plugin_desc desc = {
+    MXP_HEADER(mxp_plugin_desc), 0, 0, 0,
+    "ops-nn", "0.1.0",
+    "Neural-network operators (FullyConnected, Convolution, Pooling, Activation, BatchNorm, ...)",
+    "Apache-2.0", nn_init, NULL
+};
+
+MXP_PLUGIN_DEFINE(desc)
