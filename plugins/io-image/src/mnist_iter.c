@@ -132,8 +132,10 @@ static int mnist_create(mxp_iter_create_args *a) {
     if (!a || !a->params) return report(host, MXP_EINVAL, "MNISTIter: create without parameters");
     a->state = NULL;
     const mnist_params *p = a->params;
-    if (p->batch_size < 1)
-        return report(host, MXP_EINVAL, "MNISTIter 'batch_size': %" PRId64 " must be >= 1", p->batch_size);
+    /* MXNet's batch_size is an int; pad and index_capacity are 32-bit. */
+    if (p->batch_size < 1 || p->batch_size > INT32_MAX)
+        return report(host, MXP_EINVAL, "MNISTIter 'batch_size': %" PRId64 " must be in [1, %d]", p->batch_size,
+                      INT32_MAX);
     if (p->num_parts < 1)
         return report(host, MXP_EINVAL, "MNISTIter 'num_parts': %" PRId64 " must be >= 1", p->num_parts);
     if (p->part_index < 0 || p->part_index >= p->num_parts)
@@ -335,7 +337,8 @@ static const mxp_param_def mnist_param_defs[] = {
               "Dataset Param: Mnist image path (IDX3, plain or gzipped)."),
     MXP_PARAM("label", MXP_PARAM_STRING, 0, mnist_params, label, "./train-labels-idx1-ubyte", 0, 0, NULL,
               "Dataset Param: Mnist label path (IDX1, plain or gzipped)."),
-    MXP_PARAM("batch_size", MXP_PARAM_INT, MXP_PARAM_HAS_MIN, mnist_params, batch_size, "128", 1, 0, NULL,
+    MXP_PARAM("batch_size", MXP_PARAM_INT, MXP_PARAM_HAS_MIN | MXP_PARAM_HAS_MAX, mnist_params, batch_size, "128", 1,
+              2147483647.0, NULL,
               "Batch Param: Batch Size."),
     MXP_PARAM("shuffle", MXP_PARAM_BOOL, 0, mnist_params, shuffle, "True", 0, 0, NULL,
               "Augmentation Param: Whether to shuffle data (a new order each epoch, from seed and epoch)."),

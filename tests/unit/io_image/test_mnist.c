@@ -723,3 +723,18 @@ Test(mnist, real_fashion_mnist_train_set, .timeout = 120) {
     if (!have_fashion()) cr_skip_test("Debian package dataset-fashion-mnist not installed (" FASHION_DIR ")");
     fashion_epoch("train", 60000, 1000);
 }
+
+Test(mnist, batch_size_bounds) {
+    files f;
+    make_files(&f, 4, 2, 2, 0);
+    iter_instance it;
+    const char *kv0[] = {"batch_size=0"};
+    cr_assert_eq(create(&f, &it, 1, kv0), MXP_EINVAL);
+    cr_assert(strstr(iter_harness_error(), "batch_size"), "%s", iter_harness_error());
+    iter_harness_close(&H);
+    const char *kv1[] = {"batch_size=2147483648"};
+    cr_assert_eq(create(&f, &it, 1, kv1), MXP_EINVAL);
+    cr_assert(strstr(iter_harness_error(), "batch_size"), "%s", iter_harness_error());
+    iter_harness_close(&H);
+    remove_files(&f);
+}
