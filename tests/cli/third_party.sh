@@ -1,0 +1,66 @@
+#!/bin/sh
+# third_party.sh — a third-party pack built against an INSTALLED mxplug.
+# Installs the build to a temporary prefix (make install PREFIX=...), copies
+# examples/third-party-op/ (and examples/template-pack/) out of the tree,
+# builds them with only PKG_CONFIG_PATH pointing at the prefix, generates
+# their manifests with the installed `mxplug manifest gen`, and checks with
+# MXP_PLUGIN_PATH that `mxplug list` shows the new op (hardswish) and the
+# extra relu implementation next to ops-basic's, and that both go through
+# the registry (`info` loads the pack; `--why` ranks both relu impls).
+. "$(dirname "$0")/lib/common.sh"
+
+prefix="$TMP/prefix"
+# Same BUILD (nothing but the install paths in mxp_config.h changes).
+make -s -C "$ROOT" install BUILD="$BUILD" PREFIX="$prefix" > "$TMP/install.log" 2>&1 \
+    || { cat "$TMP/install.log" >&2; fail "make install PREFIX=$prefix"; }
+[ -x "$prefix/bin/mxplug" ] || fail "no $prefix/bin/mxplug"
+# Put the build tree back to its own install paths (mxp_config.h).
+make -s -C "$ROOT" all BUILD="$BUILD" > /dev/null 2>&1 || true
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+pkg-config --cflags mxplug-plugin > /dev/null || fail "pkg-config mxplug-plugin"
+MX="$prefix/bin/mxplug"
+unset MXP_MANIFEST   # the installed default manifest provides ops-basic
+
+cp -r "$ROOT/examples/third-party-op" "$TMP/tp"
+cp -r "$ROOT/examples/template-pack" "$TMP/tpl"
+for d in tp tpl; do
+    make -s -C "$TMP/$d" clean > /dev/null
+    make -s -C "$TMP/$d" CFLAGS="-O2 -Werror" MXPLUG="$MX" all manifest > "$TMP/$d.log" 2>&1 \
+        || { cat "$TMP/$d.log" >&2; fail "building examples/$d against the install"; }
+    so=$(ls "$TMP/$d"/*.so)
+    syms=$(nm -D --defined-only "$so" | awk 'NF >= 3 { print $3 }')
+    [ "$syms" = mxp_plugin_v1 ] || fail "$so exports: $syms"
+    [ -s "$TMP/$d/manifest.yaml" ] || fail "no generated manifest in $d"
+done
+has "$TMP/tp/manifest.yaml" "hardswish"
+has "$TMP/tp/manifest.yaml" "thirdparty"
+has "$TMP/tpl/manifest.yaml" "template_axpb"
+
+export MXP_PLUGIN_PATH="$TMP/tp:$TMP/tpl"
+run 0 "$MX" list
+has "$TMP/out" "hardswish"
+has "$TMP/out" "template_axpb"
+has "$TMP/out" "template_square"
+run 0 "$MX" list --pack thirdparty --json
+if command -v jq >/dev/null 2>&1; then
+    jq -e '.ops[] | select(.name == "relu") | .impls | map(.pack) | index("thirdparty") and index("ops-basic")' \
+        "$TMP/out" > /dev/null || fail "relu should list impls from ops-basic and thirdparty"
+    jq -e '.ops[] | select(.name == "hardswish") | .pack == "thirdparty"' "$TMP/out" > /dev/null \
+        || fail "hardswish should be defined by thirdparty"
+fi
+run 0 "$MX" check
+has "$TMP/out" "thirdparty"
+run 0 "$MX" info hardswish
+has "$TMP/out" "Hard swish"
+has "$TMP/out" "inputs: data"
+run 0 "$MX" info hard_swish
+run 0 "$MX" info relu --why --shape data=2,3
+has "$TMP/out" "thirdparty"
+has "$TMP/out" "default"
+run 0 "$MX" info template_axpb --param alpha=2
+has "$TMP/out" "alpha"
+# The lower-ranked impl is opt-in.
+run 0 "$MX" impl relu thirdparty
+run 0 "$MX" impl relu
+has "$TMP/out" "policy thirdparty (from config)"
+echo "third_party: ok"
