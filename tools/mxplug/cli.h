@@ -38,6 +38,11 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) MXP_PRINTF(2, 3);
 /* True when s is "-h" or "--help". */
 int cli_is_help(const char *s);
 
+/* "mxplug<tag>: pack 'NAME' (LIB): MSG (STATUS)" on stderr; the pack and
+ * library are left out when MSG already names the pack (the loader's
+ * messages do), so nothing is said twice.  status 0: no status suffix. */
+void cli_pack_problem(const char *tag, const char *name, const char *lib, const char *msg, int status);
+
 /* Name of an mxp_pack_load_state ("not loaded", "loaded", ...). */
 const char *cli_pack_state_name(int state);
 

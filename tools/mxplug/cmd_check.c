@@ -108,15 +108,13 @@ int cmd_check(int argc, char **argv) {
             continue;
         }
         if (state == MXP_PACK_FAILED) {
-            fprintf(stderr, "mxplug check: problem: pack '%s' (%s): %s\n", name, lib, nz(reason));
+            cli_pack_problem(" check: problem", name, lib, reason, 0);
             problems++;
             continue;
         }
         rc = mxp_pack_load(name);
         if (rc != MXP_OK) {
-            const char *msg = mxp_last_error();
-            fprintf(stderr, "mxplug check: problem: pack '%s' (%s): %s (%s)\n", name, lib,
-                    (msg && *msg) ? msg : mxp_status_str(rc), mxp_status_name(rc));
+            cli_pack_problem(" check: problem", name, lib, mxp_last_error(), rc);
             problems++;
             continue;
         }

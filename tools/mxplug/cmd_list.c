@@ -58,9 +58,7 @@ static int load_packs(const char *only, json_t *failures) {
         if (rc == MXP_OK) continue;
         n_failed++;
         const char *msg = mxp_last_error();
-        fprintf(stderr, "mxplug: pack '%s' (%s) failed to load: %s (%s)\n", name,
-                nz(mxp_pack_library(p)), (msg && *msg) ? msg : mxp_status_str(rc),
-                mxp_status_name(rc));
+        cli_pack_problem(" list", name, nz(mxp_pack_library(p)), msg, rc);
         if (failures) {
             json_array_append_new(failures,
                 json_pack("{s:s, s:s, s:s, s:s}", "pack", name,

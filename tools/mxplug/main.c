@@ -63,6 +63,17 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return CLI_USAGE;
 }
 
+void cli_pack_problem(const char *tag, const char *name, const char *lib, const char *msg, int status) {
+    char who[64];
+    snprintf(who, sizeof who, "pack '%s'", name ? name : "?");
+    if (!msg || !*msg) msg = status ? mxp_status_str(status) : "unknown problem";
+    fprintf(stderr, "mxplug%s: ", tag ? tag : "");
+    if (!strstr(msg, who)) fprintf(stderr, "%s (%s): ", who, lib ? lib : "?");
+    fputs(msg, stderr);
+    if (status) fprintf(stderr, " (%s)", mxp_status_name(status));
+    fputc('\n', stderr);
+}
+
 int cli_is_help(const char *s) {
     return strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0;
 }
