@@ -1,0 +1,608 @@
+/* select.c — choosing an implementation for an op.
+ *
+ * Policy per op, by precedence: the API (mxp_op_set_impl) > the
+ * environment (MXP_IMPL_<Op>=<impl>) > the user config
+ * ($XDG_CONFIG_HOME/mxplug/config.yaml, `impl: {Op: name}`, written by
+ * mxp_config_set_impl) > "auto".
+ *   auto  the highest rank whose supports() accepts (ties by impl name);
+ *         packs are opened lazily in that order, so a lower-ranked pack is
+ *         never loaded when a higher one accepts;
+ *   tune  not timed yet: falls back to auto (debug log);
+ *   NAME  that impl; an error if it does not exist for the device or
+ *         refuses the configuration (the message carries its reason).
+ * Also: op parameter parsing helpers, mxp_op_list_names, mxp_op_explain.
+ * The config file is re-read when its path or mtime changes. */
+#include "plugin/plugin.h"
+
+#include <yaml.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ config */
+typedef struct cfg_entry { char *op, *policy; } cfg_entry;
+static pthread_mutex_t g_cfg_mu = PTHREAD_MUTEX_INITIALIZER;
+static cfg_entry *g_cfg;
+static int g_n_cfg;
+static char g_cfg_path[1024];
+static struct timespec g_cfg_mtime;
+static int g_cfg_loaded;
+
+static int config_path(char *buf, size_t cap) {
+    const char *x = getenv("XDG_CONFIG_HOME");
+    if (x && *x) return snprintf(buf, cap, "%s/mxplug/config.yaml", x) < (int)cap ? 0 : -1;
+    const char *h = getenv("HOME");
+    if (!h || !*h) return -1;
+    return snprintf(buf, cap, "%s/.config/mxplug/config.yaml", h) < (int)cap ? 0 : -1;
+}
+
+static void cfg_clear(void) {
+    for (int i = 0; i < g_n_cfg; i++) {
+        free(g_cfg[i].op);
+        free(g_cfg[i].policy);
+    }
+    free(g_cfg);
+    g_cfg = NULL;
+    g_n_cfg = 0;
+}
+
+static int cfg_put(const char *op, const char *policy) {
+    for (int i = 0; i < g_n_cfg; i++) {
+        if (!strcmp(g_cfg[i].op, op)) {
+            if (!policy) {
+                free(g_cfg[i].op);
+                free(g_cfg[i].policy);
+                g_cfg[i] = g_cfg[--g_n_cfg];
+                return MXP_OK;
+            }
+            char *np = strdup(policy);
+            if (!np) return mxp__error_oom("config");
+            free(g_cfg[i].policy);
+            g_cfg[i].policy = np;
+            return MXP_OK;
+        }
+    }
+    if (!policy) return MXP_OK;
+    cfg_entry *v = realloc(g_cfg, (size_t)(g_n_cfg + 1) * sizeof *v);
+    if (!v) return mxp__error_oom("config");
+    g_cfg = v;
+    v[g_n_cfg].op = strdup(op);
+    v[g_n_cfg].policy = strdup(policy);
+    if (!v[g_n_cfg].op || !v[g_n_cfg].policy) {
+        free(v[g_n_cfg].op);
+        free(v[g_n_cfg].policy);
+        return mxp__error_oom("config");
+    }
+    g_n_cfg++;
+    return MXP_OK;
+}
+
+/* Parse the config file (g_cfg_mu held).  Missing file = empty. */
+static int cfg_read(const char *path) {
+    cfg_clear();
+    FILE *f = fopen(path, "rb");
+    if (!f) return MXP_OK;
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    int rc = MXP_OK;
+    if (!yaml_parser_initialize(&parser)) {
+        fclose(f);
+        return mxp__error_oom("config parser");
+    }
+    yaml_parser_set_input_file(&parser, f);
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = mxp__error(MXP_EFORMAT, "%s:%zu:%zu: malformed YAML: %s", path, parser.problem_mark.line + 1,
+                        parser.problem_mark.column + 1, parser.problem ? parser.problem : "parse error");
+        yaml_parser_delete(&parser);
+        fclose(f);
+        return rc;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && root->type == YAML_MAPPING_NODE) {
+        for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = yaml_document_get_node(&doc, p->key), *v = yaml_document_get_node(&doc, p->value);
+            if (k->type != YAML_SCALAR_NODE || strcmp((char *)k->data.scalar.value, "impl")) continue;
+            if (v->type != YAML_MAPPING_NODE) {
+                rc = mxp__error(MXP_EFORMAT, "%s:%zu:%zu: 'impl' must map op names to policies", path,
+                                v->start_mark.line + 1, v->start_mark.column + 1);
+                break;
+            }
+            for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top && !rc; q++) {
+                yaml_node_t *ok = yaml_document_get_node(&doc, q->key), *ov = yaml_document_get_node(&doc, q->value);
+                if (ok->type == YAML_SCALAR_NODE && ov->type == YAML_SCALAR_NODE)
+                    rc = cfg_put((char *)ok->data.scalar.value, (char *)ov->data.scalar.value);
+            }
+        }
+    } else if (root && !(root->type == YAML_SCALAR_NODE && !root->data.scalar.length)) {
+        rc = mxp__error(MXP_EFORMAT, "%s: the config must be a mapping", path);
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return rc;
+}
+
+/* Refresh the cache when the file changed (g_cfg_mu held). */
+static void cfg_refresh(void) {
+    char path[1024];
+    if (config_path(path, sizeof path)) {
+        cfg_clear();
+        g_cfg_path[0] = '\0';
+        return;
+    }
+    struct stat st;
+    struct timespec mt = {0, 0};
+    if (stat(path, &st) == 0) mt = st.st_mtim;
+    if (g_cfg_loaded && !strcmp(path, g_cfg_path) && mt.tv_sec == g_cfg_mtime.tv_sec &&
+        mt.tv_nsec == g_cfg_mtime.tv_nsec)
+        return;
+    snprintf(g_cfg_path, sizeof g_cfg_path, "%s", path);
+    g_cfg_mtime = mt;
+    g_cfg_loaded = 1;
+    if (cfg_read(path)) MXP_LOGW("plugin", "user config ignored: %s", mxp_last_error());
+}
+
+void mxp__select_reset(void) {
+    pthread_mutex_lock(&g_cfg_mu);
+    cfg_clear();
+    g_cfg_loaded = 0;
+    pthread_mutex_unlock(&g_cfg_mu);
+}
+
+static int mkdirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+int mxp_config_set_impl(const char *op_name, const char *policy) {
+    if (!op_name || !*op_name) return mxp__error(MXP_EMISUSE, "mxp_config_set_impl: NULL op name");
+    char path[1024];
+    if (config_path(path, sizeof path))
+        return mxp__error(MXP_EINVAL, "user config: neither XDG_CONFIG_HOME nor HOME is set");
+    pthread_mutex_lock(&g_cfg_mu);
+    g_cfg_loaded = 0;
+    int rc = cfg_read(path);
+    if (!rc) rc = cfg_put(op_name, policy);
+    if (!rc && mkdirs(path)) rc = mxp__error(MXP_EIO, "user config '%s': cannot create its directory: %s", path, strerror(errno));
+    if (!rc) {
+        char tmp[1100];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+        FILE *f = fopen(tmp, "w");
+        if (!f) rc = mxp__error(MXP_EIO, "user config '%s': cannot write: %s", tmp, strerror(errno));
+        else {
+            fprintf(f, "# mxplug user config (written by mxp_config_set_impl / `mxplug impl`)\n");
+            fprintf(f, "impl:\n");
+            for (int i = 0; i < g_n_cfg; i++) fprintf(f, "  \"%s\": \"%s\"\n", g_cfg[i].op, g_cfg[i].policy);
+            if (fclose(f) || rename(tmp, path)) {
+                rc = mxp__error(MXP_EIO, "user config '%s': cannot write: %s", path, strerror(errno));
+                unlink(tmp);
+            }
+        }
+    }
+    g_cfg_loaded = 0;
+    pthread_mutex_unlock(&g_cfg_mu);
+    mxp__registry_bump();
+    return rc;
+}
+
+/* ------------------------------------------------------------ policy */
+static _Thread_local char t_policy[128];
+
+int mxp__select_policy(const char *op_name, const char **out_policy, const char **out_source) {
+    *out_policy = "auto";
+    *out_source = "default";
+    struct mxp_op *op = mxp__registry_find_op(op_name);
+    const char *canon = op ? op->name : op_name;
+    if (op) {
+        mxp__registry_rdlock();
+        if (op->api_policy) {
+            snprintf(t_policy, sizeof t_policy, "%s", op->api_policy);
+            *out_policy = t_policy;
+            *out_source = "api";
+        }
+        mxp__registry_unlock();
+        if (!strcmp(*out_source, "api")) return MXP_OK;
+    }
+    char env[160];
+    snprintf(env, sizeof env, "MXP_IMPL_%s", canon);
+    const char *e = getenv(env);
+    if (e && *e) {
+        snprintf(t_policy, sizeof t_policy, "%s", e);
+        *out_policy = t_policy;
+        *out_source = "env";
+        return MXP_OK;
+    }
+    pthread_mutex_lock(&g_cfg_mu);
+    cfg_refresh();
+    for (int i = 0; i < g_n_cfg; i++) {
+        if (!strcmp(g_cfg[i].op, canon) || !strcmp(g_cfg[i].op, op_name)) {
+            snprintf(t_policy, sizeof t_policy, "%s", g_cfg[i].policy);
+            *out_policy = t_policy;
+            *out_source = "config";
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_cfg_mu);
+    return MXP_OK;
+}
+
+int mxp_op_policy(const char *op_name, const char **out_policy, const char **out_source) {
+    if (out_policy) *out_policy = NULL;
+    if (out_source) *out_source = NULL;
+    if (!op_name || !out_policy || !out_source) return mxp__error(MXP_EMISUSE, "mxp_op_policy: NULL argument");
+    return mxp__select_policy(op_name, out_policy, out_source);
+}
+
+int mxp_op_set_impl(const char *op_name, const char *policy) {
+    if (!op_name) return mxp__error(MXP_EMISUSE, "mxp_op_set_impl: NULL op name");
+    struct mxp_op *op = mxp__registry_find_op(op_name);
+    if (!op) return mxp__error(MXP_ENOENT, "op '%s': not registered", op_name);
+    char *copy = NULL;
+    if (policy) {
+        int ok = !strcmp(policy, "auto") || !strcmp(policy, "tune");
+        char list[512] = "";
+        size_t off = 0;
+        mxp__registry_rdlock();
+        for (int i = 0; i < op->n_impls && !ok; i++) ok = !strcmp(op->impls[i]->name, policy);
+        for (int i = 0; i < op->n_impls && off < sizeof list; i++)
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s'%s'", i ? ", " : "", op->impls[i]->name);
+        mxp__registry_unlock();
+        if (!ok)
+            return mxp__error(MXP_EINVAL, "op '%s': no implementation named '%s' (have: %s; or 'auto', 'tune')",
+                              op->name, policy, *list ? list : "none");
+        if (!(copy = strdup(policy))) return mxp__error_oom("policy");
+    }
+    mxp__registry_wrlock();
+    free(op->api_policy);
+    op->api_policy = copy;
+    mxp__registry_unlock();
+    mxp__registry_bump();
+    return MXP_OK;
+}
+
+/* ------------------------------------------------------------ defs */
+int mxp__op_ensure_def(struct mxp_op *op, const mxp_op_def **out_def) {
+    *out_def = NULL;
+    mxp__registry_rdlock();
+    const mxp_op_def *d = op->def;
+    mxp_pack *p = op->pack;
+    mxp__registry_unlock();
+    if (d) {
+        *out_def = d;
+        return MXP_OK;
+    }
+    if (!p) return mxp__error(MXP_ENOENT, "op '%s': implementations exist but no pack defines the op", op->name);
+    int rc = mxp__pack_load(p);
+    if (rc) return mxp__error_prefix(rc, "op '%s'", op->name);
+    mxp__registry_rdlock();
+    d = op->def;
+    mxp__registry_unlock();
+    if (!d) return mxp__error(MXP_ENOENT, "op '%s': pack '%s' loaded but does not define it", op->name, p->man->name);
+    *out_def = d;
+    return MXP_OK;
+}
+
+/* ------------------------------------------------------------ choosing */
+static int cmp_entry(const void *a, const void *b) {
+    const mxp_impl_entry *x = *(mxp_impl_entry *const *)a, *y = *(mxp_impl_entry *const *)b;
+    if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+typedef struct report { char *buf; size_t len, cap; } report;
+static void rep(report *r, const char *fmt, ...) MXP_PRINTF(2, 3);
+static void rep(report *r, const char *fmt, ...) {
+    if (!r) return;
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = r->buf ? vsnprintf(r->buf + r->len, r->cap - r->len, fmt, ap) : -1;
+        va_end(ap);
+        if (n >= 0 && r->len + (size_t)n < r->cap) {
+            r->len += (size_t)n;
+            return;
+        }
+        size_t ncap = r->cap ? r->cap * 2 : 1024;
+        if (n >= 0 && ncap < r->len + (size_t)n + 1) ncap = r->len + (size_t)n + 1;
+        char *nb = realloc(r->buf, ncap);
+        if (!nb) return;
+        r->buf = nb;
+        r->cap = ncap;
+        if (r->len == 0) r->buf[0] = '\0';
+    }
+}
+
+/* supports(): 1 accept, 0 refuse (reason), <0 error. */
+static int ask_supports(const mxp_impl_ref *ref, const mxp_select_query *q, char *reason, size_t cap) {
+    reason[0] = '\0';
+    if (!ref->impl->supports) return 1;
+    mxp_impl_query_args a;
+    memset(&a, 0, sizeof a);
+    a.hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
+    a.params = q->params;
+    a.user_data = ref->impl->user_data;
+    a.device = q->device;
+    a.n_in = q->n_in; a.n_out = q->n_out; a.n_aux = q->n_aux;
+    a.is_train = q->is_train;
+    a.in_shapes = q->in_shapes; a.out_shapes = q->out_shapes; a.aux_shapes = q->aux_shapes;
+    a.in_dtypes = q->in_dtypes; a.out_dtypes = q->out_dtypes; a.aux_dtypes = q->aux_dtypes;
+    a.reason = reason;
+    a.reason_size = (uint32_t)cap;
+    int rc = ref->impl->supports(&a);
+    reason[cap - 1] = '\0';
+    if (rc < 0 && !reason[0]) snprintf(reason, cap, "supports() failed: %s", mxp_last_error());
+    return rc;
+}
+
+int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref **out, char **explain) {
+    *out = NULL;
+    if (explain) *explain = NULL;
+    report R = {NULL, 0, 0}, *rp = explain ? &R : NULL;
+    const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
+    const char *pol, *src;
+    mxp__select_policy(op->name, &pol, &src);
+    char policy[128];
+    snprintf(policy, sizeof policy, "%s", pol);
+    rep(rp, "op '%s' on %s: policy '%s' (from %s)\n", op->name, dev, policy, src);
+    if (!strcmp(policy, "tune")) {
+        MXP_LOGD("plugin", "op '%s': policy 'tune' is not timed yet; using auto", op->name);
+        rep(rp, "  tune is not implemented yet: choosing as auto\n");
+    }
+    int fixed = strcmp(policy, "auto") && strcmp(policy, "tune");
+    mxp__registry_rdlock();
+    int n = op->n_impls;
+    mxp_impl_entry **c = calloc((size_t)(n ? n : 1), sizeof *c);
+    int nc = 0;
+    if (c)
+        for (int i = 0; i < n; i++)
+            if (!strcmp(op->impls[i]->device, dev)) c[nc++] = op->impls[i];
+    mxp__registry_unlock();
+    if (!c) return mxp__error_oom("select");
+    qsort(c, (size_t)nc, sizeof *c, cmp_entry);
+    char refusals[1024] = "";
+    size_t roff = 0;
+    int rc = MXP_OK, found_fixed = 0;
+    mxp_impl_ref *chosen = NULL;
+    for (int i = 0; i < nc; i++) {
+        mxp_impl_entry *e = c[i];
+        if (fixed && strcmp(e->name, policy)) {
+            rep(rp, "  %-12s rank %4d  pack %-14s  not chosen: policy names '%s'\n", e->name, e->rank,
+                e->pack->man->name, policy);
+            continue;
+        }
+        found_fixed = 1;
+        if (chosen) {
+            rep(rp, "  %-12s rank %4d  pack %-14s  not needed: a higher-ranked impl accepted\n", e->name, e->rank,
+                e->pack->man->name);
+            continue;
+        }
+        int lrc = mxp__pack_load(e->pack);
+        if (!lrc && e->op->pack && e->op->pack != e->pack) lrc = mxp__pack_load(e->op->pack);
+        mxp_impl_ref *ref = NULL;
+        if (!lrc) lrc = mxp__impl_ref_acquire(e, &ref);
+        if (lrc) {
+            rep(rp, "  %-12s rank %4d  pack %-14s  unavailable: %s\n", e->name, e->rank, e->pack->man->name,
+                mxp_last_error());
+            if (roff < sizeof refusals)
+                roff += (size_t)snprintf(refusals + roff, sizeof refusals - roff, "%s'%s': %s", roff ? "; " : "",
+                                         e->name, mxp_last_error());
+            if (fixed) rc = lrc;
+            continue;
+        }
+        char reason[256];
+        int s = ask_supports(ref, q, reason, sizeof reason);
+        if (s == 1) {
+            rep(rp, "  %-12s rank %4d  pack %-14s  CHOSEN%s\n", e->name, e->rank, e->pack->man->name,
+                fixed ? " (fixed by policy)" : " (highest rank that accepts)");
+            chosen = ref;
+            if (!rp) break;
+            continue;
+        }
+        rep(rp, "  %-12s rank %4d  pack %-14s  refused: %s\n", e->name, e->rank, e->pack->man->name,
+            reason[0] ? reason : "(no reason given)");
+        if (roff < sizeof refusals)
+            roff += (size_t)snprintf(refusals + roff, sizeof refusals - roff, "%s'%s' refused: %s", roff ? "; " : "",
+                                     e->name, reason[0] ? reason : "(no reason given)");
+        mxp__impl_ref_release(ref);
+    }
+    free(c);
+    if (explain) *explain = R.buf ? R.buf : strdup("");
+    if (chosen) {
+        *out = chosen;
+        return MXP_OK;
+    }
+    if (fixed && !found_fixed)
+        return mxp__error(MXP_ENOENT, "op '%s': implementation '%s' (policy from %s) does not exist for device '%s'",
+                          op->name, policy, src, dev);
+    if (fixed && rc) return mxp__error(rc, "op '%s': implementation '%s' (policy from %s): %s", op->name, policy, src, refusals);
+    if (fixed)
+        return mxp__error(MXP_EUNSUPPORTED, "op '%s': implementation '%s' (policy from %s) cannot run this configuration: %s",
+                          op->name, policy, src, refusals);
+    if (!nc) return mxp__error(MXP_ENOENT, "op '%s': no implementation for device '%s'", op->name, dev);
+    return mxp__error(MXP_EUNSUPPORTED, "op '%s': no implementation for device '%s' accepts this configuration: %s",
+                      op->name, dev, refusals);
+}
+
+/* ------------------------------------------------------------ names */
+int mxp__op_list_names_def(const mxp_op_def *def, const void *params, int which, char (*names)[MXP_NAME_MAX],
+                           int capacity, int *out_count) {
+    *out_count = 0;
+    int (*fn)(mxp_list_names_args *) = which == 0 ? def->list_args : which == 1 ? def->list_outputs : def->list_aux;
+    if (fn) {
+        mxp_list_names_args a;
+        memset(&a, 0, sizeof a);
+        a.hdr = (mxp_header)MXP_HEADER(mxp_list_names_args);
+        a.params = params;
+        a.user_data = def->user_data;
+        a.names = names;
+        a.capacity = (uint32_t)(capacity > 0 ? capacity : 0);
+        int rc = fn(&a);
+        if (rc) return mxp__error_prefix(rc, "op '%s': listing names", def->name);
+        if ((int)a.count > capacity && capacity >= 0)
+            return mxp__error(MXP_EINVAL, "op '%s': %u names do not fit in %d", def->name, a.count, capacity);
+        *out_count = (int)a.count;
+        return MXP_OK;
+    }
+    const char *const *v = which == 0 ? def->arg_names : which == 1 ? def->output_names : def->aux_names;
+    static const char *const k_out[] = {"output", NULL};
+    if (which == 1 && !v) v = k_out;
+    int n = 0;
+    for (; v && v[n]; n++) {
+        if (n >= capacity) return mxp__error(MXP_EINVAL, "op '%s': more than %d names", def->name, capacity);
+        snprintf(names[n], MXP_NAME_MAX, "%s", v[n]);
+    }
+    *out_count = n;
+    return MXP_OK;
+}
+
+int mxp__op_params_new(const mxp_op_def *def, const char *const *keys, const char *const *vals, int n_kwargs,
+                       void **out) {
+    *out = NULL;
+    void *p = calloc(1, def->params_size ? def->params_size : 1);
+    if (!p) return mxp__error_oom("params");
+    char what[128];
+    snprintf(what, sizeof what, "op '%s'", def->name);
+    int rc = mxp__params_parse(def->params, def->n_params, keys, vals, (uint32_t)(n_kwargs > 0 ? n_kwargs : 0), p, what);
+    if (!rc && def->check_params) {
+        mxp_check_params_args a = {MXP_HEADER(mxp_check_params_args), p, def->user_data};
+        rc = def->check_params(&a);
+        if (rc) rc = mxp__error_prefix(rc, "op '%s'", def->name);
+    }
+    if (rc) {
+        mxp__params_free(def->params, def->n_params, p);
+        free(p);
+        return rc;
+    }
+    *out = p;
+    return MXP_OK;
+}
+
+void mxp__op_params_free(const mxp_op_def *def, void *params) {
+    if (!params) return;
+    mxp__params_free(def->params, def->n_params, params);
+    free(params);
+}
+
+int mxp_op_list_names(const mxp_op *cop, int which, const char *const *keys, const char *const *vals, int n_kwargs,
+                      char (*names)[64], int capacity, int *out_count) {
+    if (out_count) *out_count = 0;
+    if (!cop || !out_count || (capacity > 0 && !names) || which < 0 || which > 2)
+        return mxp__error(MXP_EMISUSE, "mxp_op_list_names: bad argument");
+    struct mxp_op *op = (struct mxp_op *)cop;
+    mxp_impl_ref *ref = NULL;
+    const mxp_op_def *def;
+    int rc = mxp__op_ensure_def(op, &def);
+    if (rc) return rc;
+    /* Pin the defining pack while we call into it. */
+    if ((rc = mxp__pack_pin(op->pack))) return rc;
+    mxp__registry_rdlock();
+    def = op->def;
+    mxp__registry_unlock();
+    (void)ref;
+    if (!def) {
+        mxp__pack_unpin(op->pack);
+        return mxp__error(MXP_ENOENT, "op '%s': not loaded", op->name);
+    }
+    void *params;
+    rc = mxp__op_params_new(def, keys, vals, n_kwargs, &params);
+    if (!rc) {
+        rc = mxp__op_list_names_def(def, params, which, names, capacity, out_count);
+        mxp__op_params_free(def, params);
+    }
+    mxp__pack_unpin(op->pack);
+    return rc;
+}
+
+/* ------------------------------------------------------------ explain */
+int mxp_op_explain(const char *op_name, const char *device, const char *const *shapes, int n_shapes,
+                   const char *const *keys, const char *const *vals, int n_kwargs, char **out_report) {
+    if (out_report) *out_report = NULL;
+    if (!op_name || !out_report) return mxp__error(MXP_EMISUSE, "mxp_op_explain: NULL argument");
+    struct mxp_op *op = mxp__registry_find_op(op_name);
+    if (!op) return mxp__error(MXP_ENOENT, "op '%s': not registered", op_name);
+    const mxp_op_def *def;
+    int rc = mxp__op_ensure_def(op, &def);
+    if (rc) return rc;
+    if ((rc = mxp__pack_pin(op->pack))) return rc;
+    mxp__registry_rdlock();
+    def = op->def;
+    mxp__registry_unlock();
+    void *params = NULL;
+    char (*names)[MXP_NAME_MAX] = calloc(3 * 64, MXP_NAME_MAX);
+    mxp_shape *sh = calloc(3 * 64, sizeof *sh);
+    int32_t *dt = calloc(3 * 64, sizeof *dt);
+    int n_in = 0, n_out = 0, n_aux = 0;
+    if (!def) rc = mxp__error(MXP_ENOENT, "op '%s': not loaded", op->name);
+    else if (!names || !sh || !dt) rc = mxp__error_oom("explain");
+    if (!rc) rc = mxp__op_params_new(def, keys, vals, n_kwargs, &params);
+    if (!rc) rc = mxp__op_list_names_def(def, params, 0, names, 64, &n_in);
+    if (!rc) rc = mxp__op_list_names_def(def, params, 1, names + 64, 64, &n_out);
+    if (!rc) rc = mxp__op_list_names_def(def, params, 2, names + 128, 64, &n_aux);
+    int shapes_known = 0;
+    if (!rc) {
+        for (int i = 0; i < 3 * 64; i++) { sh[i].ndim = -1; dt[i] = MXP_DTYPE_F32; }
+        for (int s = 0; s < n_shapes && !rc; s++) {
+            const char *eq = shapes[s] ? strchr(shapes[s], '=') : NULL;
+            if (!eq) { rc = mxp__error(MXP_EINVAL, "explain: shape '%s' is not name=d1,d2,...", shapes[s] ? shapes[s] : "(null)"); break; }
+            int idx = -1;
+            for (int i = 0; i < n_in; i++)
+                if (strlen(names[i]) == (size_t)(eq - shapes[s]) && !strncmp(names[i], shapes[s], (size_t)(eq - shapes[s]))) idx = i;
+            if (idx < 0) { rc = mxp__error(MXP_EINVAL, "explain: op '%s' has no input named '%.*s'", op->name, (int)(eq - shapes[s]), shapes[s]); break; }
+            mxp_shape *t = &sh[idx];
+            t->ndim = 0;
+            for (const char *p = eq + 1; *p && t->ndim < MXP_MAX_NDIM;) {
+                char *end;
+                long long v = strtoll(p, &end, 10);
+                if (end == p) break;
+                t->dims[t->ndim++] = v;
+                p = *end == ',' ? end + 1 : end;
+            }
+        }
+        if (!rc) {
+            mxp_infer_shape_args ia;
+            memset(&ia, 0, sizeof ia);
+            ia.hdr = (mxp_header)MXP_HEADER(mxp_infer_shape_args);
+            ia.params = params; ia.user_data = def->user_data;
+            ia.n_in = (uint32_t)n_in; ia.n_out = (uint32_t)n_out; ia.n_aux = (uint32_t)n_aux;
+            ia.in = sh; ia.out = sh + 64; ia.aux = sh + 128;
+            int irc = def->infer_shape(&ia);
+            shapes_known = irc == MXP_OK;
+            if (irc < 0 && irc != MXP_EINCOMPLETE) rc = irc;
+        }
+    }
+    char *rep_text = NULL;
+    if (!rc) {
+        mxp_select_query q;
+        memset(&q, 0, sizeof q);
+        q.params = params;
+        q.device_name = device ? device : "cpu";
+        q.device.type = mxp__registry_device_type(q.device_name);
+        q.n_in = (uint32_t)n_in; q.n_out = (uint32_t)n_out; q.n_aux = (uint32_t)n_aux;
+        q.in_shapes = sh; q.out_shapes = sh + 64; q.aux_shapes = sh + 128;
+        q.in_dtypes = dt; q.out_dtypes = dt + 64; q.aux_dtypes = dt + 128;
+        mxp_impl_ref *ref = NULL;
+        int src = mxp__select_impl(op, &q, &ref, &rep_text);
+        mxp__impl_ref_release(ref);
+        report R = {NULL, 0, 0};
+        rep(&R, "%s", rep_text ? rep_text : "");
+        if (!shapes_known) rep(&R, "  (shapes incomplete: supports() saw unknown shapes)\n");
+        if (src) rep(&R, "  result: %s\n", mxp_last_error());
+        free(rep_text);
+        *out_report = R.buf ? R.buf : strdup("");
+    }
+    if (def && params) mxp__op_params_free(def, params);
+    free(names); free(sh); free(dt);
+    mxp__pack_unpin(op->pack);
+    return rc;
+}
