@@ -5,3 +5,4 @@ PACK_LDLIBS_ops-nn += -lopenblas
 ifeq ($(SANITIZE),)
 PACK_CFLAGS_ops-nn += -O3
 endif
+PACK_CFLAGS_ops-nn += -ffp-contract=fast

@@ -157,19 +157,23 @@ static void fwd_flat_range(void *arg, int64_t b, int64_t e) {
         int64_t ch = it % j->chunks, ng = it / j->chunks, gr = ng % g->G, n = ng / g->G;
         const float *xp = j->xp + (n * g->C + gr * g->Cg) * d->plane;
         int64_t q0 = ch * j->qchunk, q1 = q0 + j->qchunk < d->Qpad ? q0 + j->qchunk : d->Qpad;
-        for (int64_t mb = 0; mb < j->nmb; mb++) {
-            const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * d->nk * MR;
-            int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
-            for (int64_t q = q0; q < q1; q += VL) {
+        for (int64_t q = q0; q < q1; q += VL) {  /* q outer: the x tile stays in L1 across mb */
+            for (int64_t mb = 0; mb < j->nmb; mb++) {
+                const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * d->nk * MR;
+                int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
                 tile_flat(xp + q, d->plane, g->Cg, d->nk, off, wpk, out);
+                /* output positions of the tile's lanes (one division per tile) */
+                int64_t pos[VL], oh = q / d->Wp, ow = q % d->Wp;
+                for (int64_t l = 0; l < VL; l++) {
+                    pos[l] = (oh < g->Ho && ow < g->Wo) ? oh * g->Wo + ow : -1;
+                    if (++ow == d->Wp) { ow = 0; oh++; }
+                }
                 for (int64_t i = 0; i < mcount; i++) {
                     int64_t m = gr * g->Mg + mb * MR + i;
                     float bv = j->bias ? j->bias[m] : 0.0f;
                     float *yp = j->y + (n * g->M + m) * g->P;
-                    for (int64_t l = 0; l < VL; l++) {
-                        int64_t qq = q + l, oh = qq / d->Wp, ow = qq % d->Wp;
-                        if (oh < g->Ho && ow < g->Wo) put(&yp[oh * g->Wo + ow], out[i * VL + l] + bv, j->req);
-                    }
+                    if (j->req == MXP_REQ_ADD) { for (int64_t l = 0; l < VL; l++) if (pos[l] >= 0) yp[pos[l]] += out[i * VL + l] + bv; }
+                    else for (int64_t l = 0; l < VL; l++) if (pos[l] >= 0) yp[pos[l]] = out[i * VL + l] + bv;
                 }
             }
         }
@@ -185,11 +189,11 @@ static void fwd_pw_range(void *arg, int64_t b, int64_t e) {
         int64_t ch = it % j->chunks, ng = it / j->chunks, gr = ng % g->G, n = ng / g->G;
         const float *x = j->x + (n * g->C + gr * g->Cg) * g->P;
         int64_t p0 = ch * j->qchunk, p1 = p0 + j->qchunk < g->P ? p0 + j->qchunk : g->P;
-        for (int64_t mb = 0; mb < j->nmb; mb++) {
-            const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * MR;
-            int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
-            int64_t p = p0;
-            for (; p + VL <= p1; p += VL) {
+        int64_t pv = p0 + (p1 - p0) / VL * VL;
+        for (int64_t p = p0; p < pv; p += VL) {  /* pixels outer: the x tile stays in L1 across mb */
+            for (int64_t mb = 0; mb < j->nmb; mb++) {
+                const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * MR;
+                int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
                 tile_flat(x + p, g->P, g->Cg, 1, &zero, wpk, out);
                 for (int64_t i = 0; i < mcount; i++) {
                     int64_t m = gr * g->Mg + mb * MR + i;
@@ -199,7 +203,11 @@ static void fwd_pw_range(void *arg, int64_t b, int64_t e) {
                     else for (int l = 0; l < VL; l++) yp[l] = out[i * VL + l] + bv;
                 }
             }
-            for (; p < p1; p++) /* tail pixels */
+        }
+        for (int64_t mb = 0; mb < j->nmb; mb++) {
+            const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * MR;
+            int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
+            for (int64_t p = pv; p < p1; p++) /* tail pixels */
                 for (int64_t i = 0; i < mcount; i++) {
                     int64_t m = gr * g->Mg + mb * MR + i;
                     float acc = j->bias ? j->bias[m] : 0.0f;
