@@ -23,8 +23,10 @@
 #include <criterion/criterion.h>
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int __lsan_do_recoverable_leak_check(void);
 
@@ -32,10 +34,35 @@ typedef void (*test_fn)(void);
 
 static test_fn current_body;
 
-static void body_then_leak_check(void) {
-    current_body();
+static void leak_check(void) {
     if (__lsan_do_recoverable_leak_check() != 0)
         cr_assert_fail("LeakSanitizer: memory leaked by this test (report above)");
+}
+
+/* Criterion calls fn() for a plain test and fn(param) for a parameterized
+ * one (test->data->param_ set), so there is one trampoline of each type. */
+static void body_then_leak_check(void) {
+    current_body();
+    leak_check();
+}
+
+static void param_body_then_leak_check(void *param) {
+    ((void (*)(void *))current_body)(param);
+    leak_check();
+}
+
+/* In the worker, Criterion's test record is a copy in its arena that is not
+ * necessarily aligned (UBSan flags a plain ->data->param_), so the field is
+ * read with memcpy. */
+static int is_parameterized(void) {
+    const struct criterion_test *t = criterion_current_test;
+    if (!t) return 0;
+    const struct criterion_test_extra_data *data;
+    memcpy(&data, (const char *)t + offsetof(struct criterion_test, data), sizeof data);
+    if (!data) return 0;
+    struct criterion_test_params (*param)(void);
+    memcpy(&param, (const char *)data + offsetof(struct criterion_test_extra_data, param_), sizeof param);
+    return param != NULL;
 }
 
 void criterion_internal_test_main(void (*fn)(void)) {
@@ -49,5 +76,8 @@ void criterion_internal_test_main(void (*fn)(void)) {
         }
     }
     current_body = fn;
-    real(body_then_leak_check);
+    if (is_parameterized())
+        real((void (*)(void))param_body_then_leak_check);
+    else
+        real(body_then_leak_check);
 }
