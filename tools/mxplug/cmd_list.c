@@ -73,7 +73,8 @@ static int load_packs(const char *only, json_t *failures) {
 static json_t *op_to_json(const mxp_op *op) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(nz(mxp_op_name(op))));
-    json_object_set_new(o, "pack", json_string(nz(mxp_op_pack(op))));
+    /* An op known only through impls of other packs has no defining pack. */
+    json_object_set_new(o, "pack", mxp_op_pack(op) ? json_string(mxp_op_pack(op)) : json_null());
     json_t *aliases = json_array();
     for (int a = 0, na = mxp_op_alias_count(op); a < na; a++)
         json_array_append_new(aliases, json_string(nz(mxp_op_alias_at(op, a))));
