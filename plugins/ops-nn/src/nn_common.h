@@ -98,3 +98,8 @@ int nn_register_leaky_relu(mxp_registrar *r);
 void nn_gemm(int32_t dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
              double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
              double beta, void *c, int64_t ldc);
+
+/* Softmax over the middle axis of an (O, K, S) view, f32/f64, parallel over
+ * O*S rows; log_out gives log-softmax.  y may alias x.  (softmax.c) */
+int nn_softmax_axis(const mxp_op_ctx *ctx, int32_t dt, const void *x, void *y, int32_t req,
+                    int64_t O, int64_t K, int64_t S, double temperature, int log_out);

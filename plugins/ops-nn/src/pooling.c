@@ -1,0 +1,199 @@
+/* pooling.c — Pooling (MXNet 1.x), 2-D NCHW: pool_type max/avg/sum,
+ * global_pool, pooling_convention valid/full (same is refused), kernel,
+ * stride, pad, count_include_pad (avg).  f32/f64, split over (n, c) planes.
+ * Max backward routes each output gradient to the first maximum of its
+ * window (rescanning the input, so backward needs data but not output).
+ * Window arithmetic follows MXNet's pool_*_2d kernels: windows are clipped
+ * to the padded extent for the avg divisor (count_include_pad) and to the
+ * data for the values. */
+#include "nn_common.h"
+#include <float.h>
+
+enum { POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP };
+static const char *const pool_types[] = {"max", "avg", "sum", "lp", NULL};
+static const char *const pool_conv[] = {"valid", "full", "same", NULL};
+static const char *const pool_layouts[] = {"None", "NCW", "NCHW", "NCDHW", "NHWC", "NDHWC", "NWC", NULL};
+
+typedef struct pool_params {
+    mxp_param_shape kernel, stride, pad;
+    mxp_param_opt_int p_value;
+    int32_t pool_type, global_pool, cudnn_off, pooling_convention, count_include_pad, layout;
+} pool_params;
+
+static const mxp_param_def pool_schema[] = {
+    NN_P("kernel", MXP_PARAM_SHAPE, 0, pool_params, kernel, "()", NULL, "Pooling kernel size: (y, x)."),
+    NN_P("pool_type", MXP_PARAM_ENUM, 0, pool_params, pool_type, "max", pool_types, "Pooling type to be applied."),
+    NN_P("global_pool", MXP_PARAM_BOOL, 0, pool_params, global_pool, "False", NULL, "Ignore kernel size, do global pooling based on current input feature map."),
+    NN_P("cudnn_off", MXP_PARAM_BOOL, 0, pool_params, cudnn_off, "False", NULL, "Turn off cudnn pooling (accepted, ignored on CPU)."),
+    NN_P("pooling_convention", MXP_PARAM_ENUM, 0, pool_params, pooling_convention, "valid", pool_conv, "Pooling convention to be applied."),
+    NN_P("stride", MXP_PARAM_SHAPE, 0, pool_params, stride, "()", NULL, "Stride: for pooling (y, x). Defaults to 1."),
+    NN_P("pad", MXP_PARAM_SHAPE, 0, pool_params, pad, "()", NULL, "Pad for pooling: (y, x). Defaults to 0."),
+    NN_P("p_value", MXP_PARAM_OPT_INT, 0, pool_params, p_value, "None", NULL, "Value of p for Lp pooling (lp is not implemented)."),
+    NN_P("count_include_pad", MXP_PARAM_BOOL, 0, pool_params, count_include_pad, "True", NULL, "Whether padded values count in the avg divisor."),
+    NN_P("layout", MXP_PARAM_ENUM, 0, pool_params, layout, "None", pool_layouts, "Data layout; only NCHW is supported."),
+};
+static const char *const pool_args[] = {"data", NULL};
+
+static int norm2(mxp_param_shape *s, int64_t v, const char *what) {
+    if (!s->has_value || s->ndim == 0) { s->has_value = 1; s->ndim = 2; s->dims[0] = s->dims[1] = v; return MXP_OK; }
+    if (s->ndim != 2) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: %s must have 2 elements (2-D pooling only), got %d", what, s->ndim);
+    return MXP_OK;
+}
+
+static int pool_check_params(mxp_check_params_args *a) {
+    pool_params *p = a->params;
+    int st;
+    if (p->layout != 0 && p->layout != 2) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: only NCHW layout");
+    if (p->pool_type == POOL_LP) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: pool_type 'lp' is not implemented");
+    if (p->pooling_convention == 2) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: pooling_convention 'same' is not implemented");
+    if (!p->global_pool) {
+        if (!p->kernel.has_value || p->kernel.ndim != 2)
+            return NN_ERR(MXP_EINVAL, "Pooling: kernel must be 2-D (y, x) unless global_pool");
+    } else if ((st = norm2(&p->kernel, 1, "kernel")) < 0) return st;
+    if ((st = norm2(&p->stride, 1, "stride")) < 0 || (st = norm2(&p->pad, 0, "pad")) < 0) return st;
+    for (int i = 0; i < 2; i++)
+        if (p->kernel.dims[i] < 1 || p->stride.dims[i] < 1 || p->pad.dims[i] < 0)
+            return NN_ERR(MXP_EINVAL, "Pooling: kernel and stride must be >= 1, pad >= 0");
+    return MXP_OK;
+}
+
+typedef struct pgeom { int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo; int type, cip; } pgeom;
+
+static int pool_geom(const pool_params *p, const int64_t *d, pgeom *g, int check) {
+    g->N = d[0]; g->C = d[1]; g->H = d[2]; g->W = d[3]; g->type = p->pool_type; g->cip = p->count_include_pad;
+    if (p->global_pool) { g->kh = g->H; g->kw = g->W; g->sh = g->sw = 1; g->ph = g->pw = 0; }
+    else { g->kh = p->kernel.dims[0]; g->kw = p->kernel.dims[1]; g->sh = p->stride.dims[0]; g->sw = p->stride.dims[1];
+           g->ph = p->pad.dims[0]; g->pw = p->pad.dims[1]; }
+    if (check && (g->kh > g->H + 2 * g->ph || g->kw > g->W + 2 * g->pw)) return -1;
+    if (p->pooling_convention == 1) {
+        g->Ho = 1 + (g->H + 2 * g->ph - g->kh + g->sh - 1) / g->sh;
+        g->Wo = 1 + (g->W + 2 * g->pw - g->kw + g->sw - 1) / g->sw;
+    } else {
+        g->Ho = 1 + (g->H + 2 * g->ph - g->kh) / g->sh;
+        g->Wo = 1 + (g->W + 2 * g->pw - g->kw) / g->sw;
+    }
+    return 0;
+}
+
+static int pool_infer_shape(mxp_infer_shape_args *a) {
+    const pool_params *p = a->params;
+    mxp_shape *d = &a->in[0];
+    char b1[160];
+    if (d->ndim < 0 || !nn_shape_known(d)) return MXP_EINCOMPLETE;
+    if (d->ndim != 4) return NN_ERR(MXP_ESHAPE, "Pooling: data must be 4-D NCHW, got %s", nn_shape_str(d, b1, sizeof b1));
+    pgeom g;
+    if (pool_geom(p, d->dims, &g, 1) < 0)
+        return NN_ERR(MXP_ESHAPE, "Pooling: kernel (%lld,%lld) larger than padded data %s",
+                      (long long)p->kernel.dims[0], (long long)p->kernel.dims[1], nn_shape_str(d, b1, sizeof b1));
+    int64_t od[4] = {g.N, g.C, g.Ho, g.Wo};
+    mxp_shape o = nn_shape(4, od);
+    return nn_shape_assign("Pooling", "output", &a->out[0], &o);
+}
+
+typedef struct pjob { pgeom g; int32_t dt, req; const void *x, *dy; void *y, *dx; } pjob;
+
+/* window [hs,he) x [ws,we) clipped to data; divisor per MXNet */
+#define WINDOW(g, oh, ow) \
+    int64_t hs = (oh) * (g)->sh - (g)->ph, ws = (ow) * (g)->sw - (g)->pw; \
+    int64_t he = hs + (g)->kh, we = ws + (g)->kw; \
+    if (he > (g)->H + (g)->ph) he = (g)->H + (g)->ph; \
+    if (we > (g)->W + (g)->pw) we = (g)->W + (g)->pw; \
+    int64_t psize = (he - hs) * (we - ws); \
+    if (hs < 0) hs = 0; \
+    if (ws < 0) ws = 0; \
+    if (he > (g)->H) he = (g)->H; \
+    if (we > (g)->W) we = (g)->W; \
+    if (!(g)->cip) psize = (he - hs) * (we - ws);
+
+static void pool_fwd_range(void *arg, int64_t b, int64_t e) {
+    const pjob *j = arg; const pgeom *g = &j->g;
+    NN_TYPED(j->dt, T, for (int64_t pl = b; pl < e; pl++) {
+        const T *x = (const T *)j->x + pl * g->H * g->W;
+        T *y = (T *)j->y + pl * g->Ho * g->Wo;
+        for (int64_t oh = 0; oh < g->Ho; oh++) for (int64_t ow = 0; ow < g->Wo; ow++) {
+            WINDOW(g, oh, ow)
+            T v;
+            if (g->type == POOL_MAX) {
+                v = j->dt == MXP_DTYPE_F32 ? (T)-FLT_MAX : (T)-DBL_MAX;
+                for (int64_t h = hs; h < he; h++) for (int64_t w = ws; w < we; w++) if (x[h * g->W + w] > v) v = x[h * g->W + w];
+            } else {
+                T s = 0;
+                for (int64_t h = hs; h < he; h++) for (int64_t w = ws; w < we; w++) s += x[h * g->W + w];
+                v = g->type == POOL_AVG ? (psize > 0 ? s / (T)psize : 0) : s;
+            }
+            NN_STORE(j->req, y[oh * g->Wo + ow], v);
+        }
+    });
+}
+
+static void pool_bwd_range(void *arg, int64_t b, int64_t e) {
+    const pjob *j = arg; const pgeom *g = &j->g;
+    NN_TYPED(j->dt, T, for (int64_t pl = b; pl < e; pl++) {
+        const T *x = j->x ? (const T *)j->x + pl * g->H * g->W : NULL;
+        const T *dy = (const T *)j->dy + pl * g->Ho * g->Wo;
+        T *dx = (T *)j->dx + pl * g->H * g->W;
+        if (j->req != MXP_REQ_ADD) memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));
+        for (int64_t oh = 0; oh < g->Ho; oh++) for (int64_t ow = 0; ow < g->Wo; ow++) {
+            WINDOW(g, oh, ow)
+            T gv = dy[oh * g->Wo + ow];
+            if (g->type == POOL_MAX) {
+                int64_t best = -1; T v = 0;
+                for (int64_t h = hs; h < he; h++) for (int64_t w = ws; w < we; w++)
+                    if (best < 0 || x[h * g->W + w] > v) { v = x[h * g->W + w]; best = h * g->W + w; }
+                if (best >= 0) dx[best] += gv;
+            } else {
+                T s = g->type == POOL_AVG ? (psize > 0 ? gv / (T)psize : 0) : gv;
+                for (int64_t h = hs; h < he; h++) for (int64_t w = ws; w < we; w++) dx[h * g->W + w] += s;
+            }
+        }
+    });
+}
+
+static int pool_forward(const mxp_forward_args *a) {
+    int32_t dt; int st;
+    if ((st = nn_check_float("Pooling", a->in, 1, &dt)) < 0) return st;
+    if ((st = nn_check_contig("Pooling", a->in, 1)) < 0 || (st = nn_check_contig("Pooling", a->out, 1)) < 0) return st;
+    if (a->in[0].ndim != 4) return NN_ERR(MXP_ESHAPE, "Pooling: data must be 4-D");
+    if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
+    pjob j; memset(&j, 0, sizeof j);
+    pool_geom(a->params, a->in[0].shape, &j.g, 0);
+    j.dt = dt; j.req = a->req[0]; j.x = nn_ptr(&a->in[0]); j.y = nn_ptr(&a->out[0]);
+    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_fwd_range, &j);
+}
+
+static int pool_backward(const mxp_backward_args *a) {
+    int st;
+    if ((st = nn_check_contig("Pooling", a->in_grad, 1)) < 0 || (st = nn_check_contig("Pooling", a->out_grad, 1)) < 0) return st;
+    if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
+    pjob j; memset(&j, 0, sizeof j);
+    pool_geom(a->params, a->in_grad[0].shape, &j.g, 0);
+    j.dt = a->out_grad[0].dtype; j.req = a->req[0]; j.x = nn_ptr(&a->in[0]);
+    j.dy = nn_ptr(&a->out_grad[0]); j.dx = nn_ptr(&a->in_grad[0]);
+    if (j.g.type == POOL_MAX && !j.x) return NN_ERR(MXP_EINVAL, "Pooling: max backward needs data");
+    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_bwd_range, &j);
+}
+
+static int pool_declare_backward(mxp_backward_deps_args *a) {
+    const pool_params *p = a->params;
+    a->need_in[0] = p->pool_type == POOL_MAX;
+    a->need_out[0] = 0;
+    return MXP_OK;
+}
+
+static const mxp_op_def pool_def = {
+    .hdr = MXP_HEADER(mxp_op_def), .name = "Pooling",
+    .doc = "Performs pooling on the input (2-D NCHW).",
+    .params = pool_schema, .n_params = NN_COUNT(pool_schema), .params_size = sizeof(pool_params),
+    .arg_names = pool_args, .infer_shape = pool_infer_shape,
+    .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA, .declare_backward = pool_declare_backward,
+    .check_params = pool_check_params,
+};
+static const mxp_op_impl pool_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Pooling", .impl_name = "default", .device = "cpu",
+    .rank = MXP_RANK_PRIMARY, .forward = pool_forward, .backward = pool_backward,
+};
+
+int nn_register_pooling(mxp_registrar *r) {
+    int st = r->add_op(r, &pool_def);
+    return st < 0 ? st : r->add_impl(r, &pool_impl);
+}
