@@ -151,8 +151,9 @@ int ob_reg_random(mxp_registrar *r);
 int ob_reg_sum_n(mxp_registrar *r);
 int ob_reg_optimizer(mxp_registrar *r);
 
-#define OB_IMPL(OPNAME, FWD, BWD)                                           \
+#define OB_IMPL_UD(OPNAME, FWD, BWD, UD)                                    \
     { MXP_HEADER(mxp_op_impl), OPNAME, "default", "cpu", MXP_RANK_PRIMARY,  \
-      0, NULL, NULL, NULL, NULL, FWD, BWD, NULL, NULL }
+      0, NULL, NULL, NULL, NULL, FWD, BWD, NULL, (void *)(UD) }
+#define OB_IMPL(OPNAME, FWD, BWD) OB_IMPL_UD(OPNAME, FWD, BWD, NULL)
 
 #endif /* OPS_BASIC_COMMON_H */
