@@ -73,6 +73,10 @@ has "$TMP/out" "reference"
 run 0 "$MXPLUG" info mock_scale --why --shape data=2,3 --param scale=3
 has "$TMP/out" "why"
 has "$TMP/out" "reference"
+# On the mock device, its own impl wins (the device registered by the pack).
+run 0 "$MXPLUG" info mock_scale --why --device mock --shape data=4
+has "$TMP/out" "device mock"
+grep -q "mock .*CHOSEN" "$TMP/out" || fail "mock impl not chosen on device mock"
 run 1 "$MXPLUG" info no_such_op
 has "$TMP/err" "no_such_op"
 
