@@ -106,6 +106,7 @@ static int cfg_read(const char *path) {
         for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
             yaml_node_t *k = yaml_document_get_node(&doc, p->key), *v = yaml_document_get_node(&doc, p->value);
             if (k->type != YAML_SCALAR_NODE || strcmp((char *)k->data.scalar.value, "impl")) continue;
+            if (v->type == YAML_SCALAR_NODE && !v->data.scalar.length) continue; /* "impl:" with none */
             if (v->type != YAML_MAPPING_NODE) {
                 rc = mxp__error(MXP_EFORMAT, "%s:%zu:%zu: 'impl' must map op names to policies", path,
                                 v->start_mark.line + 1, v->start_mark.column + 1);
@@ -182,7 +183,7 @@ int mxp_config_set_impl(const char *op_name, const char *policy) {
         if (!f) rc = mxp__error(MXP_EIO, "user config '%s': cannot write: %s", tmp, strerror(errno));
         else {
             fprintf(f, "# mxplug user config (written by mxp_config_set_impl / `mxplug impl`)\n");
-            fprintf(f, "impl:\n");
+            fprintf(f, g_n_cfg ? "impl:\n" : "impl: {}\n");
             for (int i = 0; i < g_n_cfg; i++) fprintf(f, "  \"%s\": \"%s\"\n", g_cfg[i].op, g_cfg[i].policy);
             if (fclose(f) || rename(tmp, path)) {
                 rc = mxp__error(MXP_EIO, "user config '%s': cannot write: %s", path, strerror(errno));

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #define PSEL_SO MXP_BUILD_DIR "/tests/fixtures/plugin_sel.so"
 
