@@ -473,7 +473,9 @@ int mxp__stage_publish(mxp_stage *s) {
         struct mxp_op *op = mxp__registry_find_op_locked(d->name);
         if (!op) op = mxp__registry_add_op_locked(d->name, p);
         if (!op) continue;
-        op->pack = p;
+        /* Unlocked readers look at op->pack / e->pack / e->rank (stable
+         * across reloads): write them only when they really change. */
+        if (op->pack != p) op->pack = p;
         op->def = d;
         if (d->aliases)
             for (int a = 0; d->aliases[a]; a++) mxp__registry_add_alias_locked(op, d->aliases[a]);
@@ -489,8 +491,8 @@ int mxp__stage_publish(mxp_stage *s) {
         if (!e) e = mxp__registry_add_impl_locked(op, im->impl_name, im->device, im->rank, p);
         if (!e) continue;
         e->impl = im;
-        e->rank = im->rank;
-        e->pack = p;
+        if (e->rank != im->rank) e->rank = im->rank;
+        if (e->pack != p) e->pack = p;
         impls[i] = im;
     }
     int nd = 0, nk = 0, ni = 0;
