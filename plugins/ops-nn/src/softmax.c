@@ -94,7 +94,7 @@ static int smx_infer_shape(mxp_infer_shape_args *a) {
     const smx_params *p = a->params;
     int st;
     if (a->in[0].ndim >= 0) {
-        int64_t ax;
+        int64_t ax = 0;
         if ((st = smx_axis(p, a->in[0].ndim, &ax)) < 0) return st;
         if ((st = nn_shape_assign("softmax", "output", &a->out[0], &a->in[0])) < 0) return st;
     } else if (a->out[0].ndim >= 0 && (st = nn_shape_assign("softmax", "data", &a->in[0], &a->out[0])) < 0) return st;
@@ -106,7 +106,7 @@ static int run_fwd(const mxp_forward_args *a, int log_out) {
     if ((st = nn_check_float("softmax", a->in, 1, &dt)) < 0) return st;
     if ((st = nn_check_contig("softmax", a->in, 1)) < 0 || (st = nn_check_contig("softmax", a->out, 1)) < 0) return st;
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
-    int64_t ax, O, K, S;
+    int64_t ax = 0, O, K, S;
     if ((st = smx_axis(p, a->in[0].ndim, &ax)) < 0) return st;
     split(a->in[0].shape, a->in[0].ndim, ax, &O, &K, &S);
     double T = p->temperature.has_value ? p->temperature.value : 1.0;
@@ -117,7 +117,7 @@ static int run_bwd(const mxp_backward_args *a, int log_out) {
     if ((st = nn_check_contig("softmax", a->out, 1)) < 0 || (st = nn_check_contig("softmax", a->out_grad, 1)) < 0 ||
         (st = nn_check_contig("softmax", a->in_grad, 1)) < 0) return st;
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
-    int64_t ax, O, K, S;
+    int64_t ax = 0, O, K, S;
     if ((st = smx_axis(p, a->out[0].ndim, &ax)) < 0) return st;
     split(a->out[0].shape, a->out[0].ndim, ax, &O, &K, &S);
     double T = p->temperature.has_value ? p->temperature.value : 1.0;
