@@ -105,7 +105,7 @@ static const mxp_op_def fc_def = {
 };
 
 static const mxp_op_impl fc_impl = {
-    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "FullyConnected", .impl_name = "blas", .device = "cpu",
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "FullyConnected", .impl_name = "default", .device = "cpu",
     .rank = MXP_RANK_PRIMARY, .doc = "OpenBLAS sgemm/dgemm",
     .forward = fc_forward, .backward = fc_backward,
 };

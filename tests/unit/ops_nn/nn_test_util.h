@@ -3,6 +3,7 @@
 #ifndef NN_TEST_UTIL_H
 #define NN_TEST_UTIL_H
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <mxp/types.h>
@@ -30,3 +31,45 @@ static inline double tu_relerr(const void *got, int32_t dt, const double *ref, i
     return sqrt(num) / (den > 1e-300 ? sqrt(den) : 1.0);
 }
 #endif
+
+#include <criterion/criterion.h>
+
+/* Loss L = sum_i out0[i] * out_grad0[i]; central differences of L against
+ * the analytic in_grad of every input k with check[k] set.  The node must be
+ * float64, allocated and filled (inputs and out_grad[0]). */
+static inline double tu_loss(nnh_node *n) {
+    int64_t ny = nnh_numel(&n->out_shape[0]);
+    double l = 0;
+    for (int64_t q = 0; q < ny; q++) l += ((double *)n->out[0])[q] * ((double *)n->out_grad[0])[q];
+    return l;
+}
+static inline void tu_fd_check(nnh_node *n, int is_train, const int *check, double tol) {
+    cr_assert_eq(nnh_node_forward(n, is_train, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(nnh_node_backward(n, NULL), 0, "%s", nnh_error());
+    const double h = 1e-6;
+    for (uint32_t k = 0; k < n->n_in; k++) {
+        if (!check[k]) continue;
+        double *v = n->in[k], *g = n->in_grad[k];
+        int64_t cnt = nnh_numel(&n->in_shape[k]), step = cnt > 60 ? cnt / 60 : 1;
+        for (int64_t i = 0; i < cnt; i += step) {
+            double save = v[i];
+            v[i] = save + h; cr_assert_eq(nnh_node_forward(n, is_train, NULL), 0);
+            double lp = tu_loss(n);
+            v[i] = save - h; nnh_node_forward(n, is_train, NULL);
+            double lm = tu_loss(n);
+            v[i] = save;
+            double fd = (lp - lm) / (2 * h);
+            cr_assert(fabs(fd - g[i]) <= tol * (1 + fabs(fd)), "%s input %u elem %lld: fd %.9g analytic %.9g",
+                      n->def->name, k, (long long)i, fd, g[i]);
+        }
+    }
+}
+/* init + set data shape + infer + alloc, asserting success. */
+static inline void tu_node(nnh_node *n, nnh_pack *p, const char *op, const char *kw, int32_t dt,
+                           int nd, const int64_t *dims, int is_train) {
+    cr_assert_eq(nnh_node_init(n, p, op, "default", kw, dt), 0, "%s: %s", op, nnh_error());
+    n->in_shape[0].ndim = nd;
+    for (int i = 0; i < nd; i++) n->in_shape[0].dims[i] = dims[i];
+    cr_assert_eq(nnh_node_infer(n), MXP_OK, "%s infer: %s", op, nnh_error());
+    cr_assert_eq(nnh_node_alloc(n, is_train), 1, "%s alloc: %s", op, n->reason);
+}

@@ -1,0 +1,64 @@
+/* test_activation.c — Activation (relu, sigmoid, tanh, softrelu, softsign):
+ * forward against libm formulas in float64, finite differences of the
+ * backward in float64, float32 backward against the float64 analytic
+ * derivative, and req add. */
+#include <string.h>
+#include "nn_test_util.h"
+
+static nnh_pack *pack;
+static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
+static void teardown(void) { nnh_unload(pack); }
+
+static double f(int t, double x) {
+    switch (t) { case 0: return x > 0 ? x : 0; case 1: return 1 / (1 + exp(-x)); case 2: return tanh(x);
+    case 3: return log(1 + exp(x)); default: return x / (1 + fabs(x)); }
+}
+static double df(int t, double x) {
+    switch (t) { case 0: return x > 0; case 1: { double s = 1 / (1 + exp(-x)); return s * (1 - s); }
+    case 2: return 1 - tanh(x) * tanh(x); case 3: return 1 / (1 + exp(-x)); default: return 1 / ((1 + fabs(x)) * (1 + fabs(x))); }
+}
+static const char *names[] = {"relu", "sigmoid", "tanh", "softrelu", "softsign"};
+
+Test(activation, forward_backward, .init = setup, .fini = teardown) {
+    for (int t = 0; t < 5; t++) for (int dti = 0; dti < 2; dti++) {
+        int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
+        char kw[64]; snprintf(kw, sizeof kw, "act_type=%s", names[t]);
+        nnh_node n; int64_t d[2] = {37, 41};
+        tu_node(&n, pack, "Activation", kw, dt, 2, d, 1);
+        int64_t cnt = 37 * 41;
+        uint64_t r = 9 + (uint64_t)t;
+        tu_fill(n.in[0], dt, cnt, &r, -4, 4);
+        tu_fill(n.out_grad[0], dt, cnt, &r, -1, 1);
+        double *y = malloc(sizeof(double) * (size_t)cnt), *dx = malloc(sizeof(double) * (size_t)cnt);
+        for (int64_t i = 0; i < cnt; i++) {
+            double x = tu_get(n.in[0], dt, i);
+            y[i] = f(t, x); dx[i] = df(t, x) * tu_get(n.out_grad[0], dt, i);
+        }
+        double tol = dt == MXP_DTYPE_F32 ? 2e-6 : 1e-12;
+        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_leq(tu_relerr(n.out[0], dt, y, cnt), tol, "%s fwd", names[t]);
+        cr_assert_eq(nnh_node_backward(&n, NULL), 0);
+        cr_assert_leq(tu_relerr(n.in_grad[0], dt, dx, cnt), dt == MXP_DTYPE_F32 ? 1e-5 : 1e-10, "%s bwd", names[t]);
+        int32_t add[1] = {MXP_REQ_ADD};
+        cr_assert_eq(nnh_node_backward(&n, add), 0);
+        for (int64_t i = 0; i < cnt; i++) dx[i] *= 2;
+        cr_assert_leq(tu_relerr(n.in_grad[0], dt, dx, cnt), dt == MXP_DTYPE_F32 ? 1e-5 : 1e-10, "%s bwd add", names[t]);
+        free(y); free(dx);
+        nnh_node_free(&n);
+    }
+}
+
+Test(activation, finite_differences, .init = setup, .fini = teardown) {
+    for (int t = 0; t < 5; t++) {
+        char kw[64]; snprintf(kw, sizeof kw, "act_type=%s", names[t]);
+        nnh_node n; int64_t d[1] = {50};
+        tu_node(&n, pack, "Activation", kw, MXP_DTYPE_F64, 1, d, 1);
+        uint64_t r = 3;
+        tu_fill(n.in[0], MXP_DTYPE_F64, 50, &r, -3, 3);
+        for (int i = 0; i < 50; i++) if (fabs(((double *)n.in[0])[i]) < 1e-3) ((double *)n.in[0])[i] = 0.5; /* relu kink */
+        tu_fill(n.out_grad[0], MXP_DTYPE_F64, 50, &r, -1, 1);
+        int check[1] = {1};
+        tu_fd_check(&n, 1, check, 1e-6);
+        nnh_node_free(&n);
+    }
+}

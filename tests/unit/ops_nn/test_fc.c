@@ -1,0 +1,66 @@
+/* test_fc.c — FullyConnected: forward vs a plain-loop float64 reference
+ * (flatten True/False, no_bias), req add, shape inference, and float64
+ * finite differences for data/weight/bias gradients. */
+#include <string.h>
+#include "nn_test_util.h"
+
+static nnh_pack *pack;
+static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
+static void teardown(void) { nnh_unload(pack); }
+
+Test(fc, forward_reference, .init = setup, .fini = teardown) {
+    const char *kws[] = {"num_hidden=7", "num_hidden=5 no_bias=True", "num_hidden=6 flatten=False"};
+    for (int t = 0; t < 3; t++) for (int dti = 0; dti < 2; dti++) {
+        int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
+        nnh_node n; int64_t d[3] = {4, 3, 5};
+        tu_node(&n, pack, "FullyConnected", kws[t], dt, 3, d, 1);
+        int flatten = t != 2, nobias = t == 1;
+        int64_t H = n.out_shape[0].dims[n.out_shape[0].ndim - 1], K = flatten ? 15 : 5, R = flatten ? 4 : 12;
+        cr_assert_eq(n.in_shape[1].dims[0], H); cr_assert_eq(n.in_shape[1].dims[1], K);
+        cr_assert_eq(n.n_in, nobias ? 2u : 3u);
+        if (!flatten) { cr_assert_eq(n.out_shape[0].ndim, 3); cr_assert_eq(n.out_shape[0].dims[1], 3); }
+        uint64_t r = 11;
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], dt, nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        double *ref = calloc((size_t)(R * H), sizeof(double));
+        for (int64_t i = 0; i < R; i++) for (int64_t j = 0; j < H; j++) {
+            double s = nobias ? 0 : tu_get(n.in[2], dt, j);
+            for (int64_t k = 0; k < K; k++) s += tu_get(n.in[0], dt, i * K + k) * tu_get(n.in[1], dt, j * K + k);
+            ref[i * H + j] = s;
+        }
+        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_leq(tu_relerr(n.out[0], dt, ref, R * H), dt == MXP_DTYPE_F32 ? 1e-6 : 1e-14);
+        int32_t add[1] = {MXP_REQ_ADD};
+        cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+        for (int64_t i = 0; i < R * H; i++) ref[i] *= 2;
+        cr_assert_leq(tu_relerr(n.out[0], dt, ref, R * H), dt == MXP_DTYPE_F32 ? 1e-6 : 1e-14);
+        free(ref);
+        nnh_node_free(&n);
+    }
+}
+
+Test(fc, finite_differences, .init = setup, .fini = teardown) {
+    const char *kws[] = {"num_hidden=4", "num_hidden=3 flatten=False"};
+    for (int t = 0; t < 2; t++) {
+        nnh_node n; int64_t d[3] = {3, 2, 5};
+        tu_node(&n, pack, "FullyConnected", kws[t], MXP_DTYPE_F64, 3, d, 1);
+        uint64_t r = 5;
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], MXP_DTYPE_F64, nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        tu_fill(n.out_grad[0], MXP_DTYPE_F64, nnh_numel(&n.out_shape[0]), &r, -1, 1);
+        int check[3] = {1, 1, 1};
+        tu_fd_check(&n, 1, check, 1e-7);
+        nnh_node_free(&n);
+    }
+}
+
+Test(fc, shape_errors, .init = setup, .fini = teardown) {
+    nnh_node n;
+    cr_assert_eq(nnh_node_init(&n, pack, "FullyConnected", "default", "num_hidden=4", MXP_DTYPE_F32), 0);
+    cr_assert_eq(nnh_node_infer(&n), MXP_EINCOMPLETE);
+    n.in_shape[0] = (mxp_shape){2, 0, {8, 10}};
+    n.in_shape[1] = (mxp_shape){2, 0, {4, 9}};
+    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
+    cr_assert(strstr(nnh_error(), "(4,9)") && strstr(nnh_error(), "(4,10)"), "%s", nnh_error());
+    nnh_node_free(&n);
+    cr_assert_lt(nnh_node_init(&n, pack, "FullyConnected", "default", "", MXP_DTYPE_F32), 0); /* num_hidden required */
+    nnh_node_free(&n);
+}
