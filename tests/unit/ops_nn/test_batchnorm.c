@@ -1,0 +1,75 @@
+/* test_batchnorm.c — BatchNorm: training forward against float64 batch
+ * statistics, moving-average update of the aux states, inference with the
+ * moving statistics, use_global_stats, fix_gamma, axis != 1, shapes, and
+ * float64 finite differences (training and global-stats modes). */
+#include <string.h>
+#include "nn_test_util.h"
+
+static nnh_pack *pack;
+static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
+static void teardown(void) { nnh_unload(pack); }
+
+Test(batchnorm, forward_train_and_infer, .init = setup, .fini = teardown) {
+    for (int dti = 0; dti < 2; dti++) {
+        int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
+        int64_t d[4] = {3, 4, 5, 2};
+        nnh_node n;
+        tu_node(&n, pack, "BatchNorm", "fix_gamma=False eps=0.001 momentum=0.8", dt, 4, d, 1);
+        cr_assert_eq(n.n_in, 3); cr_assert_eq(n.n_aux, 2); cr_assert_eq(n.n_out, 3);
+        cr_assert_eq(n.in_shape[1].dims[0], 4); cr_assert_eq(n.aux_shape[1].dims[0], 4);
+        uint64_t r = 4;
+        tu_fill(n.in[0], dt, 120, &r, -2, 3);
+        tu_fill(n.in[1], dt, 4, &r, 0.5, 1.5);
+        tu_fill(n.in[2], dt, 4, &r, -1, 1);
+        for (int c = 0; c < 4; c++) { tu_set(n.aux[0], dt, c, 0.1 * c); tu_set(n.aux[1], dt, c, 1 + c); }
+        double y[120], mm[4], mv[4];
+        for (int c = 0; c < 4; c++) {
+            double s = 0, s2 = 0;
+            for (int i = 0; i < 3; i++) for (int k = 0; k < 10; k++) s += tu_get(n.in[0], dt, (i * 4 + c) * 10 + k);
+            double mean = s / 30;
+            for (int i = 0; i < 3; i++) for (int k = 0; k < 10; k++) { double v = tu_get(n.in[0], dt, (i * 4 + c) * 10 + k) - mean; s2 += v * v; }
+            double var = s2 / 30;
+            for (int i = 0; i < 3; i++) for (int k = 0; k < 10; k++) {
+                int64_t idx = (i * 4 + c) * 10 + k;
+                y[idx] = tu_get(n.in[1], dt, c) * (tu_get(n.in[0], dt, idx) - mean) / sqrt(var + 0.001) + tu_get(n.in[2], dt, c);
+            }
+            mm[c] = 0.1 * c * 0.8 + mean * 0.2; mv[c] = (1 + c) * 0.8 + var * 0.2;
+        }
+        double tol = dt == MXP_DTYPE_F32 ? 1e-6 : 1e-13;
+        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_leq(tu_relerr(n.out[0], dt, y, 120), tol);
+        cr_assert_leq(tu_relerr(n.aux[0], dt, mm, 4), tol);
+        cr_assert_leq(tu_relerr(n.aux[1], dt, mv, 4), tol);
+        /* inference uses the moving statistics and leaves them alone */
+        for (int64_t idx = 0; idx < 120; idx++) {
+            int c = (int)((idx / 10) % 4);
+            y[idx] = tu_get(n.in[1], dt, c) * (tu_get(n.in[0], dt, idx) - mm[c]) / sqrt(mv[c] + 0.001) + tu_get(n.in[2], dt, c);
+        }
+        cr_assert_eq(nnh_node_forward(&n, 0, NULL), 0);
+        cr_assert_leq(tu_relerr(n.out[0], dt, y, 120), tol);
+        cr_assert_leq(tu_relerr(n.aux[0], dt, mm, 4), tol);
+        nnh_node_free(&n);
+    }
+}
+
+Test(batchnorm, finite_differences, .init = setup, .fini = teardown) {
+    const char *kws[] = {"fix_gamma=False", "fix_gamma=False use_global_stats=True", "fix_gamma=False axis=-1", "fix_gamma=True"};
+    for (int t = 0; t < 4; t++) {
+        int64_t d[3] = {4, 3, 5};
+        nnh_node n;
+        tu_node(&n, pack, "BatchNorm", kws[t], MXP_DTYPE_F64, 3, d, 1);
+        uint64_t r = 8 + (uint64_t)t;
+        int64_t C = t == 2 ? 5 : 3;
+        cr_assert_eq(n.in_shape[1].dims[0], C);
+        tu_fill(n.in[0], MXP_DTYPE_F64, 60, &r, -2, 2);
+        tu_fill(n.in[1], MXP_DTYPE_F64, C, &r, 0.5, 1.5);
+        tu_fill(n.in[2], MXP_DTYPE_F64, C, &r, -1, 1);
+        tu_fill(n.aux[0], MXP_DTYPE_F64, C, &r, -1, 1);
+        tu_fill(n.aux[1], MXP_DTYPE_F64, C, &r, 0.5, 2);
+        tu_fill(n.out_grad[0], MXP_DTYPE_F64, 60, &r, -1, 1);
+        int check[3] = {1, t != 3, 1};
+        tu_fd_check(&n, 1, check, 1e-6);
+        if (t == 3) for (int c = 0; c < C; c++) cr_assert_eq(((double *)n.in_grad[1])[c], 0.0);
+        nnh_node_free(&n);
+    }
+}
