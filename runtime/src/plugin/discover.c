@@ -69,8 +69,22 @@ int mxp__discover_default_paths(char ***out_paths, int *out_n) {
 }
 
 /* Read one manifest; explicit: failure to read is an error. */
+/* The same file reached by two routes (e.g. $MXP_MANIFEST and the build
+ * tree's default) is read once. */
+static int already_read(const char *path) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!realpath(path, a)) return 0;
+    int found = 0;
+    mxp__registry_rdlock();
+    for (int i = 0; i < g_mxp_reg.n_manifests && !found; i++)
+        found = realpath(g_mxp_reg.manifests[i]->path, b) && !strcmp(a, b);
+    mxp__registry_unlock();
+    return found;
+}
+
 static int read_one(const char *path, int explicit_) {
     if (!explicit_ && !file_exists(path)) return MXP_OK;
+    if (already_read(path)) return MXP_OK;
     mxp_manifest *m;
     int rc = mxp__manifest_parse_file(path, &m);
     if (rc) {

@@ -113,8 +113,23 @@ static int unknown_key(pctx *c, yaml_node_t *k, const char *where) {
              knode; knode = NULL)                                                                \
             for (const char *kname = scalar(knode) ? scalar(knode) : ""; kname; kname = NULL)
 
+/* A key given twice in one mapping is an error (YAML leaves it undefined). */
+static int dup_keys(pctx *c, yaml_node_t *n) {
+    for (yaml_node_pair_t *a = n->data.mapping.pairs.start; a < n->data.mapping.pairs.top; a++) {
+        const char *ka = scalar(yaml_document_get_node(c->doc, a->key));
+        if (!ka) return node_err(c, yaml_document_get_node(c->doc, a->key), "keys must be strings");
+        for (yaml_node_pair_t *b = n->data.mapping.pairs.start; b < a; b++) {
+            const char *kb = scalar(yaml_document_get_node(c->doc, b->key));
+            if (kb && !strcmp(ka, kb))
+                return node_err(c, yaml_document_get_node(c->doc, a->key), "duplicate key '%s'", ka);
+        }
+    }
+    return MXP_OK;
+}
+
 static int parse_impl(pctx *c, yaml_node_t *n, mxp_man_impl *im, int need_op) {
     if (n->type != YAML_MAPPING_NODE) return node_err(c, n, "an impl must be a mapping");
+    if (dup_keys(c, n)) return MXP_EFORMAT;
     int rc = MXP_OK;
     im->rank = 0;
     FOR_PAIRS(c, n, k, kn, vn) {
@@ -149,6 +164,7 @@ static int parse_impls(pctx *c, yaml_node_t *n, mxp_man_impl **out, int *out_n, 
 
 static int parse_op(pctx *c, yaml_node_t *n, mxp_man_op *op) {
     if (n->type != YAML_MAPPING_NODE) return node_err(c, n, "an op must be a mapping");
+    if (dup_keys(c, n)) return MXP_EFORMAT;
     int rc = MXP_OK;
     FOR_PAIRS(c, n, k, kn, vn) {
         if (rc) break;
@@ -166,6 +182,7 @@ static int parse_op(pctx *c, yaml_node_t *n, mxp_man_op *op) {
 
 static int parse_provides(pctx *c, yaml_node_t *n, mxp_man_pack *p) {
     if (n->type != YAML_MAPPING_NODE) return node_err(c, n, "'provides' must be a mapping");
+    if (dup_keys(c, n)) return MXP_EFORMAT;
     int rc = MXP_OK;
     FOR_PAIRS(c, n, k, kn, vn) {
         if (rc) break;
@@ -189,6 +206,7 @@ static int parse_provides(pctx *c, yaml_node_t *n, mxp_man_pack *p) {
 
 static int parse_requires(pctx *c, yaml_node_t *n, mxp_man_pack *p) {
     if (n->type != YAML_MAPPING_NODE) return node_err(c, n, "'requires' must be a mapping");
+    if (dup_keys(c, n)) return MXP_EFORMAT;
     int rc = MXP_OK;
     FOR_PAIRS(c, n, k, kn, vn) {
         if (rc) break;
@@ -202,6 +220,7 @@ static int parse_requires(pctx *c, yaml_node_t *n, mxp_man_pack *p) {
 
 static int parse_abi(pctx *c, yaml_node_t *n, mxp_man_pack *p) {
     if (n->type != YAML_MAPPING_NODE) return node_err(c, n, "'abi' must be a mapping {major, minor, min_host_minor}");
+    if (dup_keys(c, n)) return MXP_EFORMAT;
     int rc = MXP_OK;
     FOR_PAIRS(c, n, k, kn, vn) {
         if (rc) break;
@@ -235,6 +254,7 @@ static char *dir_of(const char *file) {
 
 static int parse_pack(pctx *c, yaml_node_t *n, mxp_man_pack *p, const char *dir) {
     if (n->type != YAML_MAPPING_NODE) return node_err(c, n, "a pack entry must be a mapping");
+    if (dup_keys(c, n)) return MXP_EFORMAT;
     p->line = (int)n->start_mark.line + 1;
     p->column = (int)n->start_mark.column + 1;
     p->abi_major = p->abi_minor = p->min_host_minor = -1;
@@ -303,6 +323,7 @@ static int parse_doc(pctx *c, mxp_manifest *m, const char *dir) {
     }
     if (root->type != YAML_MAPPING_NODE)
         return node_err(c, root, "a manifest must be a mapping with 'manifest_version' and 'packs'");
+    if (dup_keys(c, root)) return MXP_EFORMAT;
     c->version = 1;
     FOR_PAIRS(c, root, k, kn, vn) {
         if (!strcmp(k, "manifest_version")) {
