@@ -17,5 +17,6 @@
 #include <mxplug/registry.h> /* packs, ops, implementation choice        */
 #include <mxplug/storage.h>  /* device memory pools                      */
 #include <mxplug/random.h>   /* seeding the random generators            */
+#include <mxplug/ndarray.h>  /* n-dimensional arrays, .params files      */
 
 #endif /* MXPLUG_H */
