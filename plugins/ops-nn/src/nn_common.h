@@ -79,6 +79,11 @@ int nn_register_softmax(mxp_registrar *r);
 int nn_register_batchnorm(mxp_registrar *r);
 int nn_register_dropout(mxp_registrar *r);
 int nn_register_leaky_relu(mxp_registrar *r);
+int nn_register_embedding(mxp_registrar *r);
+int nn_register_upsampling(mxp_registrar *r);
+int nn_register_lrn(mxp_registrar *r);
+int nn_register_softmax_ce(mxp_registrar *r);
+int nn_register_deconv(mxp_registrar *r);
 
 /* Schema helpers. */
 #define NN_P(NAME, TYPE, FLAGS, ST, FIELD, DEF, CHOICES, DOC) \

@@ -18,6 +18,11 @@ static int nn_init(const mxp_plugin_init_args *a) {
     if ((st = nn_register_batchnorm(r)) < 0) return st;
     if ((st = nn_register_dropout(r)) < 0) return st;
     if ((st = nn_register_leaky_relu(r)) < 0) return st;
+    if ((st = nn_register_embedding(r)) < 0) return st;
+    if ((st = nn_register_upsampling(r)) < 0) return st;
+    if ((st = nn_register_lrn(r)) < 0) return st;
+    if ((st = nn_register_softmax_ce(r)) < 0) return st;
+    if ((st = nn_register_deconv(r)) < 0) return st;
     return MXP_OK;
 }
 

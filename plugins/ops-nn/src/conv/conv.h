@@ -41,6 +41,7 @@ void conv_col2im(int32_t dt, const conv_geom *g, const void *col, int64_t c0, in
 /* gemm impl pieces reused by winograd (weight and bias gradients). */
 uint64_t conv_gemm_workspace_bytes(const conv_geom *g, const conv_params *p, int32_t dt);
 int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx);
+int conv_gemm_forward_impl(const mxp_forward_args *a);
 
 extern const mxp_op_impl conv_gemm_impl, conv_direct_impl, conv_winograd_impl;
 

@@ -108,7 +108,7 @@ static void bias_range(void *arg, int64_t b, int64_t e) {
         for (int64_t q = 0; q < g->P; q++) yy[q] += v; });
 }
 
-static int gemm_forward(const mxp_forward_args *a) {
+int conv_gemm_forward_impl(const mxp_forward_args *a) {
     const conv_params *p = a->params;
     int32_t dt; int st;
     if ((st = conv_check_fwd(a, &dt)) < 0) return st;
@@ -242,6 +242,7 @@ int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx) {
     return MXP_OK;
 }
 
+static int gemm_forward(const mxp_forward_args *a) { return conv_gemm_forward_impl(a); }
 static int gemm_backward(const mxp_backward_args *a) { return conv_gemm_backward_impl(a, 0); }
 
 static int gemm_workspace(mxp_impl_query_args *a) {
