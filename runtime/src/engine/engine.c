@@ -1,0 +1,594 @@
+/* engine.c — the mxp_engine_* entry points: argument checks, the process's
+ * one engine (created lazily, replaced after shutdown or in a fork child),
+ * operator construction, waiting, errors for wait_for_all, and device hooks.
+ *
+ * Lifecycle: no thread starts before the first push; mxp_engine_shutdown
+ * waits for all work, joins every thread and frees everything but the vars
+ * (user-owned, and valid for the next engine).  fork(): the prepare handler
+ * waits until the engine is idle (unless fork is called from inside an
+ * engine function), so the child inherits vars with empty queues; the child
+ * forgets the parent's engine (its threads do not exist there) and creates a
+ * fresh one on first use.  Orphaned engines stay reachable, never touched.
+ * Not here: the var state machine (var.c), running blocks (threaded.c). */
+#include "engine_impl.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(eng_engine *) g_engine;
+static uint64_t g_gen;
+static eng_engine *g_orphans;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+/* ------------------------------------------------------------ budget */
+
+static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
+static int budget_value = 1;
+
+static void read_budget(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    int dflt = n > 0 ? (n > 1024 ? 1024 : (int)n) : 1;
+    budget_value = dflt;
+    const char *s = getenv("MXP_NUM_THREADS");
+    if (s && *s) {
+        char *end = NULL;
+        long v = strtol(s, &end, 10);
+        if (*end == '\0' && v >= 1 && v <= 1024) budget_value = (int)v;
+        else MXP_LOGW("engine", "MXP_NUM_THREADS='%s' is not a number in 1..1024; using %d", s, dflt);
+    }
+}
+
+int mxp_num_threads(void) {
+    pthread_once(&budget_once, read_budget);
+    return budget_value;
+}
+
+/* ------------------------------------------------------------ device hooks */
+
+enum { MAX_DEV_TYPES = 64 };
+static pthread_mutex_t hooks_mu = PTHREAD_MUTEX_INITIALIZER;
+static mxp__engine_device_hooks dev_hooks[MAX_DEV_TYPES];
+static _Atomic(const mxp__engine_device_hooks *) dev_hooks_set[MAX_DEV_TYPES];
+
+int mxp__engine_register_device(int32_t dev_type, const mxp__engine_device_hooks *hooks) {
+    if (!hooks || dev_type <= 0 || dev_type >= MAX_DEV_TYPES || dev_type == MXP_DEV_CPU ||
+        dev_type == MXP_DEV_CPU_PINNED || dev_type == MXP_DEV_CPU_SHARED)
+        return mxp__error(MXP_EINVAL, "engine: cannot register workers for device type %d", dev_type);
+    pthread_mutex_lock(&hooks_mu);
+    int rc = MXP_OK;
+    if (atomic_load(&dev_hooks_set[dev_type])) {
+        rc = mxp__error(MXP_EEXIST, "engine: device type %d already has workers", dev_type);
+    } else {
+        dev_hooks[dev_type] = *hooks;
+        atomic_store(&dev_hooks_set[dev_type], &dev_hooks[dev_type]);
+    }
+    pthread_mutex_unlock(&hooks_mu);
+    return rc;
+}
+
+const mxp__engine_device_hooks *mxp__engine_device_hooks_for(int32_t dev_type) {
+    if (dev_type <= 0 || dev_type >= MAX_DEV_TYPES) return NULL;
+    return atomic_load_explicit(&dev_hooks_set[dev_type], memory_order_acquire);
+}
+
+static bool device_ok(mxp_device d) {
+    if (d.type == 0 && d.id == 0) return true;
+    if (d.type == MXP_DEV_CPU || d.type == MXP_DEV_CPU_PINNED || d.type == MXP_DEV_CPU_SHARED)
+        return d.id >= 0;
+    return d.id >= 0 && mxp__engine_device_hooks_for(d.type) != NULL;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static void atfork_prepare(void);
+static void atfork_parent(void);
+static void atfork_child(void);
+static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+static int parse_type(void) {
+    const char *s = getenv("MXP_ENGINE_TYPE");
+    if (!s || !*s) return ENGINE_THREADED;
+    if (!strcasecmp(s, "naive") || !strcmp(s, "NaiveEngine")) return ENGINE_NAIVE;
+    if (!strcasecmp(s, "threaded") || !strcmp(s, "ThreadedEngine") ||
+        !strcmp(s, "ThreadedEnginePerDevice"))
+        return ENGINE_THREADED;
+    MXP_LOGW("engine", "MXP_ENGINE_TYPE='%s' is not 'naive' or 'threaded'; using 'threaded'", s);
+    return ENGINE_THREADED;
+}
+
+static eng_engine *engine_create(void) {
+    eng_engine *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->type = parse_type();
+    e->gen = ++g_gen;
+    e->budget = mxp_num_threads();
+    eng_pool_init(&e->pools[POOL_OPR], POOL_OPR, sizeof(eng_opr), e->gen);
+    eng_pool_init(&e->pools[POOL_BLK], POOL_BLK, sizeof(eng_blk), e->gen);
+    eng_pool_init(&e->pools[POOL_VBLK], POOL_VBLK, sizeof(eng_vblk), e->gen);
+    pthread_mutex_init(&e->all_mu, NULL);
+    pthread_cond_init(&e->all_cv, NULL);
+    pthread_mutex_init(&e->err_mu, NULL);
+    pthread_mutex_init(&e->dev_mu, NULL);
+    pthread_mutexattr_t ra;
+    pthread_mutexattr_init(&ra);
+    pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&e->naive_mu, &ra);
+    pthread_mutexattr_destroy(&ra);
+    pthread_once(&g_atfork_once, register_atfork);
+    MXP_LOGD("engine", "created %s engine, thread budget %d",
+             e->type == ENGINE_NAIVE ? "naive" : "threaded", e->budget);
+    return e;
+}
+
+eng_engine *eng_peek(void) { return atomic_load_explicit(&g_engine, memory_order_acquire); }
+
+eng_engine *eng_get(void) {
+    eng_engine *e = atomic_load_explicit(&g_engine, memory_order_acquire);
+    if (e) return e;
+    pthread_mutex_lock(&g_mu);
+    e = atomic_load_explicit(&g_engine, memory_order_relaxed);
+    if (!e) {
+        e = engine_create();
+        atomic_store_explicit(&g_engine, e, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return e;
+}
+
+const char *mxp_engine_type(void) {
+    eng_engine *e = eng_get();
+    if (!e) return "threaded";
+    return e->type == ENGINE_NAIVE ? "naive" : "threaded";
+}
+
+void eng_pending_done(eng_engine *e) {
+    if (atomic_fetch_sub(&e->pending, 1) == 1 && atomic_load(&e->all_waiters) > 0) {
+        pthread_mutex_lock(&e->all_mu);
+        pthread_cond_broadcast(&e->all_cv);
+        pthread_mutex_unlock(&e->all_mu);
+    }
+}
+
+static void wait_idle(eng_engine *e) {
+    for (int i = 0; i < 2000 && atomic_load(&e->pending) > 0; i++) eng_cpu_relax();
+    if (atomic_load(&e->pending) == 0) return;
+    pthread_mutex_lock(&e->all_mu);
+    atomic_fetch_add(&e->all_waiters, 1);
+    while (atomic_load(&e->pending) > 0) pthread_cond_wait(&e->all_cv, &e->all_mu);
+    atomic_fetch_sub(&e->all_waiters, 1);
+    pthread_mutex_unlock(&e->all_mu);
+}
+
+static void engine_free(eng_engine *e) {
+    for (int i = 0; i < e->n_errs; i++) eng_err_unref(e->errs[i]);
+    free(e->errs);
+    for (int p = 0; p < POOL_COUNT; p++) eng_pool_fini(&e->pools[p]);
+    pthread_mutex_destroy(&e->all_mu);
+    pthread_cond_destroy(&e->all_cv);
+    pthread_mutex_destroy(&e->err_mu);
+    pthread_mutex_destroy(&e->dev_mu);
+    pthread_mutex_destroy(&e->naive_mu);
+    free(e);
+}
+
+void mxp_engine_shutdown(void) {
+    if (eng_in_function()) {
+        MXP_LOGE("engine", "mxp_engine_shutdown called from inside an engine function; ignored");
+        return;
+    }
+    pthread_mutex_lock(&g_mu);
+    eng_engine *e = atomic_load(&g_engine);
+    if (e) {
+        wait_idle(e);
+        eng_threaded_stop(e);
+        atomic_store(&g_engine, NULL);
+        engine_free(e);
+    }
+    mxp__parallel_shutdown();
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void atfork_prepare(void) {
+    pthread_mutex_lock(&g_mu);
+    eng_engine *e = atomic_load(&g_engine);
+    if (e) {
+        if (!eng_in_function()) wait_idle(e);
+        pthread_mutex_lock(&e->dev_mu);
+        pthread_mutex_lock(&e->err_mu);
+    }
+    mxp__parallel_before_fork();
+}
+
+static void atfork_parent(void) {
+    mxp__parallel_after_fork_parent();
+    eng_engine *e = atomic_load(&g_engine);
+    if (e) {
+        pthread_mutex_unlock(&e->err_mu);
+        pthread_mutex_unlock(&e->dev_mu);
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void atfork_child(void) {
+    eng_engine *e = atomic_load(&g_engine);
+    if (e) {
+        pthread_mutex_unlock(&e->err_mu);
+        pthread_mutex_unlock(&e->dev_mu);
+        eng_threaded_orphan(e);
+        e->orphan_next = g_orphans;
+        g_orphans = e;
+        atomic_store(&g_engine, NULL);
+    }
+    mxp__parallel_after_fork_child();
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ------------------------------------------------------------ errors */
+
+void eng_err_global_add(eng_engine *e, err_rec *r) {
+    pthread_mutex_lock(&e->err_mu);
+    if (e->n_errs == e->cap_errs) {
+        int cap = e->cap_errs ? e->cap_errs * 2 : 8;
+        err_rec **n = realloc(e->errs, sizeof *n * (size_t)cap);
+        if (!n) {
+            pthread_mutex_unlock(&e->err_mu);
+            MXP_LOGE("engine", "%s (not kept for wait_for_all: out of memory)", r->msg);
+            return;
+        }
+        e->errs = n;
+        e->cap_errs = cap;
+    }
+    eng_err_ref(r);
+    e->errs[e->n_errs++] = r;
+    pthread_mutex_unlock(&e->err_mu);
+}
+
+/* Report a record once: the first caller to mark it raised gets it. */
+static int raise_once(err_rec *r) {
+    int rc = MXP_OK;
+    if (r && atomic_exchange(&r->raised, 1) == 0) rc = mxp__error(r->status, "%s", r->msg);
+    return rc;
+}
+
+/* ------------------------------------------------------------ operators */
+
+static int check_vars(const char *who, const char *name, mxp_var *const *vars, int n,
+                      const char *list) {
+    if (n < 0) return mxp__error(MXP_EINVAL, "%s '%s': n_%s = %d < 0", who, name, list, n);
+    if (n > 0 && !vars) return mxp__error(MXP_EINVAL, "%s '%s': %s_vars is NULL", who, name, list);
+    for (int i = 0; i < n; i++)
+        if (!vars[i]) return mxp__error(MXP_EINVAL, "%s '%s': %s_vars[%d] is NULL", who, name, list, i);
+    return MXP_OK;
+}
+
+static int check_args(const mxp_engine_push_args *a, const char *who) {
+    if (!a) return mxp__error(MXP_EINVAL, "%s: args is NULL", who);
+    const char *name = a->name ? a->name : "unnamed";
+    if (!a->sync_fn == !a->async_fn)
+        return mxp__error(MXP_EINVAL, "%s '%s': set exactly one of sync_fn and async_fn", who, name);
+    if (a->prop < MXP_FN_NORMAL || a->prop > MXP_FN_NO_SKIP || a->prop == MXP_FN_DELETE_VAR)
+        return mxp__error(MXP_EINVAL, "%s '%s': bad property %d", who, name, a->prop);
+    if (!device_ok(a->device))
+        return mxp__error(MXP_EINVAL, "%s '%s': device %d:%d has no engine workers (is its pack loaded?)",
+                          who, name, a->device.type, a->device.id);
+    int rc = check_vars(who, name, a->const_vars, a->n_const, "const");
+    if (rc == MXP_OK) rc = check_vars(who, name, a->mutate_vars, a->n_mutate, "mutate");
+    return rc;
+}
+
+static int lane_kind_of(int prop) {
+    switch (prop) {
+    case MXP_FN_COPY_FROM_DEV:
+    case MXP_FN_COPY_TO_DEV: return LANE_COPY;
+    case MXP_FN_PRIORITIZED:
+    case MXP_FN_DEV_PRIORITIZED: return LANE_PRIO;
+    default: return LANE_NORMAL;
+    }
+}
+
+static int ptr_cmp(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(mxp_var *const *)a, y = (uintptr_t)*(mxp_var *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool contains(mxp_var **v, int n, mxp_var *x) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == x) return true;
+    return false;
+}
+
+/* vars[0..n_mutate) = unique writes, then unique reads that are not written.
+ * Small lists (the norm) use a quadratic scan; large ones sort. */
+static int dedupe(mxp_var **out, mxp_var *const *m, int nm, mxp_var *const *c, int nc,
+                  int *out_nm, int *out_nc) {
+    int k = 0;
+    if (nm + nc <= 32) {
+        for (int i = 0; i < nm; i++) if (!contains(out, k, m[i])) out[k++] = m[i];
+        *out_nm = k;
+        for (int i = 0; i < nc; i++) if (!contains(out, k, c[i])) out[k++] = c[i];
+        *out_nc = k - *out_nm;
+        return MXP_OK;
+    }
+    memcpy(out, m, sizeof *out * (size_t)nm);
+    qsort(out, (size_t)nm, sizeof *out, ptr_cmp);
+    for (int i = 0; i < nm; i++) if (k == 0 || out[k - 1] != out[i]) out[k++] = out[i];
+    int wm = k;
+    mxp_var **tmp = malloc(sizeof *tmp * (size_t)(nc ? nc : 1));
+    if (!tmp) return mxp__error_oom("engine var list");
+    memcpy(tmp, c, sizeof *tmp * (size_t)nc);
+    qsort(tmp, (size_t)nc, sizeof *tmp, ptr_cmp);
+    for (int i = 0; i < nc; i++) {
+        if (i > 0 && tmp[i] == tmp[i - 1]) continue;
+        if (bsearch(&tmp[i], out, (size_t)wm, sizeof *out, ptr_cmp)) continue;
+        out[k++] = tmp[i];
+    }
+    free(tmp);
+    *out_nm = wm;
+    *out_nc = k - wm;
+    return MXP_OK;
+}
+
+/* Fill an operator from push args.  o is zeroed by the caller except for
+ * pooled temporaries, whose every field is set here. */
+static int opr_fill(eng_opr *o, const mxp_engine_push_args *a, bool temporary) {
+    o->sync_fn = a->sync_fn;
+    o->async_fn = a->async_fn;
+    o->arg = a->arg;
+    o->free_arg = a->free_arg;
+    o->device = a->device;
+    if (o->device.type == 0) o->device.type = MXP_DEV_CPU;
+    o->prop = a->prop;
+    o->kind = ENG_KIND_USER;
+    o->temporary = temporary;
+    atomic_init(&o->refs, 1);
+    o->lane_kind = lane_kind_of(a->prop);
+    int total = a->n_const + a->n_mutate;
+    o->vars = total <= OPR_INLINE_VARS ? o->vars_buf : malloc(sizeof *o->vars * (size_t)total);
+    if (!o->vars) return mxp__error_oom("engine var list");
+    int rc = dedupe(o->vars, a->mutate_vars, a->n_mutate, a->const_vars, a->n_const, &o->n_mutate,
+                    &o->n_const);
+    if (rc != MXP_OK) {
+        if (o->vars != o->vars_buf) free(o->vars);
+        return rc;
+    }
+    const char *name = a->name ? a->name : "unnamed";
+    size_t len = strlen(name);
+    if (len < OPR_INLINE_NAME) {
+        memcpy(o->name_buf, name, len + 1);
+        o->name = o->name_buf;
+    } else {
+        o->name = strdup(name);
+        if (!o->name) {
+            if (o->vars != o->vars_buf) free(o->vars);
+            return mxp__error_oom("engine op name");
+        }
+    }
+    return MXP_OK;
+}
+
+static void opr_free_heap(eng_opr *o) {
+    if (o->vars != o->vars_buf) free(o->vars);
+    if (o->name != o->name_buf) free(o->name);
+}
+
+void eng_opr_release(eng_engine *e, eng_opr *o) {
+    if (o->temporary) {
+        opr_free_heap(o);
+        eng_pool_put(&e->pools[POOL_OPR], o);
+    } else if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
+        if (o->free_arg) o->free_arg(o->arg);
+        opr_free_heap(o);
+        free(o);
+    }
+}
+
+/* Make one push of o with block b: count it, register its var uses, and
+ * release the push guard (which dispatches it if every var was free). */
+static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane *l) {
+    b->opr = o;
+    b->priority = priority;
+    b->err = NULL;
+    b->next = NULL;
+    b->lane = l;
+    b->eng = e;
+    b->naive_done = NULL;
+    atomic_store_explicit(&b->wait, o->n_const + o->n_mutate + 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->pending, 1, memory_order_relaxed);
+    bool naive = e->type == ENGINE_NAIVE;
+    atomic_int done = 0;
+    /* A nested naive push cannot wait for its async completion: the outer
+     * function would never finish. */
+    bool wait_async = naive && o->async_fn && o->kind == ENG_KIND_USER && !eng_in_function();
+    if (naive) pthread_mutex_lock(&e->naive_mu);
+    if (wait_async) b->naive_done = &done;
+    for (int i = 0; i < o->n_mutate; i++) eng_var_append_write(o->vars[i], b, e);
+    for (int i = 0; i < o->n_const; i++) eng_var_append_read(o->vars[o->n_mutate + i], b, e);
+    eng_blk_decr(b, e);
+    if (naive) {
+        if (wait_async) {
+            pthread_mutex_lock(&e->all_mu);
+            while (!atomic_load(&done)) pthread_cond_wait(&e->all_cv, &e->all_mu);
+            pthread_mutex_unlock(&e->all_mu);
+        }
+        pthread_mutex_unlock(&e->naive_mu);
+    }
+}
+
+static int lane_for(eng_engine *e, mxp_device dev, int kind, eng_lane **out) {
+    *out = NULL;
+    if (e->type == ENGINE_NAIVE) return MXP_OK;
+    if (dev.type == 0) dev.type = MXP_DEV_CPU;
+    *out = eng_lane_get(e, dev, kind);
+    return *out ? MXP_OK : MXP_EINTERNAL;
+}
+
+int mxp_engine_push(const mxp_engine_push_args *args) {
+    int rc = check_args(args, "mxp_engine_push");
+    if (rc != MXP_OK) return rc;
+    eng_engine *e = eng_get();
+    if (!e) return mxp__error_oom("engine");
+    eng_lane *l;
+    rc = lane_for(e, args->device, lane_kind_of(args->prop), &l);
+    if (rc != MXP_OK) return rc;
+    eng_opr *o = eng_pool_get(&e->pools[POOL_OPR]);
+    if (!o) return mxp__error_oom("engine op");
+    rc = opr_fill(o, args, true);
+    if (rc != MXP_OK) {
+        eng_pool_put(&e->pools[POOL_OPR], o);
+        return rc;
+    }
+    submit(e, o, &o->blk, args->priority, l);
+    return MXP_OK;
+}
+
+int mxp_engine_new_op(const mxp_engine_push_args *args, mxp_engine_op **out) {
+    if (out) *out = NULL;
+    if (!out) return mxp__error(MXP_EINVAL, "mxp_engine_new_op: out is NULL");
+    int rc = check_args(args, "mxp_engine_new_op");
+    if (rc != MXP_OK) return rc;
+    eng_opr *o = calloc(1, sizeof *o);
+    if (!o) return mxp__error_oom("engine op");
+    rc = opr_fill(o, args, false);
+    if (rc != MXP_OK) {
+        free(o);
+        return rc;
+    }
+    *out = (mxp_engine_op *)o;
+    return MXP_OK;
+}
+
+int mxp_engine_push_op(mxp_engine_op *op, int priority) {
+    if (!op) return mxp__error(MXP_EINVAL, "mxp_engine_push_op: op is NULL");
+    eng_opr *o = (eng_opr *)op;
+    eng_engine *e = eng_get();
+    if (!e) return mxp__error_oom("engine");
+    eng_lane *l;
+    int rc = lane_for(e, o->device, o->lane_kind, &l);
+    if (rc != MXP_OK) return rc;
+    eng_blk *b = eng_pool_get(&e->pools[POOL_BLK]);
+    if (!b) return mxp__error_oom("engine block");
+    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+    submit(e, o, b, priority, l);
+    return MXP_OK;
+}
+
+void mxp_engine_delete_op(mxp_engine_op *op) {
+    if (!op) return;
+    eng_engine *e = eng_peek();
+    eng_opr *o = (eng_opr *)op;
+    /* Pre-created ops are malloc'd, so no engine is needed to free one. */
+    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
+        if (o->free_arg) o->free_arg(o->arg);
+        opr_free_heap(o);
+        free(o);
+    }
+    (void)e;
+}
+
+/* ------------------------------------------------------------ vars */
+
+int mxp_engine_new_var(mxp_var **out) {
+    if (!out) return mxp__error(MXP_EINVAL, "mxp_engine_new_var: out is NULL");
+    *out = NULL;
+    mxp_var *v = calloc(1, sizeof *v);
+    if (!v) return mxp__error_oom("engine var");
+    *out = v;
+    return MXP_OK;
+}
+
+uint64_t mxp_engine_var_version(const mxp_var *var) {
+    if (!var) return 0;
+    return atomic_load_explicit(&((mxp_var *)var)->version, memory_order_acquire);
+}
+
+static eng_opr *internal_opr(eng_engine *e, int kind, mxp_var *v, const char *name, bool write) {
+    eng_opr *o = eng_pool_get(&e->pools[POOL_OPR]);
+    if (!o) return NULL;
+    memset(o, 0, offsetof(eng_opr, vars_buf));
+    o->kind = kind;
+    o->temporary = true;
+    o->device.type = MXP_DEV_CPU;
+    o->vars = o->vars_buf;
+    o->vars[0] = v;
+    if (write) o->n_mutate = 1; else o->n_const = 1;
+    o->name = o->name_buf;
+    snprintf(o->name_buf, sizeof o->name_buf, "%s", name);
+    return o;
+}
+
+void mxp_engine_delete_var(mxp_var *var) {
+    if (!var) return;
+    eng_engine *e = eng_get();
+    eng_opr *o = e ? internal_opr(e, ENG_KIND_DELETE_VAR, var, "DeleteVariable", true) : NULL;
+    if (!o) {
+        MXP_LOGE("engine", "mxp_engine_delete_var: out of memory; var %p leaked", (void *)var);
+        return;
+    }
+    submit(e, o, &o->blk, 0, NULL);
+}
+
+typedef struct var_waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} var_waiter;
+
+static int wake_waiter(void *arg, const mxp_run_ctx *ctx) {
+    (void)ctx;
+    var_waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return MXP_OK;
+}
+
+int mxp_engine_wait_for_var(mxp_var *var) {
+    if (!var) return mxp__error(MXP_EINVAL, "mxp_engine_wait_for_var: var is NULL");
+    eng_engine *e = eng_get();
+    if (!e) return mxp__error_oom("engine");
+    if (!eng_var_write_idle(var)) {
+        if (eng_in_function())
+            return mxp__error(MXP_EMISUSE, "mxp_engine_wait_for_var called inside an engine function "
+                              "on a var with pending writes: it would deadlock");
+        var_waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+        eng_opr *o = internal_opr(e, ENG_KIND_WAIT, var, "WaitForVar", false);
+        if (!o) return mxp__error_oom("engine wait");
+        o->sync_fn = wake_waiter;
+        o->arg = &w;
+        submit(e, o, &o->blk, 0, NULL);
+        pthread_mutex_lock(&w.mu);
+        while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        pthread_mutex_destroy(&w.mu);
+        pthread_cond_destroy(&w.cv);
+    }
+    err_rec *r = eng_var_error(var);
+    int rc = raise_once(r);
+    eng_err_unref(r);
+    return rc;
+}
+
+int mxp_engine_wait_for_all(void) {
+    eng_engine *e = eng_peek();
+    if (!e) return MXP_OK;
+    if (eng_in_function())
+        return mxp__error(MXP_EMISUSE, "mxp_engine_wait_for_all called inside an engine function: "
+                          "it would deadlock");
+    wait_idle(e);
+    pthread_mutex_lock(&e->err_mu);
+    int rc = MXP_OK;
+    for (int i = 0; i < e->n_errs; i++) {
+        if (rc == MXP_OK) rc = raise_once(e->errs[i]);
+        else atomic_store(&e->errs[i]->raised, 1);
+        eng_err_unref(e->errs[i]);
+    }
+    e->n_errs = 0;
+    pthread_mutex_unlock(&e->err_mu);
+    return rc;
+}

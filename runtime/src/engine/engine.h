@@ -1,0 +1,44 @@
+/* engine/engine.h — the engine module's interface to the rest of the runtime
+ * (packs reach it through the host table).  The public API is
+ * <mxplug/engine.h>; this adds what other runtime modules need:
+ *   - a hook run once at the start of every engine worker and parallel_for
+ *     helper thread (the ops pack uses it to call openblas_set_num_threads(1),
+ *     because OpenBLAS's own pool must never run inside engine workers);
+ *   - device hooks, so a device pack can give its device type worker streams
+ *     (a worker pool per (device type, id) is created lazily on first push);
+ *   - mxp__parallel_for (parallel.h), intra-op parallelism under the shared
+ *     thread budget.
+ * Not here: the scheduling machinery (engine_impl.h). */
+#ifndef MXP_ENGINE_ENGINE_H
+#define MXP_ENGINE_ENGINE_H
+
+#include "base/base.h"
+#include "engine/parallel.h"
+
+/* Set (or with NULL clear) the function every engine thread calls once when
+ * it starts, after flush-to-zero is set.  Threads already running are not
+ * affected, so call it before the first push (pack load time).  Thread-safe. */
+void mxp__engine_set_worker_init(void (*fn)(void));
+
+/* How a non-CPU device type gets workers.  All slots optional. */
+typedef struct mxp__engine_device_hooks {
+    int normal_workers;   /* per device id; <= 0 means 2 */
+    int copy_workers;     /* per device id; <= 0 means 1 */
+    /* Called on the worker thread before its first function; *out_stream is
+     * passed as mxp_run_ctx.stream.  lane: 0 normal, 1 prioritized, 2 copy. */
+    int (*stream_create)(mxp_device dev, int lane, void **out_stream);
+    void (*stream_destroy)(mxp_device dev, void *stream);
+} mxp__engine_device_hooks;
+
+/* Register workers for a device type (not CPU types, which are built in).
+ * hooks is copied.  Returns MXP_EINVAL for a CPU type or NULL, MXP_EEXIST if
+ * already registered. */
+int mxp__engine_register_device(int32_t dev_type, const mxp__engine_device_hooks *hooks);
+
+/* Internal: the registered hooks for a device type, or NULL. */
+const mxp__engine_device_hooks *mxp__engine_device_hooks_for(int32_t dev_type);
+
+/* Internal: the worker-init hook currently set (may be NULL). */
+void mxp__engine_run_worker_init(void);
+
+#endif /* MXP_ENGINE_ENGINE_H */

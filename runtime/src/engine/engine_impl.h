@@ -1,0 +1,223 @@
+/* engine_impl.h — private to the engine folder; an include from outside
+ * the engine folder is a review flag.
+ *
+ * Objects and who owns them:
+ *   mxp_var        user-owned (new_var / delete_var); malloc'd on its own so
+ *                  it outlives an engine (shutdown + recreate, fork).
+ *   eng_opr        an operator: function, deduplicated var list, name.  A
+ *                  "temporary" one is made per plain push and freed when that
+ *                  push completes; a pre-created one (mxp_engine_op) is
+ *                  reference counted (owner + one per in-flight push).
+ *   eng_blk        one push of an operator: the atomic wait counter, priority,
+ *                  the error it carries.  Temporary oprs embed their block.
+ *   eng_vblk       one pending (not yet triggered) use of a var by a block.
+ *   err_rec        a shared, reference-counted error record; every var the
+ *                  failing op wrote and every skipped dependant points at the
+ *                  same record, so marking it raised raises it once.
+ * eng_opr, eng_blk and eng_vblk come from object pools (pool.c): no malloc
+ * per push on the hot path.
+ *
+ * Var state machine (var.c), all under the var's spinlock:
+ *   nreads   triggered reads that have not completed
+ *   writing  a triggered write has not completed
+ *   queue    blocks waiting on this var, in push order
+ *   invariant: queue non-empty and !writing  =>  queue head is a write
+ *   append read : ready iff !writing && queue empty      (nreads++)
+ *   append write: ready iff !writing && nreads==0 && queue empty (writing=1)
+ *   complete read : nreads--; at 0 pop a head write and trigger it
+ *   complete write: writing=0, version++, then pop the run of head reads and
+ *                   trigger them; if none, pop a head write and trigger it.
+ * "Trigger" decrements the block's wait counter outside the var lock; the
+ * thread that brings it to 0 dispatches the block. */
+#ifndef MXP_ENGINE_ENGINE_IMPL_H
+#define MXP_ENGINE_ENGINE_IMPL_H
+
+#include "engine.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------ spinlock */
+/* Test-and-test-and-set; held for a few dozen instructions only. */
+typedef struct eng_spin { atomic_int v; } eng_spin;
+void eng_spin_lock_slow(eng_spin *s);
+static inline void eng_spin_lock(eng_spin *s) {
+    if (!atomic_exchange_explicit(&s->v, 1, memory_order_acquire)) return;
+    eng_spin_lock_slow(s);
+}
+static inline void eng_spin_unlock(eng_spin *s) {
+    atomic_store_explicit(&s->v, 0, memory_order_release);
+}
+void eng_cpu_relax(void);
+
+/* ------------------------------------------------------------ errors */
+typedef struct err_rec {
+    atomic_int refs;
+    atomic_int raised;   /* 1 once returned by a wait */
+    int status;
+    char msg[];          /* "op 'NAME' failed: why" */
+} err_rec;
+
+err_rec *eng_err_new(int status, const char *op_name, const char *why);
+void eng_err_ref(err_rec *e);
+void eng_err_unref(err_rec *e);
+/* Remember a fresh failure for wait_for_all (takes a reference). */
+struct eng_engine;
+void eng_err_global_add(struct eng_engine *e, err_rec *r);
+
+/* ------------------------------------------------------------ objects */
+enum { OPR_INLINE_VARS = 8, OPR_INLINE_NAME = 40 };
+
+/* Internal kinds beyond mxp_fn_prop: run inline where they become ready. */
+enum { ENG_KIND_USER = 0, ENG_KIND_DELETE_VAR = 1, ENG_KIND_WAIT = 2 };
+
+typedef struct eng_opr eng_opr;
+typedef struct eng_blk eng_blk;
+
+struct eng_blk {
+    atomic_int wait;     /* vars not yet granted + 1 push guard */
+    int priority;
+    eng_opr *opr;
+    err_rec *err;        /* error this run carries (own or inherited) */
+    eng_blk *next;       /* worker queue link */
+    struct eng_lane *lane;   /* where it runs (threaded engine) */
+    struct eng_engine *eng;
+    uint64_t seq;        /* push order within a priority lane */
+    atomic_int *naive_done;  /* naive engine: set when an async run completes */
+};
+
+struct eng_opr {
+    mxp_engine_sync_fn sync_fn;
+    mxp_engine_async_fn async_fn;
+    void *arg;
+    mxp_engine_free_fn free_arg;
+    mxp_var **vars;      /* [0,n_mutate) written, then n_const read; deduplicated */
+    int n_mutate, n_const;
+    mxp_device device;
+    int prop;
+    int kind;            /* ENG_KIND_* */
+    bool temporary;      /* plain push: freed after its one run */
+    atomic_int refs;     /* pre-created: owner + in-flight pushes */
+    char *name;          /* points at name_buf or heap */
+    int lane_kind;       /* LANE_* */
+    mxp_var *vars_buf[OPR_INLINE_VARS];
+    char name_buf[OPR_INLINE_NAME];
+    eng_blk blk;         /* the block of a temporary opr */
+};
+
+typedef struct eng_vblk {
+    struct eng_vblk *next;
+    eng_blk *blk;
+    bool write;
+} eng_vblk;
+
+struct mxp_var {
+    eng_spin lock;
+    int nreads;
+    bool writing;
+    eng_vblk *qhead, *qtail;
+    _Atomic uint64_t version;
+    _Atomic(err_rec *) err;  /* replaced only by a completing writer */
+};
+
+/* ------------------------------------------------------------ pools */
+enum { POOL_OPR = 0, POOL_BLK = 1, POOL_VBLK = 2, POOL_COUNT = 3 };
+typedef struct eng_pool {
+    eng_spin lock;
+    size_t size;
+    int id;
+    uint64_t gen;        /* engine generation: thread caches from an older one are dropped */
+    void *free;          /* global free list */
+    void *slabs;         /* every slab, freed at shutdown */
+} eng_pool;
+void eng_pool_init(eng_pool *p, int id, size_t size, uint64_t gen);
+void eng_pool_fini(eng_pool *p);
+void *eng_pool_get(eng_pool *p);   /* NULL on out of memory */
+void eng_pool_put(eng_pool *p, void *obj);
+
+/* ------------------------------------------------------------ lanes */
+enum { LANE_NORMAL = 0, LANE_PRIO = 1, LANE_COPY = 2, LANE_COUNT = 3 };
+
+typedef struct eng_lane {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    eng_blk *head, *tail;      /* FIFO lanes */
+    eng_blk **heap;            /* priority lane: max-heap by priority, then push order */
+    int heap_len, heap_cap;
+    uint64_t seq;
+    atomic_int size;           /* queued blocks, read without the lock by spinners */
+    int sleepers;
+    bool stop;
+    int kind;                  /* LANE_* */
+    bool fifo;
+    bool counts_budget;        /* compute lanes hold a thread-budget slot while running */
+    mxp_device dev;
+    int n_workers;
+    pthread_t *threads;
+    void **streams;            /* per worker, from the device hooks; NULL on CPU */
+    int worker_base;           /* engine-wide index of worker 0, for mxp_run_ctx.worker */
+} eng_lane;
+
+typedef struct eng_devpool {
+    mxp_device dev;
+    _Atomic(eng_lane *) lanes[LANE_COUNT]; /* created lazily under dev_mu */
+    struct eng_devpool *next;
+} eng_devpool;
+
+/* ------------------------------------------------------------ engine */
+enum { ENGINE_NAIVE = 0, ENGINE_THREADED = 1 };
+
+typedef struct eng_engine {
+    int type;
+    uint64_t gen;
+    int budget;
+    eng_pool pools[POOL_COUNT];
+    _Atomic int64_t pending;   /* pushed and not completed */
+    atomic_int all_waiters;
+    pthread_mutex_t all_mu;
+    pthread_cond_t all_cv;
+    pthread_mutex_t err_mu;    /* global error list for wait_for_all */
+    err_rec **errs;
+    int n_errs, cap_errs;
+    pthread_mutex_t dev_mu;    /* device pool list, lane creation */
+    _Atomic(eng_devpool *) devs;     /* prepend-only list */
+    atomic_int n_workers_total;
+    pthread_mutex_t naive_mu;  /* naive engine: one push at a time (recursive) */
+    struct eng_engine *orphan_next; /* fork child: engines whose threads are gone */
+} eng_engine;
+
+/* The current engine, created on first use.  NULL only on out of memory. */
+eng_engine *eng_get(void);
+/* The current engine if one exists, without creating it. */
+eng_engine *eng_peek(void);
+
+/* var.c */
+void eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e);
+void eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e);
+void eng_var_complete_read(mxp_var *v, eng_engine *e);
+void eng_var_complete_write(mxp_var *v, err_rec *err, eng_engine *e);
+/* The error a var carries now, not yet raised, with a reference; NULL if none. */
+err_rec *eng_var_error(mxp_var *v);
+/* True when no write on v is queued or running. */
+bool eng_var_write_idle(mxp_var *v);
+void eng_var_free(mxp_var *v);
+
+/* threaded.c */
+void eng_blk_decr(eng_blk *b, eng_engine *e);   /* trigger: dispatch at 0 */
+void eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx); /* skip checks, run, complete */
+void eng_blk_complete(eng_blk *b, eng_engine *e);
+/* The lane for a device and kind, created (with its workers) on first use.
+ * NULL with mxp_last_error() set when threads cannot be started. */
+eng_lane *eng_lane_get(eng_engine *e, mxp_device dev, int kind);
+void eng_threaded_stop(eng_engine *e);          /* join and free lanes */
+void eng_threaded_orphan(eng_engine *e);        /* fork child: forget threads */
+bool eng_on_worker(void);      /* calling thread is an engine worker */
+bool eng_in_function(void);    /* calling thread is inside an engine function */
+void eng_opr_release(eng_engine *e, eng_opr *o); /* temporary: back to pool; pre-created: unref */
+
+/* engine.c */
+void eng_pending_done(eng_engine *e);
+
+#endif /* MXP_ENGINE_ENGINE_IMPL_H */

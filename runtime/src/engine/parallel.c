@@ -1,0 +1,238 @@
+/* parallel.c — mxp__parallel_for, the thread-budget slots, helper threads,
+ * the per-thread floating-point setup and the worker-init hook.
+ *
+ * Slots: `busy` counts threads actively computing under the budget.  Engine
+ * compute workers take one while they run a function (threaded.c); a
+ * parallel_for takes up to (chunks - 1) *free* slots for helpers and never
+ * waits for more, so nesting cannot oversubscribe or deadlock.  The caller
+ * always runs chunks itself; helpers pull chunks from the same atomic counter
+ * and give their slot back when the range is exhausted.  A job lives on the
+ * caller's stack: it is unlinked, and the caller waits until no helper is
+ * inside it, before parallel_for returns.
+ * Helpers (budget - 1 threads) start on the first parallel_for that gets a
+ * slot; they sleep on a condition variable between jobs, so a job pays one
+ * wake-up (~10 µs): chunks should be coarse (grain).
+ * Not here: the engine's queues and lanes. */
+#include "engine.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+void eng_cpu_relax(void);
+
+/* ------------------------------------------------------------ FTZ, init hook */
+
+void mxp__parallel_set_ftz(void) {
+#if defined(__SSE__)
+    /* FTZ (bit 15) and DAZ (bit 6): denormals otherwise slow float math
+     * several-fold once weights get small (perf-notes: MLP training). */
+    _mm_setcsr(_mm_getcsr() | 0x8040);
+#endif
+}
+
+static void (*_Atomic worker_init)(void);
+
+void mxp__engine_set_worker_init(void (*fn)(void)) { atomic_store(&worker_init, fn); }
+
+void mxp__engine_run_worker_init(void) {
+    void (*fn)(void) = atomic_load(&worker_init);
+    if (fn) fn();
+}
+
+/* ------------------------------------------------------------ slots */
+
+static atomic_int busy;
+
+int mxp__parallel_budget(void) { return mxp_num_threads(); }
+int mxp__parallel_busy(void) { return atomic_load(&busy); }
+
+int mxp__parallel_try_acquire(int k) {
+    int budget = mxp_num_threads();
+    int b = atomic_load_explicit(&busy, memory_order_relaxed);
+    for (;;) {
+        int take = budget - b < k ? budget - b : k;
+        if (take <= 0) return 0;
+        if (atomic_compare_exchange_weak(&busy, &b, b + take)) return take;
+    }
+}
+
+void mxp__parallel_acquire_one(void) {
+    for (int i = 0; !mxp__parallel_try_acquire(1); i++) {
+        if (i % 64 == 63) sched_yield(); else eng_cpu_relax();
+    }
+}
+
+void mxp__parallel_release(int k) {
+    if (k > 0) atomic_fetch_sub(&busy, k);
+}
+
+/* ------------------------------------------------------------ jobs, helpers */
+
+typedef struct pf_job {
+    void (*fn)(void *, int64_t, int64_t);
+    void *arg;
+    int64_t n, chunk, nchunks;
+    atomic_llong next;
+    int tickets;    /* slots reserved for helpers not yet joined */
+    int active;     /* helpers inside the job */
+    struct pf_job *link;
+} pf_job;
+
+static pthread_mutex_t pf_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pf_cv = PTHREAD_COND_INITIALIZER;      /* helpers: a job arrived */
+static pthread_cond_t pf_done_cv = PTHREAD_COND_INITIALIZER; /* callers: a helper left */
+static pf_job *pf_jobs;
+static pthread_t *pf_helpers;
+static int pf_n_helpers;
+static bool pf_stop;
+static pthread_t *pf_orphans; /* fork child: helper ids of the parent, kept reachable */
+
+static void run_chunks(pf_job *j) {
+    for (;;) {
+        int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= j->nchunks) return;
+        int64_t b = i * j->chunk, e = b + j->chunk < j->n ? b + j->chunk : j->n;
+        j->fn(j->arg, b, e);
+    }
+}
+
+static void *helper_main(void *p) {
+    (void)p;
+    mxp__parallel_set_ftz();
+    mxp__engine_run_worker_init();
+    pthread_mutex_lock(&pf_mu);
+    for (;;) {
+        pf_job *j = pf_jobs;
+        while (j && j->tickets == 0) j = j->link;
+        if (!j) {
+            if (pf_stop) break;
+            pthread_cond_wait(&pf_cv, &pf_mu);
+            continue;
+        }
+        j->tickets--;
+        j->active++;
+        pthread_mutex_unlock(&pf_mu);
+        run_chunks(j);
+        mxp__parallel_release(1);
+        pthread_mutex_lock(&pf_mu);
+        if (--j->active == 0) pthread_cond_broadcast(&pf_done_cv);
+    }
+    pthread_mutex_unlock(&pf_mu);
+    return NULL;
+}
+
+/* Caller holds pf_mu.  Returns how many helpers exist. */
+static int ensure_helpers(void) {
+    if (pf_helpers || pf_stop) return pf_n_helpers;
+    int n = mxp_num_threads() - 1;
+    if (n <= 0) return 0;
+    pf_helpers = calloc((size_t)n, sizeof *pf_helpers);
+    if (!pf_helpers) return 0;
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&pf_helpers[i], NULL, helper_main, NULL) != 0) {
+            MXP_LOGW("engine", "parallel_for: started only %d of %d helper threads", i, n);
+            break;
+        }
+        pf_n_helpers = i + 1;
+    }
+    return pf_n_helpers;
+}
+
+int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t begin, int64_t end),
+                      void *arg) {
+    if (!fn || n < 0) return mxp__error(MXP_EINVAL, "mxp__parallel_for: n = %lld, fn %s", (long long)n,
+                                        fn ? "set" : "NULL");
+    if (n == 0) return MXP_OK;
+    if (grain < 1) grain = 1;
+    int budget = mxp_num_threads();
+    int64_t max_chunks = (n + grain - 1) / grain;
+    if (budget <= 1 || max_chunks <= 1) {
+        fn(arg, 0, n);
+        return MXP_OK;
+    }
+    /* About 4 chunks per thread balances uneven chunks without much
+     * counter traffic; never smaller than grain. */
+    int64_t chunk = (n + 4 * (int64_t)budget - 1) / (4 * (int64_t)budget);
+    if (chunk < grain) chunk = grain;
+    int64_t nchunks = (n + chunk - 1) / chunk;
+    int want = nchunks - 1 < budget - 1 ? (int)(nchunks - 1) : budget - 1;
+    int k = mxp__parallel_try_acquire(want);
+    if (k == 0) {
+        fn(arg, 0, n);
+        return MXP_OK;
+    }
+    pf_job j;
+    memset(&j, 0, sizeof j);
+    j.fn = fn;
+    j.arg = arg;
+    j.n = n;
+    j.chunk = chunk;
+    j.nchunks = nchunks;
+    atomic_init(&j.next, 0);
+    pthread_mutex_lock(&pf_mu);
+    int have = ensure_helpers();
+    if (k > have) {
+        mxp__parallel_release(k - have);
+        k = have;
+    }
+    j.tickets = k;
+    if (k > 0) {
+        j.link = pf_jobs;
+        pf_jobs = &j;
+        if (k == 1) pthread_cond_signal(&pf_cv); else pthread_cond_broadcast(&pf_cv);
+    }
+    pthread_mutex_unlock(&pf_mu);
+    run_chunks(&j);
+    if (k > 0) {
+        pthread_mutex_lock(&pf_mu);
+        pf_job **pp = &pf_jobs;
+        while (*pp && *pp != &j) pp = &(*pp)->link;
+        if (*pp) *pp = j.link;
+        mxp__parallel_release(j.tickets); /* slots no helper came for */
+        j.tickets = 0;
+        while (j.active > 0) pthread_cond_wait(&pf_done_cv, &pf_mu);
+        pthread_mutex_unlock(&pf_mu);
+    }
+    return MXP_OK;
+}
+
+void mxp__parallel_shutdown(void) {
+    pthread_mutex_lock(&pf_mu);
+    pthread_t *h = pf_helpers;
+    int n = pf_n_helpers;
+    pf_stop = true;
+    pthread_cond_broadcast(&pf_cv);
+    pthread_mutex_unlock(&pf_mu);
+    for (int i = 0; i < n; i++) pthread_join(h[i], NULL);
+    pthread_mutex_lock(&pf_mu);
+    free(h);
+    pf_helpers = NULL;
+    pf_n_helpers = 0;
+    pf_stop = false;
+    pthread_mutex_unlock(&pf_mu);
+}
+
+void mxp__parallel_before_fork(void) { pthread_mutex_lock(&pf_mu); }
+void mxp__parallel_after_fork_parent(void) { pthread_mutex_unlock(&pf_mu); }
+
+void mxp__parallel_after_fork_child(void) {
+    /* The helpers do not exist here; forget them and their slots. */
+    if (pf_helpers) {
+        free(pf_orphans);
+        pf_orphans = pf_helpers;
+    }
+    pf_helpers = NULL;
+    pf_n_helpers = 0;
+    pf_jobs = NULL;
+    atomic_store(&busy, 0);
+    pthread_cond_init(&pf_cv, NULL);
+    pthread_cond_init(&pf_done_cv, NULL);
+    pthread_mutex_unlock(&pf_mu);
+}

@@ -1,0 +1,408 @@
+/* threaded.c — running blocks: dispatch, worker lanes, the run/complete path.
+ *
+ * A block whose wait counter reaches 0 is dispatched: internal kinds (delete
+ * var, wait) run inline on the thread that made them ready; under the naive
+ * engine every block runs inline on the pushing thread; otherwise the block
+ * goes to its lane.  A lane is a queue plus worker threads for one
+ * (device, kind): normal (FIFO), prioritized (max-heap on priority, then push
+ * order) or copy (FIFO).  Lanes and their threads are created on first use.
+ * A worker that makes a block of its own FIFO lane ready keeps it in a
+ * thread-local "next" slot and runs it right after the current one (a chain
+ * of dependent ops never goes through the queue or wakes anybody).  Idle
+ * workers spin briefly on the queue size before sleeping on the lane's
+ * condition variable (waking a sleeper costs ~10 µs).  Compute workers hold a
+ * thread-budget slot (parallel.h) only while they have work.
+ * Not here: the var state machine (var.c), the public API (engine.c). */
+#include "engine_impl.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SPIN_ROUNDS = 4000, SPIN_YIELD_EVERY = 256 };
+
+static _Thread_local eng_lane *tl_lane; /* the lane this worker serves */
+static _Thread_local eng_blk *tl_next;  /* ready block of tl_lane to run next */
+static _Thread_local int tl_depth;      /* nesting of engine functions on this thread */
+
+bool eng_on_worker(void) { return tl_lane != NULL; }
+bool eng_in_function(void) { return tl_depth > 0; }
+
+/* ------------------------------------------------------------ queues */
+
+static bool heap_before(const eng_blk *a, const eng_blk *b) {
+    return a->priority > b->priority || (a->priority == b->priority && a->seq < b->seq);
+}
+
+static void heap_push(eng_lane *l, eng_blk *b) {
+    if (l->heap_len == l->heap_cap) {
+        int cap = l->heap_cap ? l->heap_cap * 2 : 64;
+        eng_blk **h = realloc(l->heap, sizeof *h * (size_t)cap);
+        if (!h) mxp__fatal("engine: out of memory growing the priority queue");
+        l->heap = h;
+        l->heap_cap = cap;
+    }
+    b->seq = l->seq++;
+    int i = l->heap_len++;
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (!heap_before(b, l->heap[p])) break;
+        l->heap[i] = l->heap[p];
+        i = p;
+    }
+    l->heap[i] = b;
+}
+
+static eng_blk *heap_pop(eng_lane *l) {
+    eng_blk *top = l->heap[0];
+    eng_blk *last = l->heap[--l->heap_len];
+    int n = l->heap_len, i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && heap_before(l->heap[c + 1], l->heap[c])) c++;
+        if (!heap_before(l->heap[c], last)) break;
+        l->heap[i] = l->heap[c];
+        i = c;
+    }
+    if (n > 0) l->heap[i] = last;
+    return top;
+}
+
+static void lane_push(eng_lane *l, eng_blk *b) {
+    pthread_mutex_lock(&l->mu);
+    if (l->fifo) {
+        b->next = NULL;
+        if (l->tail) l->tail->next = b; else l->head = b;
+        l->tail = b;
+    } else {
+        heap_push(l, b);
+    }
+    atomic_fetch_add_explicit(&l->size, 1, memory_order_release);
+    if (l->sleepers) pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Caller holds l->mu and l->size > 0. */
+static eng_blk *lane_take_locked(eng_lane *l) {
+    eng_blk *b;
+    if (l->fifo) {
+        b = l->head;
+        l->head = b->next;
+        if (!l->head) l->tail = NULL;
+    } else {
+        b = heap_pop(l);
+    }
+    atomic_fetch_sub_explicit(&l->size, 1, memory_order_relaxed);
+    return b;
+}
+
+/* Next block for a worker; NULL when the lane stops.  Releases the worker's
+ * budget slot while it has nothing to do. */
+static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
+    for (int spin = 0;; spin++) {
+        if (atomic_load_explicit(&l->size, memory_order_acquire) > 0) {
+            eng_blk *b = NULL;
+            pthread_mutex_lock(&l->mu);
+            if (atomic_load_explicit(&l->size, memory_order_relaxed) > 0) b = lane_take_locked(l);
+            pthread_mutex_unlock(&l->mu);
+            if (b) return b;
+        }
+        if (*have_slot) {
+            mxp__parallel_release(1);
+            *have_slot = false;
+        }
+        if (spin < SPIN_ROUNDS) {
+            if (spin % SPIN_YIELD_EVERY == SPIN_YIELD_EVERY - 1) sched_yield(); else eng_cpu_relax();
+            continue;
+        }
+        pthread_mutex_lock(&l->mu);
+        while (atomic_load_explicit(&l->size, memory_order_relaxed) == 0 && !l->stop) {
+            l->sleepers++;
+            pthread_cond_wait(&l->cv, &l->mu);
+            l->sleepers--;
+        }
+        eng_blk *b = NULL;
+        if (atomic_load_explicit(&l->size, memory_order_relaxed) > 0) b = lane_take_locked(l);
+        pthread_mutex_unlock(&l->mu);
+        return b; /* NULL only when stopping with an empty queue */
+    }
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static void run_inline(eng_blk *b, eng_engine *e) {
+    mxp_run_ctx ctx = {b->opr->device, NULL, -1, 0};
+    eng_blk_run(b, e, &ctx);
+}
+
+void eng_blk_decr(eng_blk *b, eng_engine *e) {
+    if (atomic_fetch_sub_explicit(&b->wait, 1, memory_order_acq_rel) != 1) return;
+    if (b->opr->kind != ENG_KIND_USER || e->type == ENGINE_NAIVE) {
+        run_inline(b, e);
+        return;
+    }
+    eng_lane *l = b->lane;
+    if (tl_lane == l && l->fifo && !tl_next) {
+        tl_next = b;
+        return;
+    }
+    lane_push(l, b);
+}
+
+/* ------------------------------------------------------------ run */
+
+static void set_failure(eng_blk *b, int status, const char *why) {
+    err_rec *r = eng_err_new(status, b->opr->name, why);
+    if (!r) {
+        MXP_LOGE("engine", "op '%s' failed (%s) and recording the error ran out of memory",
+                 b->opr->name, mxp_status_name(status));
+        return;
+    }
+    eng_err_global_add(b->eng, r);
+    eng_err_unref(b->err);
+    b->err = r; /* our reference from eng_err_new */
+}
+
+static void async_done(void *token, int status, const char *message) {
+    eng_blk *b = token;
+    if (status != MXP_OK) set_failure(b, status, message);
+    eng_blk_complete(b, b->eng);
+}
+
+void eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx) {
+    eng_opr *o = b->opr;
+    b->eng = e;
+    if (o->kind == ENG_KIND_DELETE_VAR) {
+        eng_blk_complete(b, e);
+        return;
+    }
+    if (o->kind == ENG_KIND_USER) {
+        /* An input (or an output: it could be read-modify-write) carrying an
+         * unraised error poisons this run.  The records are stable: only a
+         * completing writer replaces them, and we hold access to every var. */
+        int n = o->n_const + o->n_mutate;
+        for (int i = 0; i < n; i++) {
+            err_rec *r = atomic_load_explicit(&o->vars[i]->err, memory_order_acquire);
+            if (r && !atomic_load_explicit(&r->raised, memory_order_acquire)) {
+                eng_err_ref(r);
+                b->err = r;
+                break;
+            }
+        }
+        if (b->err && o->prop != MXP_FN_NO_SKIP) {
+            eng_blk_complete(b, e);
+            return;
+        }
+    }
+    tl_depth++;
+    if (o->sync_fn) {
+        mxp__error_clear();
+        int rc = o->sync_fn(o->arg, ctx);
+        if (rc != MXP_OK) set_failure(b, rc, mxp_last_error());
+        tl_depth--;
+        eng_blk_complete(b, e);
+    } else {
+        mxp_engine_callback cb = {async_done, b};
+        o->async_fn(o->arg, ctx, cb);
+        tl_depth--;
+    }
+}
+
+static void delete_var(mxp_var *v, eng_engine *e) {
+    eng_spin_lock(&v->lock);
+    bool alone = v->nreads == 0 && !v->qhead;
+    eng_spin_unlock(&v->lock);
+    if (!alone) {
+        /* Something was pushed on the var after delete_var: a caller bug.
+         * Keep the var alive (leak it) rather than free it under them. */
+        MXP_LOGE("engine", "var %p used after mxp_engine_delete_var; not freed", (void *)v);
+        eng_var_complete_write(v, NULL, e);
+        return;
+    }
+    eng_var_free(v);
+}
+
+void eng_blk_complete(eng_blk *b, eng_engine *e) {
+    eng_opr *o = b->opr;
+    err_rec *err = b->err;
+    atomic_int *naive_done = b->naive_done;
+    b->err = NULL;
+    if (o->temporary && o->free_arg) o->free_arg(o->arg);
+    for (int i = 0; i < o->n_const; i++) eng_var_complete_read(o->vars[o->n_mutate + i], e);
+    for (int i = 0; i < o->n_mutate; i++) {
+        mxp_var *v = o->vars[i];
+        if (o->kind == ENG_KIND_DELETE_VAR) delete_var(v, e);
+        else eng_var_complete_write(v, err, e);
+    }
+    eng_err_unref(err);
+    if (o->temporary) {
+        eng_opr_release(e, o);
+    } else {
+        eng_pool_put(&e->pools[POOL_BLK], b);
+        eng_opr_release(e, o);
+    }
+    if (naive_done) {
+        pthread_mutex_lock(&e->all_mu);
+        atomic_store(naive_done, 1);
+        pthread_cond_broadcast(&e->all_cv);
+        pthread_mutex_unlock(&e->all_mu);
+    }
+    eng_pending_done(e);
+}
+
+/* ------------------------------------------------------------ workers */
+
+typedef struct worker_arg {
+    eng_engine *e;
+    eng_lane *l;
+    int idx;
+} worker_arg;
+
+static void *worker_main(void *p) {
+    worker_arg wa = *(worker_arg *)p;
+    free(p);
+    eng_lane *l = wa.l;
+    mxp__parallel_set_ftz();
+    mxp__engine_run_worker_init();
+    mxp_run_ctx ctx = {l->dev, NULL, l->worker_base + wa.idx, 0};
+    const mxp__engine_device_hooks *hooks = mxp__engine_device_hooks_for(l->dev.type);
+    if (hooks && hooks->stream_create) {
+        void *stream = NULL;
+        if (hooks->stream_create(l->dev, l->kind, &stream) != MXP_OK)
+            MXP_LOGE("engine", "device %d:%d: creating a worker stream failed: %s", l->dev.type,
+                     l->dev.id, mxp_last_error());
+        ctx.stream = stream;
+    }
+    tl_lane = l;
+    bool have_slot = false;
+    for (;;) {
+        eng_blk *b = tl_next;
+        if (b) tl_next = NULL;
+        else b = lane_pop(l, &have_slot);
+        if (!b) break;
+        if (l->counts_budget && !have_slot) {
+            mxp__parallel_acquire_one();
+            have_slot = true;
+        }
+        eng_blk_run(b, wa.e, &ctx);
+    }
+    if (have_slot) mxp__parallel_release(1);
+    if (hooks && hooks->stream_destroy && ctx.stream) hooks->stream_destroy(l->dev, ctx.stream);
+    tl_lane = NULL;
+    return NULL;
+}
+
+static bool is_cpu(int32_t type) {
+    return type == MXP_DEV_CPU || type == MXP_DEV_CPU_PINNED || type == MXP_DEV_CPU_SHARED;
+}
+
+static void lane_free(eng_lane *l) {
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l->heap);
+    free(l->threads);
+    free(l);
+}
+
+static void lane_stop(eng_lane *l, int n_started) {
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    for (int i = 0; i < n_started; i++) pthread_join(l->threads[i], NULL);
+}
+
+static eng_lane *lane_create(eng_engine *e, mxp_device dev, int kind) {
+    eng_lane *l = calloc(1, sizeof *l);
+    if (!l) { mxp__error_oom("engine lane"); return NULL; }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    l->kind = kind;
+    l->fifo = kind != LANE_PRIO;
+    l->dev = dev;
+    int n;
+    if (is_cpu(dev.type)) {
+        n = kind == LANE_NORMAL ? e->budget : 1;
+        l->counts_budget = kind != LANE_COPY;
+    } else {
+        const mxp__engine_device_hooks *h = mxp__engine_device_hooks_for(dev.type);
+        if (kind == LANE_COPY) n = h && h->copy_workers > 0 ? h->copy_workers : 1;
+        else n = h && h->normal_workers > 0 ? h->normal_workers : 2;
+    }
+    l->n_workers = n;
+    l->threads = calloc((size_t)n, sizeof *l->threads);
+    if (!l->threads) { lane_free(l); mxp__error_oom("engine lane"); return NULL; }
+    l->worker_base = atomic_fetch_add(&e->n_workers_total, n);
+    for (int i = 0; i < n; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        int rc = ENOMEM;
+        if (wa) {
+            wa->e = e; wa->l = l; wa->idx = i;
+            rc = pthread_create(&l->threads[i], NULL, worker_main, wa);
+        }
+        if (rc != 0) {
+            free(wa);
+            lane_stop(l, i);
+            lane_free(l);
+            mxp__error(MXP_EINTERNAL, "engine: cannot start worker thread %d for device %d:%d: %s",
+                       i, dev.type, dev.id, strerror(rc));
+            return NULL;
+        }
+    }
+    return l;
+}
+
+eng_lane *eng_lane_get(eng_engine *e, mxp_device dev, int kind) {
+    if (is_cpu(dev.type)) dev.type = MXP_DEV_CPU; /* pinned/shared memory runs on CPU workers */
+    for (eng_devpool *d = atomic_load_explicit(&e->devs, memory_order_acquire); d; d = d->next) {
+        if (d->dev.type == dev.type && d->dev.id == dev.id) {
+            eng_lane *l = atomic_load_explicit(&d->lanes[kind], memory_order_acquire);
+            if (l) return l;
+            break;
+        }
+    }
+    pthread_mutex_lock(&e->dev_mu);
+    eng_devpool *d = atomic_load_explicit(&e->devs, memory_order_relaxed);
+    for (; d; d = d->next)
+        if (d->dev.type == dev.type && d->dev.id == dev.id) break;
+    if (!d) {
+        d = calloc(1, sizeof *d);
+        if (!d) { pthread_mutex_unlock(&e->dev_mu); mxp__error_oom("engine device pool"); return NULL; }
+        d->dev = dev;
+        d->next = atomic_load_explicit(&e->devs, memory_order_relaxed);
+        atomic_store_explicit(&e->devs, d, memory_order_release);
+    }
+    eng_lane *l = atomic_load_explicit(&d->lanes[kind], memory_order_relaxed);
+    if (!l) {
+        l = lane_create(e, dev, kind);
+        if (l) atomic_store_explicit(&d->lanes[kind], l, memory_order_release);
+    }
+    pthread_mutex_unlock(&e->dev_mu);
+    return l;
+}
+
+void eng_threaded_stop(eng_engine *e) {
+    eng_devpool *d = atomic_exchange(&e->devs, NULL);
+    while (d) {
+        for (int k = 0; k < LANE_COUNT; k++) {
+            eng_lane *l = atomic_load(&d->lanes[k]);
+            if (!l) continue;
+            lane_stop(l, l->n_workers);
+            lane_free(l);
+        }
+        eng_devpool *n = d->next;
+        free(d);
+        d = n;
+    }
+}
+
+void eng_threaded_orphan(eng_engine *e) {
+    /* The threads do not exist in a fork child; their lanes stay allocated
+     * (reachable from the orphaned engine) and are never touched again. */
+    (void)e;
+    tl_lane = NULL;
+    tl_next = NULL;
+}
