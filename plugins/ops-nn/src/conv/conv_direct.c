@@ -12,14 +12,14 @@
  *     Backward uses the same coordinates: dW as vector dot products, dx as
  *     axpys into a padded plane that is cropped at the end.
  *   - stride > 1: plain loops on the padded copy (correct, not fast).
- * The vector kernels are compiled for AVX-512, AVX2+FMA and baseline x86-64
+ * The vector kernels are compiled for AVX-512F, AVX2 and baseline x86-64
  * (target_clones, resolved at load), so the pack needs no CPU requirement.
  * Workspace: padded copies of x (and of dy when training). */
 #include "conv.h"
 
 typedef float v16 __attribute__((vector_size(64)));
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TC
 #endif
@@ -84,7 +84,7 @@ static void dyp_range(void *arg, int64_t b, int64_t e) {
 /* ------------------------------------------------------ vector kernels */
 /* acc[8][16] = sum_c sum_k wpk[c][k][i] * xp[c*plane + q + off[k]] */
 TC static void tile_flat(const float *xp, int64_t plane, int64_t Cg, int64_t nk, const int64_t *off,
-                         const float *wpk, float *out) {
+                         const float *wpk, float *out, int64_t ld) {
     v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
     for (int64_t c = 0; c < Cg; c++) {
         const float *xc = xp + c * plane;
@@ -96,8 +96,8 @@ TC static void tile_flat(const float *xp, int64_t plane, int64_t Cg, int64_t nk,
             a4 += w[4] * x; a5 += w[5] * x; a6 += w[6] * x; a7 += w[7] * x;
         }
     }
-    st16(out, a0); st16(out + 16, a1); st16(out + 32, a2); st16(out + 48, a3);
-    st16(out + 64, a4); st16(out + 80, a5); st16(out + 96, a6); st16(out + 112, a7);
+    st16(out, a0); st16(out + ld, a1); st16(out + 2 * ld, a2); st16(out + 3 * ld, a3);
+    st16(out + 4 * ld, a4); st16(out + 5 * ld, a5); st16(out + 6 * ld, a6); st16(out + 7 * ld, a7);
 }
 
 /* dot products: out[k] = sum_q a[q] * b[q + off[k]] for q in [0, n), n % 16 == 0 */
@@ -146,38 +146,41 @@ static float *pack_weights(const conv_geom *g, const float *w, int64_t *nmb_out)
 
 static inline void put(float *dst, float v, int32_t req) { if (req == MXP_REQ_ADD) *dst += v; else *dst = v; }
 
-/* items: (n, group, q-chunk) */
+/* items: (n, group, q-chunk).  Each m-block's tiles go to a buffer in
+ * padded-width coordinates, then the valid part of every output row in the
+ * chunk is copied out (bias and req applied there). */
 static void fwd_flat_range(void *arg, int64_t b, int64_t e) {
     const fjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
     int64_t off[256];
     for (int64_t ki = 0, k = 0; ki < g->kh; ki++) for (int64_t kj = 0; kj < g->kw; kj++, k++)
         off[k] = ki * g->dh * d->Wp + kj * g->dw;
-    float out[MR * VL];
+    float *buf = nn_alloc((uint64_t)(MR * j->qchunk) * sizeof(float));
+    if (!buf) return;
     for (int64_t it = b; it < e; it++) {
         int64_t ch = it % j->chunks, ng = it / j->chunks, gr = ng % g->G, n = ng / g->G;
         const float *xp = j->xp + (n * g->C + gr * g->Cg) * d->plane;
         int64_t q0 = ch * j->qchunk, q1 = q0 + j->qchunk < d->Qpad ? q0 + j->qchunk : d->Qpad;
-        for (int64_t q = q0; q < q1; q += VL) {  /* q outer: the x tile stays in L1 across mb */
-            for (int64_t mb = 0; mb < j->nmb; mb++) {
-                const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * d->nk * MR;
-                int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
-                tile_flat(xp + q, d->plane, g->Cg, d->nk, off, wpk, out);
-                /* output positions of the tile's lanes (one division per tile) */
-                int64_t pos[VL], oh = q / d->Wp, ow = q % d->Wp;
-                for (int64_t l = 0; l < VL; l++) {
-                    pos[l] = (oh < g->Ho && ow < g->Wo) ? oh * g->Wo + ow : -1;
-                    if (++ow == d->Wp) { ow = 0; oh++; }
-                }
-                for (int64_t i = 0; i < mcount; i++) {
-                    int64_t m = gr * g->Mg + mb * MR + i;
-                    float bv = j->bias ? j->bias[m] : 0.0f;
-                    float *yp = j->y + (n * g->M + m) * g->P;
-                    if (j->req == MXP_REQ_ADD) { for (int64_t l = 0; l < VL; l++) if (pos[l] >= 0) yp[pos[l]] += out[i * VL + l] + bv; }
-                    else for (int64_t l = 0; l < VL; l++) if (pos[l] >= 0) yp[pos[l]] = out[i * VL + l] + bv;
+        for (int64_t mb = 0; mb < j->nmb; mb++) {
+            const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * d->nk * MR;
+            int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
+            for (int64_t q = q0; q < q1; q += VL)
+                tile_flat(xp + q, d->plane, g->Cg, d->nk, off, wpk, buf + (q - q0), j->qchunk);
+            int64_t qe = q1 < d->Q ? q1 : d->Q;
+            for (int64_t i = 0; i < mcount; i++) {
+                int64_t m = gr * g->Mg + mb * MR + i;
+                float bv = j->bias ? j->bias[m] : 0.0f;
+                float *yp = j->y + (n * g->M + m) * g->P;
+                const float *bi = buf + i * j->qchunk - q0;
+                for (int64_t oh = q0 / d->Wp; oh * d->Wp < qe; oh++) {
+                    int64_t s0 = oh * d->Wp > q0 ? oh * d->Wp : q0, s1 = oh * d->Wp + g->Wo < qe ? oh * d->Wp + g->Wo : qe;
+                    float *yr = yp + oh * g->Wo - oh * d->Wp;
+                    if (j->req == MXP_REQ_ADD) for (int64_t q = s0; q < s1; q++) yr[q] += bi[q] + bv;
+                    else for (int64_t q = s0; q < s1; q++) yr[q] = bi[q] + bv;
                 }
             }
         }
     }
+    nn_free(buf);
 }
 
 /* 1x1: items (n, group, pixel-chunk) */
@@ -194,7 +197,7 @@ static void fwd_pw_range(void *arg, int64_t b, int64_t e) {
             for (int64_t mb = 0; mb < j->nmb; mb++) {
                 const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * MR;
                 int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
-                tile_flat(x + p, g->P, g->Cg, 1, &zero, wpk, out);
+                tile_flat(x + p, g->P, g->Cg, 1, &zero, wpk, out, VL);
                 for (int64_t i = 0; i < mcount; i++) {
                     int64_t m = gr * g->Mg + mb * MR + i;
                     float bv = j->bias ? j->bias[m] : 0.0f;
