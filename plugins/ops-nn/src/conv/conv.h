@@ -43,6 +43,10 @@ uint64_t conv_gemm_workspace_bytes(const conv_geom *g, const conv_params *p, int
 int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx);
 int conv_gemm_forward_impl(const mxp_forward_args *a);
 
+/* 8 output channels x 16 positions, float32 (microkernel.c). */
+void conv_mk_8x16(const float *x, int64_t plane, int64_t Cg, int64_t nk, const int64_t *off,
+                  const float *wpk, float *out, int64_t ld);
+
 extern const mxp_op_impl conv_gemm_impl, conv_direct_impl, conv_winograd_impl;
 
 #endif

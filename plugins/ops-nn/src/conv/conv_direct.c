@@ -82,24 +82,6 @@ static void dyp_range(void *arg, int64_t b, int64_t e) {
 }
 
 /* ------------------------------------------------------ vector kernels */
-/* acc[8][16] = sum_c sum_k wpk[c][k][i] * xp[c*plane + q + off[k]] */
-TC static void tile_flat(const float *xp, int64_t plane, int64_t Cg, int64_t nk, const int64_t *off,
-                         const float *wpk, float *out, int64_t ld) {
-    v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
-    for (int64_t c = 0; c < Cg; c++) {
-        const float *xc = xp + c * plane;
-        const float *wc = wpk + c * nk * MR;
-        for (int64_t k = 0; k < nk; k++) {
-            v16 x = ld16(xc + off[k]);
-            const float *w = wc + k * MR;
-            a0 += w[0] * x; a1 += w[1] * x; a2 += w[2] * x; a3 += w[3] * x;
-            a4 += w[4] * x; a5 += w[5] * x; a6 += w[6] * x; a7 += w[7] * x;
-        }
-    }
-    st16(out, a0); st16(out + ld, a1); st16(out + 2 * ld, a2); st16(out + 3 * ld, a3);
-    st16(out + 4 * ld, a4); st16(out + 5 * ld, a5); st16(out + 6 * ld, a6); st16(out + 7 * ld, a7);
-}
-
 /* dot products: out[k] = sum_q a[q] * b[q + off[k]] for q in [0, n), n % 16 == 0 */
 TC static void dots(const float *a, const float *b, int64_t n, int64_t nk, const int64_t *off, double *out) {
     for (int64_t k = 0; k < nk; k++) {
@@ -164,7 +146,7 @@ static void fwd_flat_range(void *arg, int64_t b, int64_t e) {
             const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * d->nk * MR;
             int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
             for (int64_t q = q0; q < q1; q += VL)
-                tile_flat(xp + q, d->plane, g->Cg, d->nk, off, wpk, buf + (q - q0), j->qchunk);
+                conv_mk_8x16(xp + q, d->plane, g->Cg, d->nk, off, wpk, buf + (q - q0), j->qchunk);
             int64_t qe = q1 < d->Q ? q1 : d->Q;
             for (int64_t i = 0; i < mcount; i++) {
                 int64_t m = gr * g->Mg + mb * MR + i;
@@ -197,7 +179,7 @@ static void fwd_pw_range(void *arg, int64_t b, int64_t e) {
             for (int64_t mb = 0; mb < j->nmb; mb++) {
                 const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * MR;
                 int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
-                tile_flat(x + p, g->P, g->Cg, 1, &zero, wpk, out, VL);
+                conv_mk_8x16(x + p, g->P, g->Cg, 1, &zero, wpk, out, VL);
                 for (int64_t i = 0; i < mcount; i++) {
                     int64_t m = gr * g->Mg + mb * MR + i;
                     float bv = j->bias ? j->bias[m] : 0.0f;

@@ -5,23 +5,29 @@
  * Forward, per block of nb samples and per group:
  *   U[xi][m][c] = (G g Gᵀ)[xi]          (16 x Mg x Cg, per call)
  *   V[xi][c][t] = (Bᵀ d B)[xi]          input tiles 4x4, stride 2
- *   M[xi]       = U[xi] · V[xi]         16 OpenBLAS GEMMs
+ *   M[xi]       = U[xi] · V[xi]         16 batched products, computed with
+ *                                       the 8x16 FMA microkernel (no BLAS:
+ *                                       OpenBLAS's own threads would fight
+ *                                       the host's parallel_for workers)
  *   y tile      = Aᵀ M A                2x2 outputs per tile
  * The transforms are written row-wise (vertical part over whole rows, then
- * horizontal per tile) so the compiler vectorizes them; they run on
- * ctx->parallel_for over (sample, channel).
+ * horizontal per tile) so the compiler vectorizes them.  Everything runs on
+ * ctx->parallel_for: transforms over (sample, channel), products over
+ * (xi, column chunk).  Row strides of V and M are padded to 16.
  * Backward data is the same algorithm on dy with the kernels flipped and
  * transposed and pad 2-p (hence pad <= 2); weight and bias gradients reuse
  * the gemm impl's code (conv_gemm_backward_impl with skip_dx), so the
  * workspace is the max of both needs. */
 #include "conv.h"
-#include <cblas.h>
 
 #define WINO_CAP (16ull << 20)
 
 typedef struct wgeom {
     int64_t N, C, H, W, M, G, Cg, Mg, ph, pw, Ho, Wo, th, tw, T, nb;
+    int64_t nmb, Mgp, ldmax; /* 8-row blocks of Mg, Mg padded, padded row stride for nb samples */
 } wgeom;
+#define WCHUNK 256
+static int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
 static void wgeom_make(wgeom *w, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G,
                        int64_t ph, int64_t pw) {
@@ -32,13 +38,16 @@ static void wgeom_make(wgeom *w, int64_t N, int64_t C, int64_t H, int64_t W, int
     uint64_t per = 16ull * (uint64_t)w->T * (uint64_t)(w->Cg + w->Mg) * 4;
     int64_t nb = (int64_t)(WINO_CAP / (per ? per : 1));
     w->nb = nb < 1 ? 1 : nb > N ? N : nb;
+    w->nmb = (w->Mg + 7) / 8; w->Mgp = w->nmb * 8; w->ldmax = pad16(w->nb * w->T);
 }
 static uint64_t wgeom_ws(const wgeom *w) {
-    return 4ull * (16ull * (uint64_t)(w->M * w->Cg) + 16ull * (uint64_t)(w->nb * w->T) * (uint64_t)(w->Cg + w->Mg));
+    return 4ull * (16ull * (uint64_t)(w->G * w->Mgp * w->Cg) + 16ull * (uint64_t)w->ldmax * (uint64_t)(w->Cg + w->Mgp) + 64);
 }
 
-/* ---- weight transform: U[g][xi][m][c] from wt [M][Cg][3][3] ---- */
+/* ---- weight transform: U[g][xi][mb][c][8] (m = mb*8+i, zero padded)
+ * from wt [M][Cg][3][3] ---- */
 static void transform_weights(const wgeom *w, const float *wt, float *U) {
+    memset(U, 0, (size_t)(w->G * 16 * w->Mgp * w->Cg) * sizeof(float));
     for (int64_t m = 0; m < w->M; m++) for (int64_t c = 0; c < w->Cg; c++) {
         const float *k = wt + (m * w->Cg + c) * 9;
         float t[4][3], u[4][4];
@@ -50,9 +59,9 @@ static void transform_weights(const wgeom *w, const float *wt, float *U) {
             u[i][0] = t[i][0]; u[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
             u[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]); u[i][3] = t[i][2];
         }
-        int64_t gr = m / w->Mg, mm = m % w->Mg;
+        int64_t gr = m / w->Mg, mm = m % w->Mg, mb = mm / 8, i = mm % 8;
         for (int xi = 0; xi < 16; xi++)
-            U[((gr * 16 + xi) * w->Mg + mm) * w->Cg + c] = u[xi / 4][xi % 4];
+            U[((((gr * 16 + xi) * w->nmb + mb) * w->Cg + c) * 8) + i] = u[xi / 4][xi % 4];
     }
 }
 
@@ -62,14 +71,15 @@ typedef struct wjob {
     float *V, *Mx;
     float *y;
     const float *bias;
-    int64_t nb, grp;
+    int64_t nb, grp, ld;   /* ld: padded row stride of V and Mx */
+    const float *U;
     int32_t req;
 } wjob;
 
 /* V[xi][c][s*T + t] for items (s, c) of the block. */
 static void input_range(void *arg, int64_t b, int64_t e) {
     const wjob *j = arg; const wgeom *w = j->w;
-    int64_t Hp = 2 * w->th + 2, Wp = 2 * w->tw + 2, ldv = j->nb * w->T;
+    int64_t Hp = 2 * w->th + 2, Wp = 2 * w->tw + 2, ldv = j->ld;
     float *pl = nn_alloc((uint64_t)(Hp * Wp + 4 * Wp) * sizeof(float));
     if (!pl) return; /* cannot report from here; the caller checks allocation up front */
     float *t0 = pl + Hp * Wp, *t1 = t0 + Wp, *t2 = t1 + Wp, *t3 = t2 + Wp;
@@ -108,7 +118,7 @@ static void input_range(void *arg, int64_t b, int64_t e) {
 /* y from Mx[xi][m][s*T + t] for items (s, m). */
 static void output_range(void *arg, int64_t b, int64_t e) {
     const wjob *j = arg; const wgeom *w = j->w;
-    int64_t ldm = j->nb * w->T, xs = w->Mg * ldm, tw = w->tw;
+    int64_t ldm = j->ld, xs = w->Mgp * ldm, tw = w->tw;
     float *buf = nn_alloc((uint64_t)(8 * tw + 4 * tw) * sizeof(float));
     if (!buf) return;
     float *u0 = buf, *u1 = buf + 4 * tw, *row = buf + 8 * tw; /* u*: [4][tw]; row: [2][2tw] */
@@ -142,6 +152,21 @@ static void output_range(void *arg, int64_t b, int64_t e) {
     nn_free(buf);
 }
 
+/* Mx[xi][mb*8+i][t] = sum_c U[g][xi][mb][c][i] V[xi][c][t]; items (xi, chunk) */
+static void product_range(void *arg, int64_t b, int64_t e) {
+    const wjob *j = arg; const wgeom *w = j->w;
+    int64_t nch = (j->ld + WCHUNK - 1) / WCHUNK, zero = 0;
+    for (int64_t it = b; it < e; it++) {
+        int64_t xi = it / nch, t0 = (it % nch) * WCHUNK, t1 = t0 + WCHUNK < j->ld ? t0 + WCHUNK : j->ld;
+        const float *V = j->V + xi * w->Cg * j->ld;
+        for (int64_t mb = 0; mb < w->nmb; mb++) {
+            const float *U = j->U + ((j->grp * 16 + xi) * w->nmb + mb) * w->Cg * 8;
+            float *Mo = j->Mx + (xi * w->Mgp + mb * 8) * j->ld;
+            for (int64_t t = t0; t < t1; t += 16) conv_mk_8x16(V + t, j->ld, w->Cg, 1, &zero, U, Mo + t, j->ld);
+        }
+    }
+}
+
 /* y = winograd_conv(x, wt) (+ bias), honouring req. */
 static int wino_run(const mxp_op_ctx *ctx, const wgeom *w, const float *x, const float *wt,
                     const float *bias, float *y, int32_t req) {
@@ -149,19 +174,19 @@ static int wino_run(const mxp_op_ctx *ctx, const wgeom *w, const float *x, const
         return NN_ERR(MXP_EINVAL, "Convolution(winograd): workspace %llu bytes < %llu needed",
                       (unsigned long long)ctx->workspace_bytes, (unsigned long long)wgeom_ws(w));
     float *U = ctx->workspace;
-    float *V = U + 16 * w->M * w->Cg;
-    float *Mx = V + 16 * w->nb * w->T * w->Cg;
+    float *V = U + 16 * w->G * w->Mgp * w->Cg;
+    float *Mx = V + 16 * w->Cg * w->ldmax + 16;
     transform_weights(w, wt, U);
     for (int64_t n0 = 0; n0 < w->N; n0 += w->nb) {
-        int64_t nb = w->N - n0 < w->nb ? w->N - n0 : w->nb, ld = nb * w->T;
+        int64_t nb = w->N - n0 < w->nb ? w->N - n0 : w->nb, ld = pad16(nb * w->T);
         for (int64_t gr = 0; gr < w->G; gr++) {
-            wjob j = { w, x + n0 * w->C * w->H * w->W, V, Mx, y + n0 * w->M * w->Ho * w->Wo, bias, nb, gr, req };
+            wjob j = { w, x + n0 * w->C * w->H * w->W, V, Mx, y + n0 * w->M * w->Ho * w->Wo, bias, nb, gr, ld, U, req };
+            /* padding columns of V feed only padding columns of Mx; zero them so no garbage (NaN) is computed */
+            if (ld > nb * w->T) for (int64_t r = 0; r < 16 * w->Cg; r++)
+                memset(V + r * ld + nb * w->T, 0, (size_t)(ld - nb * w->T) * sizeof(float));
             int st = nn_parallel(ctx, nb * w->Cg, 1, input_range, &j);
             if (st < 0) return st;
-            for (int xi = 0; xi < 16; xi++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)w->Mg, (blasint)ld, (blasint)w->Cg,
-                            1.0f, U + (gr * 16 + xi) * w->Mg * w->Cg, (blasint)w->Cg,
-                            V + xi * w->Cg * ld, (blasint)ld, 0.0f, Mx + xi * w->Mg * ld, (blasint)ld);
+            if ((st = nn_parallel(ctx, 16 * ((ld + WCHUNK - 1) / WCHUNK), 1, product_range, &j)) < 0) return st;
             if ((st = nn_parallel(ctx, nb * w->Mg, 1, output_range, &j)) < 0) return st;
         }
     }
