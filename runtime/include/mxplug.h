@@ -18,5 +18,6 @@
 #include <mxplug/storage.h>  /* device memory pools                      */
 #include <mxplug/random.h>   /* seeding the random generators            */
 #include <mxplug/ndarray.h>  /* n-dimensional arrays, .params files      */
+#include <mxplug/invoke.h>   /* running ops on NDArrays (imperative)     */
 
 #endif /* MXPLUG_H */

@@ -1,0 +1,616 @@
+/* exec.c — running a bound node: push forward/backward to the engine, or
+ * run forward inline on caller tensors (host.invoke).
+ *
+ * At push time (on the pushing thread, in push order) an `exec` record is
+ * filled with everything the run needs and nothing that may die before it:
+ * the instance (retained), tensor views built from the NDArrays (chunk
+ * pointer + byte offset + shape copy + dtype + device, and the chunk's var to
+ * read the version when the op runs), req per output, the temp-space copy
+ * (its var is among the mutate vars, so users of one copy serialize) and the
+ * reserved RNG range.  The engine's free_arg releases the record and with it
+ * the instance, so a reload waits for in-flight work, and a node can be
+ * freed right after pushing.
+ * Var lists: a var both read and written is only written (the engine needs
+ * no duplicates, and a function must not wait on itself). */
+#include "op/exec.h"
+
+#include "engine/parallel.h"
+#include "ndarray/ndarray.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct exec {
+    node_inst *inst;
+    char name[MXP_NAME_MAX];
+    int backward, is_train;
+    mxp_device dev;
+    uint32_t n_in, n_out, n_aux;
+    int n_t;
+    mxp_tensor *t;
+    int64_t *shp;          /* [n_t][MXP_MAX_NDIM] */
+    mxp_var **tvar;        /* [n_t], var to read the version from, or NULL */
+    int32_t *req;          /* forward: [n_out]; backward: [n_in] */
+    void *ws;
+    uint64_t ws_bytes;
+    void *ws_host;         /* inline runs: workspace from host memory */
+    int has_rng;
+    struct mxp_rng rng;
+    mxp_op_ctx ctx;
+    mxp_engine_callback cb;
+    mxp_var **vars;        /* [n_const | n_mutate] */
+    int n_const, n_mutate, cap_vars;
+} exec;
+
+static void exec_free(exec *x) {
+    if (!x) return;
+    mxp__inst_release(x->inst);
+    if (x->ws_host) mxp__host_table()->free_host(x->ws_host);
+    free(x->t);
+    free(x->shp);
+    free(x->tvar);
+    free(x->req);
+    free(x->vars);
+    free(x);
+}
+
+static exec *exec_new(node_inst *inst, const char *name, int n_t, int n_req, int cap_vars) {
+    exec *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->t = calloc((size_t)n_t + 1, sizeof *x->t);
+    x->shp = calloc(((size_t)n_t + 1) * MXP_MAX_NDIM, sizeof *x->shp);
+    x->tvar = calloc((size_t)n_t + 1, sizeof *x->tvar);
+    x->req = calloc((size_t)n_req + 1, sizeof *x->req);
+    x->vars = calloc((size_t)cap_vars + 1, sizeof *x->vars);
+    x->cap_vars = cap_vars;
+    x->n_t = n_t;
+    if (!x->t || !x->shp || !x->tvar || !x->req || !x->vars) {
+        exec_free(x);
+        return NULL;
+    }
+    x->inst = mxp__inst_retain(inst);
+    snprintf(x->name, sizeof x->name, "%s", name);
+    return x;
+}
+
+/* View i: signature shape s and dtype, data from nd (NULL: absent entry). */
+static void set_view(exec *x, int i, const mxp_ndarray *nd, const mxp_shape *s, int32_t dtype) {
+    mxp_tensor *t = &x->t[i];
+    int64_t *shp = x->shp + (size_t)i * MXP_MAX_NDIM;
+    t->hdr = (mxp_header)MXP_HEADER(mxp_tensor);
+    for (int k = 0; k < s->ndim; k++) shp[k] = s->dims[k];
+    t->shape = shp;
+    t->ndim = s->ndim;
+    t->dtype = dtype;
+    t->strides = NULL;
+    t->device = x->dev;
+    if (nd && !mxp_ndarray_is_none(nd)) {
+        t->data = mxp__ndarray_chunk_ptr(nd);
+        t->byte_offset = mxp__ndarray_offset(nd);
+        x->tvar[i] = mxp_ndarray_var(nd);
+    }
+}
+
+static void set_view_tensor(exec *x, int i, const mxp_tensor *src) {
+    mxp_tensor *t = &x->t[i];
+    int64_t *shp = x->shp + (size_t)i * MXP_MAX_NDIM;
+    *t = *src;
+    t->hdr = (mxp_header)MXP_HEADER(mxp_tensor);
+    for (int k = 0; k < src->ndim && k < MXP_MAX_NDIM; k++) shp[k] = src->shape[k];
+    t->shape = shp;
+}
+
+/* ------------------------------------------------------------ vars */
+static int has_var(mxp_var *const *v, int n, const mxp_var *w) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == w) return 1;
+    return 0;
+}
+
+/* Build [const | mutate] from candidate lists: writes deduplicated; reads
+ * deduplicated and without anything written. */
+static void build_vars(exec *x, mxp_var *const *reads, int n_reads, mxp_var *const *writes, int n_writes) {
+    mxp_var **w = x->vars + n_reads; /* temp place: after room for reads */
+    int nw = 0;
+    for (int i = 0; i < n_writes; i++)
+        if (writes[i] && !has_var(w, nw, writes[i])) w[nw++] = writes[i];
+    int nr = 0;
+    mxp_var **r = x->vars;
+    mxp_var **tmp = malloc(((size_t)n_reads + 1) * sizeof *tmp);
+    int nt = 0;
+    for (int i = 0; i < n_reads; i++)
+        if (reads[i] && !has_var(w, nw, reads[i]) && tmp && !has_var(tmp, nt, reads[i])) tmp[nt++] = reads[i];
+    for (int i = 0; i < nt; i++) r[nr++] = tmp[i];
+    free(tmp);
+    /* Close the gap between reads and writes. */
+    if (nr < n_reads) memmove(x->vars + nr, w, (size_t)nw * sizeof *w);
+    x->n_const = nr;
+    x->n_mutate = nw;
+}
+
+/* ------------------------------------------------------------ running */
+static int ctx_parallel_for(const mxp_op_ctx *ctx, int64_t n, int64_t grain, mxp_range_fn fn, void *arg) {
+    (void)ctx;
+    return mxp__parallel_for(n, grain, fn, arg);
+}
+
+static void ctx_complete(void *token, int32_t status, const char *message) {
+    exec *x = token;
+    x->cb.done(x->cb.token, status, message);
+}
+
+static int exec_call(exec *x, void *stream) {
+    node_inst *in = x->inst;
+    const mxp_op_impl *impl = in->ref->impl;
+    for (int i = 0; i < x->n_t; i++)
+        if (x->tvar[i]) x->t[i].version = mxp_engine_var_version(x->tvar[i]);
+    mxp_op_ctx *c = &x->ctx;
+    c->hdr = (mxp_header)MXP_HEADER(mxp_op_ctx);
+    c->device = x->dev;
+    c->stream = stream;
+    c->is_train = x->is_train;
+    c->workspace = x->ws;
+    c->workspace_bytes = x->ws ? x->ws_bytes : 0;
+    c->rng = x->has_rng ? &x->rng : NULL;
+    c->parallel_for = ctx_parallel_for;
+    c->host = mxp__host_table();
+    c->host_private = x;
+    mxp__error_clear();
+    int rc;
+    if (!x->backward) {
+        mxp_forward_args a;
+        memset(&a, 0, sizeof a);
+        a.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
+        a.ctx = c;
+        a.params = in->params;
+        a.state = in->state;
+        a.user_data = impl->user_data;
+        a.n_in = x->n_in;
+        a.n_out = x->n_out;
+        a.n_aux = x->n_aux;
+        a.in = x->t;
+        a.out = x->t + x->n_in;
+        a.aux = x->t + x->n_in + x->n_out;
+        a.req = x->req;
+        rc = impl->forward(&a);
+    } else {
+        mxp_backward_args a;
+        memset(&a, 0, sizeof a);
+        a.hdr = (mxp_header)MXP_HEADER(mxp_backward_args);
+        a.ctx = c;
+        a.params = in->params;
+        a.state = in->state;
+        a.user_data = impl->user_data;
+        a.n_in = x->n_in;
+        a.n_out = x->n_out;
+        a.n_aux = x->n_aux;
+        a.out_grad = x->t;
+        a.in = x->t + x->n_out;
+        a.out = x->t + x->n_out + x->n_in;
+        a.in_grad = x->t + 2 * x->n_out + x->n_in;
+        a.aux = x->t + 2 * x->n_out + 2 * x->n_in;
+        a.req = x->req;
+        rc = impl->backward(&a);
+    }
+    if (rc != MXP_OK) {
+        if (rc > 0) rc = MXP_EPLUGIN;
+        if (!mxp_last_error()[0])
+            mxp__error(rc, "op '%s' (impl '%s'): %s failed (%s)", x->name, in->ref->entry->name,
+                       x->backward ? "backward" : "forward", mxp_status_str(rc));
+    }
+    return rc;
+}
+
+static int exec_sync(void *arg, const mxp_run_ctx *rctx) { return exec_call(arg, rctx ? rctx->stream : NULL); }
+
+static void exec_async(void *arg, const mxp_run_ctx *rctx, mxp_engine_callback cb) {
+    exec *x = arg;
+    x->cb = cb;
+    x->ctx.complete = ctx_complete;
+    x->ctx.complete_token = x;
+    int rc = exec_call(x, rctx ? rctx->stream : NULL);
+    if (rc != MXP_OK) cb.done(cb.token, rc, mxp_last_error());
+}
+
+static void exec_free_fn(void *arg) { exec_free(arg); }
+
+/* Temp space and RNG, at push time. */
+static int exec_resources(exec *x, mxp_var **temp_var) {
+    node_inst *in = x->inst;
+    *temp_var = NULL;
+    if (in->workspace_bytes) {
+        mxp_temp_space ts;
+        int rc = mxp__temp_space_acquire(x->dev, (size_t)in->workspace_bytes, &ts);
+        if (rc) return mxp__error_prefix(rc, "op '%s': temp space of %llu bytes", x->name,
+                                         (unsigned long long)in->workspace_bytes);
+        x->ws = ts.ptr;
+        x->ws_bytes = ts.size;
+        *temp_var = ts.var;
+    }
+    if (in->ref->def->resources & MXP_RESOURCE_RANDOM) {
+        /* Ops draw at most 2 values per element of any tensor they touch
+         * (f64 normals: 4 per pair); reserve 4 per element, whole blocks. */
+        uint64_t elems = 0;
+        for (int i = 0; i < x->n_t; i++) elems += (uint64_t)mxp_tensor_numel(&x->t[i]);
+        int rc = mxp__rng_reserve(x->dev, 4 * elems + 16, &x->rng.stream);
+        if (rc) return mxp__error_prefix(rc, "op '%s': reserving random numbers", x->name);
+        x->rng.cursor = 0;
+        x->has_rng = 1;
+    }
+    return MXP_OK;
+}
+
+static int exec_push(exec *x) {
+    mxp_engine_push_args p;
+    memset(&p, 0, sizeof p);
+    if (x->inst->ref->impl->flags & MXP_IMPL_ASYNC) {
+        p.async_fn = exec_async;
+        p.prop = MXP_FN_ASYNC;
+    } else {
+        p.sync_fn = exec_sync;
+        p.prop = MXP_FN_NORMAL;
+    }
+    p.arg = x;
+    p.free_arg = exec_free_fn;
+    p.const_vars = x->vars;
+    p.n_const = x->n_const;
+    p.mutate_vars = x->vars + x->n_const;
+    p.n_mutate = x->n_mutate;
+    p.device = x->dev;
+    p.name = x->name;
+    int rc = mxp_engine_push(&p);
+    if (rc) exec_free(x);
+    return rc;
+}
+
+/* ------------------------------------------------------------ checks */
+static int dev_eq(mxp_device a, mxp_device b) { return a.type == b.type && a.id == b.id; }
+
+static int check_array(const mxp__node *n, int sig, const mxp_ndarray *nd, mxp_device dev) {
+    char what[96], a[128], b[128];
+    mxp__node_entry_desc(n, sig, what, sizeof what);
+    const char *op = mxp__node_op_name(n);
+    if (mxp_ndarray_is_none(nd)) return mxp__error(MXP_EINVAL, "op '%s': %s is a none array", op, what);
+    const mxp_shape *s = &mxp__node_shapes(n)[sig];
+    mxp_shape g = {.ndim = mxp_ndarray_ndim(nd)};
+    for (int k = 0; k < g.ndim && k < MXP_MAX_NDIM; k++) g.dims[k] = mxp_ndarray_shape(nd)[k];
+    int same = g.ndim == s->ndim;
+    for (int k = 0; same && k < g.ndim; k++) same = g.dims[k] == s->dims[k];
+    if (!same) {
+        mxp__shape_str(&g, a, sizeof a);
+        mxp__shape_str(s, b, sizeof b);
+        return mxp__error(MXP_ESHAPE, "op '%s': %s has shape %s, expected %s", op, what, a, b);
+    }
+    int32_t dt = mxp__node_dtypes(n)[sig];
+    if (mxp_ndarray_dtype(nd) != dt)
+        return mxp__error(MXP_ETYPE, "op '%s': %s has dtype %s, expected %s", op, what,
+                          mxp_dtype_name(mxp_ndarray_dtype(nd)) ? mxp_dtype_name(mxp_ndarray_dtype(nd)) : "?",
+                          mxp_dtype_name(dt) ? mxp_dtype_name(dt) : "?");
+    mxp_device d = mxp_ndarray_device(nd);
+    if (!dev_eq(d, dev))
+        return mxp__error(MXP_EINVAL, "op '%s': %s is on device %d(%d), the op runs on %d(%d)", op, what, d.type, d.id,
+                          dev.type, dev.id);
+    return MXP_OK;
+}
+
+static int aliases(const mxp_ndarray *a, const mxp_ndarray *b) {
+    return a && b && mxp__ndarray_same_chunk(a, b) && mxp__ndarray_dptr(a) == mxp__ndarray_dptr(b);
+}
+
+static mxp_device pick_device(mxp_ndarray *const *a, int na, mxp_ndarray *const *b, int nb) {
+    for (int i = 0; i < na; i++)
+        if (a && a[i] && !mxp_ndarray_is_none(a[i])) return mxp_ndarray_device(a[i]);
+    for (int i = 0; i < nb; i++)
+        if (b && b[i] && !mxp_ndarray_is_none(b[i])) return mxp_ndarray_device(b[i]);
+    return (mxp_device){MXP_DEV_CPU, 0};
+}
+
+/* ------------------------------------------------------------ forward */
+int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *out, mxp_ndarray *const *aux,
+                      const int *req, int is_train) {
+    if (!n) return mxp__error(MXP_EMISUSE, "node_forward: NULL node");
+    const char *op = mxp__node_op_name(n);
+    int n_in = mxp__node_num_inputs(n), n_out = mxp__node_num_outputs(n), n_aux = mxp__node_num_aux(n);
+    if ((n_in && !in) || (n_out && !out) || (n_aux && !aux))
+        return mxp__error(MXP_EINVAL, "op '%s': forward needs %d inputs, %d outputs and %d aux arrays", op, n_in,
+                          n_out, n_aux);
+    mxp_device dev = pick_device(in, n_in, out, n_out);
+    node_inst *cur = mxp__node_current(n);
+    if (!cur || mxp__node_generation_stale(n) || !dev_eq(cur->dev, dev) || cur->is_train != (is_train ? 1 : 0)) {
+        int rc = mxp__node_bind(n, dev, is_train ? 1 : 0);
+        if (rc) return rc;
+        cur = mxp__node_current(n);
+    }
+    char what[96];
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]) {
+            mxp__node_entry_desc(n, i, what, sizeof what);
+            return mxp__error(MXP_EINVAL, "op '%s': %s is NULL", op, what);
+        }
+        int rc = check_array(n, i, in[i], dev);
+        if (rc) return rc;
+    }
+    int32_t *rq = malloc(((size_t)n_out + 1) * sizeof *rq);
+    if (!rq) return mxp__error_oom("forward");
+    for (int i = 0; i < n_out; i++) {
+        rq[i] = req ? req[i] : MXP_REQ_WRITE;
+        if (rq[i] < MXP_REQ_NULL || rq[i] > MXP_REQ_ADD) {
+            free(rq);
+            return mxp__error(MXP_EINVAL, "op '%s': req %d of output %d is not a valid mxp_req", op, rq[i], i);
+        }
+        if (!out[i]) {
+            if (rq[i] != MXP_REQ_NULL) {
+                free(rq);
+                mxp__node_entry_desc(n, n_in + i, what, sizeof what);
+                return mxp__error(MXP_EINVAL, "op '%s': %s is NULL but its req is not null", op, what);
+            }
+            continue;
+        }
+        int rc = check_array(n, n_in + i, out[i], dev);
+        if (rc) {
+            free(rq);
+            return rc;
+        }
+        if (rq[i] == MXP_REQ_WRITE)
+            for (int j = 0; j < n_in; j++)
+                if (aliases(out[i], in[j])) rq[i] = MXP_REQ_INPLACE;
+    }
+    for (int i = 0; i < n_aux; i++) {
+        int rc = aux[i] ? check_array(n, n_in + n_out + i, aux[i], dev)
+                        : mxp__error(MXP_EINVAL, "op '%s': aux state %d is NULL", op, i);
+        if (rc) {
+            free(rq);
+            return rc;
+        }
+    }
+    const mxp_op_def *def = cur->ref->def;
+    int n_t = n_in + n_out + n_aux;
+    exec *x = exec_new(cur, op, n_t, n_out, 2 * n_t + (int)def->n_mutate_inputs + 2);
+    if (!x) {
+        free(rq);
+        return mxp__error_oom("forward");
+    }
+    x->is_train = is_train ? 1 : 0;
+    x->dev = dev;
+    x->n_in = (uint32_t)n_in;
+    x->n_out = (uint32_t)n_out;
+    x->n_aux = (uint32_t)n_aux;
+    memcpy(x->req, rq, (size_t)n_out * sizeof *rq);
+    free(rq);
+    const mxp_shape *sh = cur->shapes;
+    const int32_t *dt = cur->dtypes;
+    for (int i = 0; i < n_in; i++) set_view(x, i, in[i], &sh[i], dt[i]);
+    for (int i = 0; i < n_out; i++) set_view(x, n_in + i, x->req[i] == MXP_REQ_NULL ? NULL : out[i], &sh[n_in + i], dt[n_in + i]);
+    for (int i = 0; i < n_aux; i++) set_view(x, n_in + n_out + i, aux[i], &sh[n_in + n_out + i], dt[n_in + n_out + i]);
+    mxp_var *temp = NULL;
+    int rc = exec_resources(x, &temp);
+    if (rc) {
+        exec_free(x);
+        return rc;
+    }
+    mxp_var **reads = calloc((size_t)n_t + 1, sizeof *reads), **writes = calloc((size_t)n_t + def->n_mutate_inputs + 2, sizeof *writes);
+    if (!reads || !writes) {
+        free(reads);
+        free(writes);
+        exec_free(x);
+        return mxp__error_oom("forward");
+    }
+    int nr = 0, nw = 0;
+    for (int i = 0; i < n_in; i++) reads[nr++] = mxp_ndarray_var(in[i]);
+    for (int i = 0; i < n_out; i++)
+        if (x->req[i] != MXP_REQ_NULL) writes[nw++] = mxp_ndarray_var(out[i]);
+    for (int i = 0; i < n_aux; i++) writes[nw++] = mxp_ndarray_var(aux[i]);
+    for (uint32_t i = 0; i < def->n_mutate_inputs; i++) {
+        int32_t k = def->mutate_inputs[i];
+        if (k >= 0 && k < n_in) writes[nw++] = mxp_ndarray_var(in[k]);
+    }
+    if (temp) writes[nw++] = temp;
+    build_vars(x, reads, nr, writes, nw);
+    free(reads);
+    free(writes);
+    return exec_push(x);
+}
+
+/* ------------------------------------------------------------ backward */
+int mxp__node_backward(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray *const *in,
+                       mxp_ndarray *const *out, mxp_ndarray *const *in_grads, mxp_ndarray *const *aux,
+                       const int *req) {
+    if (!n) return mxp__error(MXP_EMISUSE, "node_backward: NULL node");
+    const char *op = mxp__node_op_name(n);
+    node_inst *cur = mxp__node_current(n);
+    if (!cur) return mxp__error(MXP_EMISUSE, "op '%s': backward before forward", op);
+    const mxp_op_def *def = cur->ref->def;
+    if (def->flags & MXP_OP_NO_GRADIENT) return mxp__error(MXP_EUNSUPPORTED, "op '%s' is not differentiable", op);
+    if (!cur->ref->impl->backward)
+        return mxp__error(MXP_EUNSUPPORTED, "op '%s' (impl '%s') has no backward", op, cur->ref->entry->name);
+    int n_in = mxp__node_num_inputs(n), n_out = mxp__node_num_outputs(n), n_aux = mxp__node_num_aux(n);
+    int n_vis = mxp__node_num_visible_outputs(n);
+    if (n_aux && !aux) return mxp__error(MXP_EINVAL, "op '%s': backward needs %d aux arrays", op, n_aux);
+    uint8_t *need = calloc((size_t)(2 * n_out + n_in) + 1, 1);
+    if (!need) return mxp__error_oom("backward");
+    uint8_t *need_og = need, *need_in = need + n_out, *need_out = need + n_out + n_in;
+    mxp__node_backward_deps(n, need_og, need_in, need_out);
+    mxp_device dev = cur->dev;
+    int rc = MXP_OK;
+    char what[96];
+    /* Check what we will read / write. */
+    for (int i = 0; i < n_out && !rc; i++) {
+        mxp_ndarray *g = out_grads ? out_grads[i] : NULL;
+        if (!g) {
+            if (need_og[i] && i < n_vis && !(def->flags & MXP_OP_LOSS))
+                rc = mxp__error(MXP_EINVAL, "op '%s': backward needs the gradient of output %d '%s'", op, i,
+                                mxp__node_output_name(n, i));
+            need_og[i] = 0;
+            continue;
+        }
+        if (!need_og[i]) continue;
+        rc = check_array(n, n_in + i, g, dev);
+        if (rc) mxp__error_prefix(rc, "gradient of output %d", i);
+    }
+    for (int i = 0; i < n_in && !rc; i++) {
+        if (!need_in[i]) continue;
+        if (!in || !in[i]) {
+            mxp__node_entry_desc(n, i, what, sizeof what);
+            rc = mxp__error(MXP_EINVAL, "op '%s': backward needs %s", op, what);
+        } else rc = check_array(n, i, in[i], dev);
+    }
+    for (int i = 0; i < n_out && !rc; i++) {
+        if (!need_out[i]) continue;
+        if (!out || !out[i]) {
+            mxp__node_entry_desc(n, n_in + i, what, sizeof what);
+            rc = mxp__error(MXP_EINVAL, "op '%s': backward needs %s", op, what);
+        } else rc = check_array(n, n_in + i, out[i], dev);
+    }
+    for (int i = 0; i < n_aux && !rc; i++)
+        rc = aux[i] ? check_array(n, n_in + n_out + i, aux[i], dev)
+                    : mxp__error(MXP_EINVAL, "op '%s': aux state %d is NULL", op, i);
+    int32_t *rq = calloc((size_t)n_in + 1, sizeof *rq);
+    if (!rc && !rq) rc = mxp__error_oom("backward");
+    for (int i = 0; i < n_in && !rc; i++) {
+        mxp_ndarray *g = in_grads ? in_grads[i] : NULL;
+        rq[i] = g ? (req ? req[i] : MXP_REQ_WRITE) : MXP_REQ_NULL;
+        if (rq[i] < MXP_REQ_NULL || rq[i] > MXP_REQ_ADD) {
+            rc = mxp__error(MXP_EINVAL, "op '%s': req %d of input gradient %d is not a valid mxp_req", op, rq[i], i);
+            break;
+        }
+        if (rq[i] == MXP_REQ_NULL) continue;
+        rc = check_array(n, i, g, dev);
+        if (rc) {
+            mxp__error_prefix(rc, "gradient of input %d", i);
+            break;
+        }
+        if (rq[i] == MXP_REQ_WRITE)
+            for (int j = 0; j < n_out; j++)
+                if (need_og[j] && aliases(g, out_grads[j])) rq[i] = MXP_REQ_INPLACE;
+    }
+    if (rc) {
+        free(need);
+        free(rq);
+        return rc;
+    }
+    int n_t = 2 * n_out + 2 * n_in + n_aux;
+    exec *x = exec_new(cur, op, n_t, n_in, 2 * n_t + 2);
+    if (!x) {
+        free(need);
+        free(rq);
+        return mxp__error_oom("backward");
+    }
+    x->backward = 1;
+    x->is_train = 1;
+    x->dev = dev;
+    x->n_in = (uint32_t)n_in;
+    x->n_out = (uint32_t)n_out;
+    x->n_aux = (uint32_t)n_aux;
+    memcpy(x->req, rq, (size_t)n_in * sizeof *rq);
+    free(rq);
+    const mxp_shape *sh = cur->shapes;
+    const int32_t *dt = cur->dtypes;
+    int b_og = 0, b_in = n_out, b_out = n_out + n_in, b_ig = 2 * n_out + n_in, b_aux = 2 * n_out + 2 * n_in;
+    for (int i = 0; i < n_out; i++) set_view(x, b_og + i, need_og[i] ? out_grads[i] : NULL, &sh[n_in + i], dt[n_in + i]);
+    for (int i = 0; i < n_in; i++) set_view(x, b_in + i, need_in[i] ? in[i] : NULL, &sh[i], dt[i]);
+    for (int i = 0; i < n_out; i++) set_view(x, b_out + i, need_out[i] ? out[i] : NULL, &sh[n_in + i], dt[n_in + i]);
+    for (int i = 0; i < n_in; i++) set_view(x, b_ig + i, x->req[i] != MXP_REQ_NULL ? in_grads[i] : NULL, &sh[i], dt[i]);
+    for (int i = 0; i < n_aux; i++) set_view(x, b_aux + i, aux[i], &sh[n_in + n_out + i], dt[n_in + n_out + i]);
+    mxp_var *temp = NULL;
+    rc = exec_resources(x, &temp);
+    mxp_var **reads = calloc((size_t)n_t + 1, sizeof *reads), **writes = calloc((size_t)n_in + 2, sizeof *writes);
+    if (!rc && (!reads || !writes)) rc = mxp__error_oom("backward");
+    if (rc) {
+        free(reads);
+        free(writes);
+        free(need);
+        exec_free(x);
+        return rc;
+    }
+    int nr = 0, nw = 0;
+    for (int i = 0; i < n_t; i++)
+        if (x->tvar[i] && !(i >= b_ig && i < b_aux)) reads[nr++] = x->tvar[i];
+    for (int i = 0; i < n_in; i++)
+        if (x->req[i] != MXP_REQ_NULL) writes[nw++] = mxp_ndarray_var(in_grads[i]);
+    if (temp) writes[nw++] = temp;
+    build_vars(x, reads, nr, writes, nw);
+    free(reads);
+    free(writes);
+    free(need);
+    return exec_push(x);
+}
+
+/* ------------------------------------------------------------ inline */
+int mxp__node_run_tensors(mxp__node *n, uint32_t n_in, const mxp_tensor *in, uint32_t n_out, const mxp_tensor *out) {
+    if (!n) return mxp__error(MXP_EMISUSE, "node_run_tensors: NULL node");
+    const char *op = mxp__node_op_name(n);
+    if ((int)n_in != mxp__node_num_inputs(n) || (int)n_out != mxp__node_num_outputs(n) || mxp__node_num_aux(n))
+        return mxp__error(MXP_EINVAL, "op '%s': invoked with %u inputs and %u outputs, the op has %d, %d (and %d aux)",
+                          op, n_in, n_out, mxp__node_num_inputs(n), mxp__node_num_outputs(n), mxp__node_num_aux(n));
+    int tot = (int)(n_in + n_out);
+    mxp_shape *s = calloc((size_t)tot + 1, sizeof *s);
+    int32_t *t = calloc((size_t)tot + 1, sizeof *t);
+    if (!s || !t) {
+        free(s);
+        free(t);
+        return mxp__error_oom("invoke");
+    }
+    mxp_device dev = n_in ? MXP_ARRAY_AT(mxp_tensor, in, 0)->device
+                          : n_out ? MXP_ARRAY_AT(mxp_tensor, out, 0)->device : (mxp_device){MXP_DEV_CPU, 0};
+    int rc = MXP_OK;
+    for (int i = 0; i < tot && !rc; i++) {
+        const mxp_tensor *x = i < (int)n_in ? MXP_ARRAY_AT(mxp_tensor, in, i) : MXP_ARRAY_AT(mxp_tensor, out, i - (int)n_in);
+        if (x->ndim < 0 || x->ndim > MXP_MAX_NDIM || (x->ndim && !x->shape) || !x->data)
+            rc = mxp__error(MXP_EINVAL, "op '%s': tensor %d is malformed (ndim %d, data %p)", op, i, x->ndim, x->data);
+        else if (!mxp_tensor_is_contiguous(x))
+            rc = mxp__error(MXP_EUNSUPPORTED, "op '%s': tensor %d is not contiguous", op, i);
+        else if (x->device.type != dev.type || x->device.id != dev.id)
+            rc = mxp__error(MXP_EINVAL, "op '%s': tensors on different devices", op);
+        if (rc) break;
+        s[i].ndim = x->ndim;
+        for (int k = 0; k < x->ndim; k++) s[i].dims[k] = x->shape[k];
+        t[i] = x->dtype;
+    }
+    if (!rc) rc = mxp__node_infer(n, s, t, s + n_in, t + n_in, NULL, NULL);
+    if (!rc) rc = mxp__node_bind(n, dev, 0);
+    free(s);
+    free(t);
+    if (rc) return rc;
+    node_inst *cur = mxp__node_current(n);
+    exec *x = exec_new(cur, op, tot, (int)n_out, 1);
+    if (!x) return mxp__error_oom("invoke");
+    x->dev = dev;
+    x->n_in = n_in;
+    x->n_out = n_out;
+    for (int i = 0; i < tot; i++)
+        set_view_tensor(x, i, i < (int)n_in ? MXP_ARRAY_AT(mxp_tensor, in, i) : MXP_ARRAY_AT(mxp_tensor, out, i - (int)n_in));
+    for (uint32_t i = 0; i < n_out; i++) {
+        x->req[i] = MXP_REQ_WRITE;
+        for (uint32_t j = 0; j < n_in; j++)
+            if (mxp_tensor_ptr(&x->t[n_in + i]) == mxp_tensor_ptr(&x->t[j])) x->req[i] = MXP_REQ_INPLACE;
+    }
+    if (cur->workspace_bytes) {
+        /* Not the shared temp space: its users serialize through the engine,
+         * and this may run inside an engine worker. */
+        x->ws_host = mxp__host_table()->alloc_host(cur->workspace_bytes);
+        if (!x->ws_host) {
+            exec_free(x);
+            return mxp__error(MXP_ENOMEM, "op '%s': workspace of %llu bytes", op, (unsigned long long)cur->workspace_bytes);
+        }
+        x->ws = x->ws_host;
+        x->ws_bytes = cur->workspace_bytes;
+    }
+    if (cur->ref->def->resources & MXP_RESOURCE_RANDOM) {
+        uint64_t elems = 0;
+        for (int i = 0; i < tot; i++) elems += (uint64_t)mxp_tensor_numel(&x->t[i]);
+        rc = mxp__rng_reserve(dev, 4 * elems + 16, &x->rng.stream);
+        if (rc) {
+            exec_free(x);
+            return rc;
+        }
+        x->has_rng = 1;
+    }
+    if (cur->ref->impl->flags & MXP_IMPL_ASYNC) {
+        exec_free(x);
+        return mxp__error(MXP_EUNSUPPORTED, "op '%s': host.invoke cannot run an asynchronous impl", op);
+    }
+    rc = exec_call(x, NULL);
+    exec_free(x);
+    return rc;
+}

@@ -1,0 +1,580 @@
+/* node.c — the node runtime: parse, infer, bind and keep the chosen impl of
+ * one op node (see op.h for the contract).  Pushing work is in exec.c.
+ *
+ * What a node owns:
+ *   - a pin on the op's defining pack (so `def` and `params`, parsed against
+ *     it, stay valid), its kwargs (copies, reserved "__" keys dropped), the
+ *     arg/output/aux names for the parsed params;
+ *   - the inferred signature (shapes and dtypes of inputs | outputs | aux);
+ *   - a small cache of instances, one per bound signature.  An instance
+ *     (node_inst, exec.h) is refcounted: impl ref + params parsed against
+ *     ref->def + state + workspace size.  Pushed work holds a reference, so
+ *     dropping an instance here never frees state in use.
+ * Invariant: every cached instance has generation == n->generation; when
+ * the registry generation moves, refresh() drops them all and re-parses. */
+#include "op/exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAMES_CAP 1024
+#define NODE_CACHE 4
+
+struct mxp__node {
+    struct mxp_op *op;
+    char name[MXP_NAME_MAX];
+    int n_kwargs;
+    char **keys, **vals;
+    mxp_pack *pinned;          /* defining pack, pinned while def is used   */
+    const mxp_op_def *def;
+    void *params;              /* parsed against def                         */
+    uint64_t generation;       /* registry generation def/params belong to   */
+    int n_in, n_out, n_aux, n_visible;
+    char (*names)[MXP_NAME_MAX]; /* [n_in | n_out | n_aux]                   */
+    mxp_shape *shapes;         /* inferred signature [n_in | n_out | n_aux]  */
+    int32_t *dtypes;
+    int inferred;
+    node_inst *cache[NODE_CACHE];
+    int n_cache;
+    node_inst *cur;            /* instance of the last bind                  */
+    int creates;
+};
+
+/* ------------------------------------------------------------ instances */
+void mxp__inst_release(node_inst *in) {
+    if (!in || atomic_fetch_sub(&in->refs, 1) != 1) return;
+    const mxp_op_impl *impl = in->ref->impl;
+    if (in->state && impl->destroy) {
+        mxp_destroy_args d = {MXP_HEADER(mxp_destroy_args), in->state, impl->user_data};
+        impl->destroy(&d);
+    }
+    mxp__op_params_free(in->ref->def, in->params);
+    mxp__impl_ref_release(in->ref);
+    free(in->shapes);
+    free(in->dtypes);
+    free(in);
+}
+
+node_inst *mxp__inst_retain(node_inst *in) {
+    if (in) atomic_fetch_add(&in->refs, 1);
+    return in;
+}
+
+/* ------------------------------------------------------------ helpers */
+static int shape_known(const mxp_shape *s) {
+    if (s->ndim < 0) return 0;
+    for (int i = 0; i < s->ndim; i++)
+        if (s->dims[i] <= 0) return 0;
+    return 1;
+}
+
+static int shape_eq(const mxp_shape *a, const mxp_shape *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+
+void mxp__shape_str(const mxp_shape *s, char *buf, size_t cap) {
+    if (s->ndim < 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    size_t off = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < s->ndim && off < cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
+    if (off < cap) snprintf(buf + off, cap - off, s->ndim == 1 ? ",)" : ")");
+}
+
+static const char *dtype_str(int32_t d) {
+    const char *s = mxp_dtype_name(d);
+    return s ? s : "unknown";
+}
+
+static void free_kwargs(mxp__node *n) {
+    for (int i = 0; i < n->n_kwargs; i++) {
+        free(n->keys[i]);
+        free(n->vals[i]);
+    }
+    free(n->keys);
+    free(n->vals);
+    n->keys = n->vals = NULL;
+    n->n_kwargs = 0;
+}
+
+static void drop_instances(mxp__node *n) {
+    for (int i = 0; i < n->n_cache; i++) mxp__inst_release(n->cache[i]);
+    n->n_cache = 0;
+    n->cur = NULL;
+}
+
+static void drop_def(mxp__node *n) {
+    if (n->params) mxp__op_params_free(n->def, n->params);
+    n->params = NULL;
+    n->def = NULL;
+    if (n->pinned) mxp__pack_unpin(n->pinned);
+    n->pinned = NULL;
+}
+
+/* Load + pin the defining pack, parse the kwargs, list names. */
+static int load_def(mxp__node *n) {
+    uint64_t gen = mxp_registry_generation();
+    const mxp_op_def *def;
+    int rc = mxp__op_ensure_def(n->op, &def);
+    if (rc) return rc;
+    mxp__registry_rdlock();
+    mxp_pack *p = n->op->pack;
+    mxp__registry_unlock();
+    if ((rc = mxp__pack_pin(p))) return mxp__error_prefix(rc, "op '%s'", n->name);
+    n->pinned = p;
+    mxp__registry_rdlock();
+    def = n->op->def;
+    mxp__registry_unlock();
+    if (!def) return mxp__error(MXP_ENOENT, "op '%s': its defining pack is not loaded", n->name);
+    n->def = def;
+    n->generation = gen;
+    if (!def->infer_shape) return mxp__error(MXP_EPLUGIN, "op '%s': the definition has no infer_shape", n->name);
+    rc = mxp__op_params_new(def, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs,
+                            &n->params);
+    if (rc) return rc;
+    char(*tmp)[MXP_NAME_MAX] = calloc(NAMES_CAP, MXP_NAME_MAX);
+    if (!tmp) return mxp__error_oom("node names");
+    int counts[3] = {0, 0, 0};
+    char(*all)[MXP_NAME_MAX] = NULL;
+    for (int w = 0; w < 3 && !rc; w++) {
+        int c = 0;
+        rc = mxp__op_list_names_def(def, n->params, w, tmp, NAMES_CAP, &c);
+        if (rc) break;
+        int before = counts[0] + counts[1] + counts[2];
+        char(*grown)[MXP_NAME_MAX] = realloc(all, (size_t)(before + c + 1) * MXP_NAME_MAX);
+        if (!grown) {
+            rc = mxp__error_oom("node names");
+            break;
+        }
+        all = grown;
+        memcpy(all + before, tmp, (size_t)c * MXP_NAME_MAX);
+        counts[w] = c;
+    }
+    free(tmp);
+    if (rc) {
+        free(all);
+        return rc;
+    }
+    int shape_change = n->names && (n->n_in != counts[0] || n->n_out != counts[1] || n->n_aux != counts[2]);
+    free(n->names);
+    n->names = all;
+    n->n_in = counts[0];
+    n->n_out = counts[1];
+    n->n_aux = counts[2];
+    n->n_visible = def->n_visible_outputs && (int)def->n_visible_outputs <= n->n_out ? (int)def->n_visible_outputs
+                                                                                      : n->n_out;
+    if (shape_change || !n->shapes) {
+        int tot = n->n_in + n->n_out + n->n_aux;
+        free(n->shapes);
+        free(n->dtypes);
+        n->shapes = calloc((size_t)tot + 1, sizeof *n->shapes);
+        n->dtypes = calloc((size_t)tot + 1, sizeof *n->dtypes);
+        if (!n->shapes || !n->dtypes) return mxp__error_oom("node shapes");
+        n->inferred = 0;
+    }
+    return MXP_OK;
+}
+
+/* The registry moved (a pack loaded or reloaded, a policy changed): drop
+ * everything derived from the old def and impls, then parse again. */
+static int refresh(mxp__node *n) {
+    drop_instances(n);
+    drop_def(n);
+    return load_def(n);
+}
+
+/* ------------------------------------------------------------ create */
+int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys, const char *const *vals,
+                     mxp__node **out) {
+    if (out) *out = NULL;
+    if (!op_name || !out || n_kwargs < 0 || (n_kwargs > 0 && (!keys || !vals)))
+        return mxp__error(MXP_EMISUSE, "node: bad argument (op %s)", op_name ? op_name : "NULL");
+    int rc = mxp__registry_ensure();
+    if (rc) return rc;
+    struct mxp_op *op = mxp__registry_find_op(op_name);
+    if (!op) return mxp__error(MXP_ENOENT, "op '%s': not registered", op_name);
+    mxp__node *n = calloc(1, sizeof *n);
+    if (!n) return mxp__error_oom("node");
+    n->op = op;
+    snprintf(n->name, sizeof n->name, "%s", op->name);
+    n->keys = calloc((size_t)n_kwargs + 1, sizeof *n->keys);
+    n->vals = calloc((size_t)n_kwargs + 1, sizeof *n->vals);
+    if (!n->keys || !n->vals) rc = mxp__error_oom("node kwargs");
+    for (int i = 0; i < n_kwargs && !rc; i++) {
+        if (!keys[i] || !vals[i]) {
+            rc = mxp__error(MXP_EINVAL, "op '%s': kwarg %d has a NULL %s", n->name, i, keys[i] ? "value" : "key");
+            break;
+        }
+        /* MXNet's reserved attributes (__shape__, __dtype__, __lr_mult__,
+         * ...) ride along in symbol files; they are not op parameters. */
+        if (!strncmp(keys[i], "__", 2)) continue;
+        n->keys[n->n_kwargs] = strdup(keys[i]);
+        n->vals[n->n_kwargs] = strdup(vals[i]);
+        n->n_kwargs++;
+        if (!n->keys[n->n_kwargs - 1] || !n->vals[n->n_kwargs - 1]) rc = mxp__error_oom("node kwargs");
+    }
+    if (!rc) rc = load_def(n);
+    if (rc) {
+        mxp__node_free(n);
+        return rc;
+    }
+    *out = n;
+    return MXP_OK;
+}
+
+void mxp__node_free(mxp__node *n) {
+    if (!n) return;
+    drop_instances(n);
+    drop_def(n);
+    free_kwargs(n);
+    free(n->names);
+    free(n->shapes);
+    free(n->dtypes);
+    free(n);
+}
+
+const char *mxp__node_op_name(const mxp__node *n) { return n ? n->name : NULL; }
+int mxp__node_num_inputs(const mxp__node *n) { return n ? n->n_in : 0; }
+int mxp__node_num_outputs(const mxp__node *n) { return n ? n->n_out : 0; }
+int mxp__node_num_visible_outputs(const mxp__node *n) { return n ? n->n_visible : 0; }
+int mxp__node_num_aux(const mxp__node *n) { return n ? n->n_aux : 0; }
+const char *mxp__node_input_name(const mxp__node *n, int i) {
+    return n && i >= 0 && i < n->n_in ? n->names[i] : NULL;
+}
+const char *mxp__node_output_name(const mxp__node *n, int i) {
+    return n && i >= 0 && i < n->n_out ? n->names[n->n_in + i] : NULL;
+}
+uint32_t mxp__node_resources(const mxp__node *n) { return n && n->def ? n->def->resources : 0; }
+uint32_t mxp__node_flags(const mxp__node *n) { return n && n->def ? n->def->flags : 0; }
+const char *mxp__node_impl_name(const mxp__node *n) {
+    return n && n->cur ? n->cur->ref->entry->name : NULL;
+}
+uint64_t mxp__node_workspace_bytes(const mxp__node *n) { return n && n->cur ? n->cur->workspace_bytes : 0; }
+int mxp__node_create_count(const mxp__node *n) { return n ? n->creates : 0; }
+const mxp_shape *mxp__node_shapes(const mxp__node *n) { return n->shapes; }
+const int32_t *mxp__node_dtypes(const mxp__node *n) { return n->dtypes; }
+node_inst *mxp__node_current(const mxp__node *n) { return n->cur; }
+const mxp_op_def *mxp__node_def(const mxp__node *n) { return n->def; }
+
+static const char *kind_name(int k) { return k == 0 ? "input" : k == 1 ? "output" : "aux state"; }
+
+/* Entry i of the signature as "input 1 'rhs'". */
+static void entry_desc(const mxp__node *n, int i, char *buf, size_t cap) {
+    int k = i < n->n_in ? 0 : i < n->n_in + n->n_out ? 1 : 2;
+    int j = k == 0 ? i : k == 1 ? i - n->n_in : i - n->n_in - n->n_out;
+    snprintf(buf, cap, "%s %d '%s'", kind_name(k), j, n->names[i]);
+}
+
+/* ------------------------------------------------------------ infer */
+int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_shape *out_shapes,
+                    int32_t *out_dtypes, mxp_shape *aux_shapes, int32_t *aux_dtypes) {
+    if (!n) return mxp__error(MXP_EMISUSE, "node_infer: NULL node");
+    if (mxp_registry_generation() != n->generation) {
+        int rc = refresh(n);
+        if (rc) return rc;
+    }
+    int tot = n->n_in + n->n_out + n->n_aux;
+    mxp_shape *given = calloc((size_t)tot + 1, sizeof *given);
+    int32_t *given_t = calloc((size_t)tot + 1, sizeof *given_t);
+    if (!given || !given_t) {
+        free(given);
+        free(given_t);
+        return mxp__error_oom("infer");
+    }
+    mxp_shape *const src_s[3] = {in_shapes, out_shapes, aux_shapes};
+    int32_t *const src_t[3] = {in_dtypes, out_dtypes, aux_dtypes};
+    const int cnt[3] = {n->n_in, n->n_out, n->n_aux};
+    for (int k = 0, base = 0; k < 3; base += cnt[k], k++)
+        for (int i = 0; i < cnt[k]; i++) {
+            mxp_shape s = {.ndim = -1};
+            if (src_s[k]) s = src_s[k][i];
+            given[base + i] = s;
+            given_t[base + i] = src_t[k] ? src_t[k][i] : MXP_DTYPE_UNKNOWN;
+        }
+    memcpy(n->shapes, given, (size_t)tot * sizeof *given);
+    memcpy(n->dtypes, given_t, (size_t)tot * sizeof *given_t);
+    n->inferred = 0;
+    const mxp_op_def *def = n->def;
+    char a[128], b[128], what[96];
+    int rc = MXP_OK;
+
+    /* Shapes. */
+    mxp_infer_shape_args sa;
+    memset(&sa, 0, sizeof sa);
+    sa.hdr = (mxp_header)MXP_HEADER(mxp_infer_shape_args);
+    sa.params = n->params;
+    sa.user_data = def->user_data;
+    sa.n_in = (uint32_t)n->n_in;
+    sa.n_out = (uint32_t)n->n_out;
+    sa.n_aux = (uint32_t)n->n_aux;
+    sa.in = n->shapes;
+    sa.out = n->shapes + n->n_in;
+    sa.aux = n->shapes + n->n_in + n->n_out;
+    mxp__error_clear();
+    int src = def->infer_shape(&sa);
+    if (src != MXP_OK && src != MXP_EINCOMPLETE) {
+        rc = mxp_last_error()[0] ? mxp__error_prefix(src < 0 ? src : MXP_ESHAPE, "op '%s': shape inference", n->name)
+                                 : mxp__error(src < 0 ? src : MXP_ESHAPE, "op '%s': shape inference failed (%s)",
+                                              n->name, mxp_status_str(src));
+        goto done;
+    }
+    for (int i = 0; i < tot; i++) {
+        entry_desc(n, i, what, sizeof what);
+        if (given[i].ndim >= 0 && shape_known(&given[i]) && !shape_eq(&given[i], &n->shapes[i])) {
+            mxp__shape_str(&given[i], a, sizeof a);
+            mxp__shape_str(&n->shapes[i], b, sizeof b);
+            rc = mxp__error(MXP_ESHAPE, "op '%s': %s has shape %s, but the op infers %s", n->name, what, a, b);
+            goto done;
+        }
+        if (!shape_known(&n->shapes[i])) {
+            mxp__shape_str(&n->shapes[i], a, sizeof a);
+            rc = mxp__error(MXP_ESHAPE, "op '%s': cannot infer the shape of %s (got %s)", n->name, what, a);
+            goto done;
+        }
+    }
+
+    /* Dtypes: the op's rule, then the default one for what is left. */
+    if (def->infer_type) {
+        mxp_infer_type_args ta;
+        memset(&ta, 0, sizeof ta);
+        ta.hdr = (mxp_header)MXP_HEADER(mxp_infer_type_args);
+        ta.params = n->params;
+        ta.user_data = def->user_data;
+        ta.n_in = (uint32_t)n->n_in;
+        ta.n_out = (uint32_t)n->n_out;
+        ta.n_aux = (uint32_t)n->n_aux;
+        ta.in = n->dtypes;
+        ta.out = n->dtypes + n->n_in;
+        ta.aux = n->dtypes + n->n_in + n->n_out;
+        mxp__error_clear();
+        int trc = def->infer_type(&ta);
+        if (trc != MXP_OK && trc != MXP_EINCOMPLETE) {
+            rc = mxp_last_error()[0] ? mxp__error_prefix(trc < 0 ? trc : MXP_ETYPE, "op '%s': type inference", n->name)
+                                     : mxp__error(trc < 0 ? trc : MXP_ETYPE, "op '%s': type inference failed (%s)",
+                                                  n->name, mxp_status_str(trc));
+            goto done;
+        }
+    }
+    int32_t first = MXP_DTYPE_UNKNOWN;
+    for (int i = 0; i < tot && first == MXP_DTYPE_UNKNOWN; i++)
+        if (n->dtypes[i] != MXP_DTYPE_UNKNOWN) first = n->dtypes[i];
+    if (first == MXP_DTYPE_UNKNOWN) first = MXP_DTYPE_F32;
+    for (int i = 0; i < tot; i++) {
+        /* Without infer_type every entry takes the first known dtype, so a
+         * mismatching given one is an error below. */
+        if (n->dtypes[i] == MXP_DTYPE_UNKNOWN || !def->infer_type) n->dtypes[i] = first;
+        entry_desc(n, i, what, sizeof what);
+        if (given_t[i] != MXP_DTYPE_UNKNOWN && given_t[i] != n->dtypes[i]) {
+            rc = mxp__error(MXP_ETYPE, "op '%s': %s has dtype %s, but the op infers %s", n->name, what,
+                            dtype_str(given_t[i]), dtype_str(n->dtypes[i]));
+            goto done;
+        }
+        if (!mxp_dtype_size(n->dtypes[i])) {
+            rc = mxp__error(MXP_ETYPE, "op '%s': %s has invalid dtype %d", n->name, what, n->dtypes[i]);
+            goto done;
+        }
+    }
+    /* Hand the result back. */
+    for (int k = 0, base = 0; k < 3; base += cnt[k], k++)
+        for (int i = 0; i < cnt[k]; i++) {
+            if (src_s[k]) src_s[k][i] = n->shapes[base + i];
+            if (src_t[k]) src_t[k][i] = n->dtypes[base + i];
+        }
+    n->inferred = 1;
+done:
+    free(given);
+    free(given_t);
+    return rc;
+}
+
+/* ------------------------------------------------------------ bind */
+static int inst_matches(const node_inst *in, const mxp__node *n, mxp_device dev, int is_train) {
+    int tot = n->n_in + n->n_out + n->n_aux;
+    if (in->dev.type != dev.type || in->dev.id != dev.id || in->is_train != is_train) return 0;
+    if (in->generation != n->generation) return 0;
+    for (int i = 0; i < tot; i++)
+        if (!shape_eq(&in->shapes[i], &n->shapes[i]) || in->dtypes[i] != n->dtypes[i]) return 0;
+    return 1;
+}
+
+static void fill_query(mxp_impl_query_args *q, const mxp__node *n, const node_inst *in) {
+    memset(q, 0, sizeof *q);
+    q->hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
+    q->params = in->params;
+    q->user_data = in->ref->impl->user_data;
+    q->device = in->dev;
+    q->n_in = (uint32_t)n->n_in;
+    q->n_out = (uint32_t)n->n_out;
+    q->n_aux = (uint32_t)n->n_aux;
+    q->is_train = in->is_train;
+    q->in_shapes = in->shapes;
+    q->out_shapes = in->shapes + n->n_in;
+    q->aux_shapes = in->shapes + n->n_in + n->n_out;
+    q->in_dtypes = in->dtypes;
+    q->out_dtypes = in->dtypes + n->n_in;
+    q->aux_dtypes = in->dtypes + n->n_in + n->n_out;
+}
+
+static int plugin_fail(int rc, const char *op, const char *impl, const char *what) {
+    if (rc > 0) rc = MXP_EPLUGIN;
+    if (mxp_last_error()[0]) return mxp__error_prefix(rc, "op '%s' (impl '%s'): %s", op, impl, what);
+    return mxp__error(rc, "op '%s' (impl '%s'): %s failed (%s)", op, impl, what, mxp_status_str(rc));
+}
+
+int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
+    if (!n) return mxp__error(MXP_EMISUSE, "node_bind: NULL node");
+    if (mxp_registry_generation() != n->generation) {
+        /* Keep the signature: it does not depend on which impl runs. */
+        int tot = n->n_in + n->n_out + n->n_aux, was = n->inferred;
+        mxp_shape *s = malloc(((size_t)tot + 1) * sizeof *s);
+        int32_t *t = malloc(((size_t)tot + 1) * sizeof *t);
+        if (!s || !t) {
+            free(s);
+            free(t);
+            return mxp__error_oom("bind");
+        }
+        memcpy(s, n->shapes, (size_t)tot * sizeof *s);
+        memcpy(t, n->dtypes, (size_t)tot * sizeof *t);
+        int rc = refresh(n);
+        if (!rc && was) {
+            if (tot != n->n_in + n->n_out + n->n_aux) rc = mxp__error(MXP_EINVAL, "op '%s': argument counts changed on reload", n->name);
+            else rc = mxp__node_infer(n, s, t, s + n->n_in, t + n->n_in, s + n->n_in + n->n_out, t + n->n_in + n->n_out);
+        }
+        free(s);
+        free(t);
+        if (rc) return rc;
+    }
+    if (!n->inferred) return mxp__error(MXP_EMISUSE, "op '%s': bind before shapes and types are inferred", n->name);
+    for (int i = 0; i < n->n_cache; i++)
+        if (inst_matches(n->cache[i], n, dev, is_train)) {
+            n->cur = n->cache[i];
+            return MXP_OK;
+        }
+    int tot = n->n_in + n->n_out + n->n_aux;
+    node_inst *in = calloc(1, sizeof *in);
+    if (!in) return mxp__error_oom("node instance");
+    atomic_init(&in->refs, 1);
+    in->dev = dev;
+    in->is_train = is_train ? 1 : 0;
+    in->generation = n->generation;
+    in->shapes = malloc(((size_t)tot + 1) * sizeof *in->shapes);
+    in->dtypes = malloc(((size_t)tot + 1) * sizeof *in->dtypes);
+    if (!in->shapes || !in->dtypes) {
+        free(in->shapes);
+        free(in->dtypes);
+        free(in);
+        return mxp__error_oom("node instance");
+    }
+    memcpy(in->shapes, n->shapes, (size_t)tot * sizeof *in->shapes);
+    memcpy(in->dtypes, n->dtypes, (size_t)tot * sizeof *in->dtypes);
+
+    mxp_select_query q;
+    memset(&q, 0, sizeof q);
+    q.params = n->params;
+    q.device = dev;
+    q.n_in = (uint32_t)n->n_in;
+    q.n_out = (uint32_t)n->n_out;
+    q.n_aux = (uint32_t)n->n_aux;
+    q.is_train = in->is_train;
+    q.in_shapes = in->shapes;
+    q.out_shapes = in->shapes + n->n_in;
+    q.aux_shapes = in->shapes + n->n_in + n->n_out;
+    q.in_dtypes = in->dtypes;
+    q.out_dtypes = in->dtypes + n->n_in;
+    q.aux_dtypes = in->dtypes + n->n_in + n->n_out;
+    int rc = mxp__select_impl(n->op, &q, &in->ref, NULL);
+    if (rc) {
+        free(in->shapes);
+        free(in->dtypes);
+        free(in);
+        return rc;
+    }
+    /* Params for the instance, parsed against the def its ref pins (the
+     * node's own def may be dropped on a later refresh while work using
+     * this instance is still in flight). */
+    rc = mxp__op_params_new(in->ref->def, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs,
+                            &in->params);
+    const mxp_op_impl *impl = in->ref->impl;
+    mxp_impl_query_args qa;
+    if (!rc && !impl->forward) rc = mxp__error(MXP_EPLUGIN, "op '%s' (impl '%s'): no forward", n->name, in->ref->entry->name);
+    if (!rc && impl->workspace) {
+        fill_query(&qa, n, in);
+        mxp__error_clear();
+        int w = impl->workspace(&qa);
+        if (w) rc = plugin_fail(w, n->name, in->ref->entry->name, "workspace");
+        else in->workspace_bytes = qa.workspace_bytes;
+    }
+    if (!rc && impl->create) {
+        fill_query(&qa, n, in);
+        mxp__error_clear();
+        int c = impl->create(&qa);
+        if (c) rc = plugin_fail(c, n->name, in->ref->entry->name, "create");
+        else {
+            in->state = qa.state;
+            n->creates++;
+        }
+    }
+    if (rc) {
+        mxp__inst_release(in);
+        return rc;
+    }
+    if (n->n_cache == NODE_CACHE) {
+        mxp__inst_release(n->cache[0]);
+        memmove(n->cache, n->cache + 1, (NODE_CACHE - 1) * sizeof *n->cache);
+        n->n_cache--;
+    }
+    n->cache[n->n_cache++] = in;
+    n->cur = in;
+    return MXP_OK;
+}
+
+/* ------------------------------------------------------------ backward deps */
+void mxp__node_backward_deps(const mxp__node *n, uint8_t *need_out_grad, uint8_t *need_in, uint8_t *need_out) {
+    if (!n) return;
+    const mxp_op_def *def = n->def;
+    uint8_t *og = calloc((size_t)n->n_out + 1, 1), *ni = calloc((size_t)n->n_in + 1, 1),
+            *no = calloc((size_t)n->n_out + 1, 1);
+    if (og && ni && no) {
+        memset(og, (def->backward_deps & MXP_BWD_OUT_GRAD) ? 1 : 0, (size_t)n->n_out);
+        memset(ni, (def->backward_deps & MXP_BWD_IN_DATA) ? 1 : 0, (size_t)n->n_in);
+        memset(no, (def->backward_deps & MXP_BWD_OUT_DATA) ? 1 : 0, (size_t)n->n_out);
+        if (def->declare_backward) {
+            mxp_backward_deps_args a;
+            memset(&a, 0, sizeof a);
+            a.hdr = (mxp_header)MXP_HEADER(mxp_backward_deps_args);
+            a.params = n->params;
+            a.user_data = def->user_data;
+            a.n_in = (uint32_t)n->n_in;
+            a.n_out = (uint32_t)n->n_out;
+            a.need_out_grad = og;
+            a.need_in = ni;
+            a.need_out = no;
+            if (def->declare_backward(&a) != MXP_OK) {
+                /* Be safe: when the refinement fails, pass everything. */
+                memset(og, 1, (size_t)n->n_out);
+                memset(ni, 1, (size_t)n->n_in);
+                memset(no, 1, (size_t)n->n_out);
+            }
+        }
+        if (need_out_grad) memcpy(need_out_grad, og, (size_t)n->n_out);
+        if (need_in) memcpy(need_in, ni, (size_t)n->n_in);
+        if (need_out) memcpy(need_out, no, (size_t)n->n_out);
+    } else {
+        if (need_out_grad) memset(need_out_grad, 1, (size_t)n->n_out);
+        if (need_in) memset(need_in, 1, (size_t)n->n_in);
+        if (need_out) memset(need_out, 1, (size_t)n->n_out);
+    }
+    free(og);
+    free(ni);
+    free(no);
+}
+
+/* Shape / dtype of signature entry i, for exec.c's checks and messages. */
+void mxp__node_entry_desc(const mxp__node *n, int i, char *buf, size_t cap) { entry_desc(n, i, buf, cap); }
+int mxp__node_generation_stale(const mxp__node *n) { return mxp_registry_generation() != n->generation; }
