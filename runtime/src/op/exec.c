@@ -316,12 +316,11 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
         return mxp__error(MXP_EINVAL, "op '%s': forward needs %d inputs, %d outputs and %d aux arrays", op, n_in,
                           n_out, n_aux);
     mxp_device dev = pick_device(in, n_in, out, n_out);
+    /* Bind finds the cached instance for the current signature (or
+     * re-selects after a registry change) — cheap when nothing changed. */
+    int brc = mxp__node_bind(n, dev, is_train ? 1 : 0);
+    if (brc) return brc;
     node_inst *cur = mxp__node_current(n);
-    if (!cur || mxp__node_generation_stale(n) || !dev_eq(cur->dev, dev) || cur->is_train != (is_train ? 1 : 0)) {
-        int rc = mxp__node_bind(n, dev, is_train ? 1 : 0);
-        if (rc) return rc;
-        cur = mxp__node_current(n);
-    }
     char what[96];
     for (int i = 0; i < n_in; i++) {
         if (!in[i]) {

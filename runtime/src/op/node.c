@@ -451,6 +451,7 @@ int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
         if (rc) return rc;
     }
     if (!n->inferred) return mxp__error(MXP_EMISUSE, "op '%s': bind before shapes and types are inferred", n->name);
+    if (n->cur && inst_matches(n->cur, n, dev, is_train)) return MXP_OK;
     for (int i = 0; i < n->n_cache; i++)
         if (inst_matches(n->cache[i], n, dev, is_train)) {
             n->cur = n->cache[i];
@@ -577,4 +578,3 @@ void mxp__node_backward_deps(const mxp__node *n, uint8_t *need_out_grad, uint8_t
 
 /* Shape / dtype of signature entry i, for exec.c's checks and messages. */
 void mxp__node_entry_desc(const mxp__node *n, int i, char *buf, size_t cap) { entry_desc(n, i, buf, cap); }
-int mxp__node_generation_stale(const mxp__node *n) { return mxp_registry_generation() != n->generation; }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define OPX_SO MXP_BUILD_DIR "/tests/fixtures/op_invoke.so"
+#define PSEL_SO MXP_BUILD_DIR "/tests/fixtures/plugin_sel.so"
 #define OPX_BUILD_MANIFEST MXP_BUILD_DIR "/plugins/manifest.yaml"
 
 static char opx_dir[64];
@@ -42,8 +43,24 @@ static inline void opx_setup(void) {
             "        - name: fxi_fail\n"
             "          impls: [{name: default, device: cpu, rank: 256}]\n"
             "        - name: fxi_two\n"
+            "          impls: [{name: default, device: cpu, rank: 256}]\n"
+            "  - name: plugin-sel\n"
+            "    version: 0.0.1\n"
+            "    abi: {major: 1, minor: 0, min_host_minor: 0}\n"
+            "    library: %s\n"
+            "    provides:\n"
+            "      ops:\n"
+            "        - name: psel_scale\n"
+            "          aliases: [psel_scale_alias]\n"
+            "          impls:\n"
+            "            - {name: fast, device: cpu, rank: 200}\n"
+            "            - {name: mid, device: cpu, rank: 150}\n"
+            "            - {name: slow, device: cpu, rank: 100}\n"
+            "        - name: psel_badd\n"
+            "          impls: [{name: default, device: cpu, rank: 256}]\n"
+            "        - name: psel_mul_scalar\n"
             "          impls: [{name: default, device: cpu, rank: 256}]\n",
-            OPX_SO);
+            OPX_SO, PSEL_SO);
     fclose(f);
     char env[512];
     snprintf(env, sizeof env, "%s:%s", OPX_BUILD_MANIFEST, path);
