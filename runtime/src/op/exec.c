@@ -335,8 +335,9 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
     for (int i = 0; i < n_out; i++) {
         rq[i] = req ? req[i] : MXP_REQ_WRITE;
         if (rq[i] < MXP_REQ_NULL || rq[i] > MXP_REQ_ADD) {
+            int bad = rq[i];
             free(rq);
-            return mxp__error(MXP_EINVAL, "op '%s': req %d of output %d is not a valid mxp_req", op, rq[i], i);
+            return mxp__error(MXP_EINVAL, "op '%s': req %d of output %d is not a valid mxp_req", op, bad, i);
         }
         if (!out[i]) {
             if (rq[i] != MXP_REQ_NULL) {
