@@ -24,6 +24,9 @@ static _Atomic(eng_engine *) g_engine;
 static uint64_t g_gen;
 static eng_engine *g_orphans;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+pthread_mutex_t eng_all_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t eng_all_cv = PTHREAD_COND_INITIALIZER;
+static atomic_int all_waiters;
 
 /* ------------------------------------------------------------ budget */
 
@@ -110,8 +113,6 @@ static eng_engine *engine_create(void) {
     eng_pool_init(&e->pools[POOL_OPR], POOL_OPR, sizeof(eng_opr), e->gen);
     eng_pool_init(&e->pools[POOL_BLK], POOL_BLK, sizeof(eng_blk), e->gen);
     eng_pool_init(&e->pools[POOL_VBLK], POOL_VBLK, sizeof(eng_vblk), e->gen);
-    pthread_mutex_init(&e->all_mu, NULL);
-    pthread_cond_init(&e->all_cv, NULL);
     pthread_mutex_init(&e->err_mu, NULL);
     pthread_mutex_init(&e->dev_mu, NULL);
     pthread_mutexattr_t ra;
@@ -147,29 +148,29 @@ const char *mxp_engine_type(void) {
 }
 
 void eng_pending_done(eng_engine *e) {
-    if (atomic_fetch_sub(&e->pending, 1) == 1 && atomic_load(&e->all_waiters) > 0) {
-        pthread_mutex_lock(&e->all_mu);
-        pthread_cond_broadcast(&e->all_cv);
-        pthread_mutex_unlock(&e->all_mu);
+    /* After this decrement `e` may be freed by a shutdown on another
+     * thread: touch only static state from here on. */
+    if (atomic_fetch_sub(&e->pending, 1) == 1 && atomic_load(&all_waiters) > 0) {
+        pthread_mutex_lock(&eng_all_mu);
+        pthread_cond_broadcast(&eng_all_cv);
+        pthread_mutex_unlock(&eng_all_mu);
     }
 }
 
 static void wait_idle(eng_engine *e) {
     for (int i = 0; i < 2000 && atomic_load(&e->pending) > 0; i++) eng_cpu_relax();
     if (atomic_load(&e->pending) == 0) return;
-    pthread_mutex_lock(&e->all_mu);
-    atomic_fetch_add(&e->all_waiters, 1);
-    while (atomic_load(&e->pending) > 0) pthread_cond_wait(&e->all_cv, &e->all_mu);
-    atomic_fetch_sub(&e->all_waiters, 1);
-    pthread_mutex_unlock(&e->all_mu);
+    pthread_mutex_lock(&eng_all_mu);
+    atomic_fetch_add(&all_waiters, 1);
+    while (atomic_load(&e->pending) > 0) pthread_cond_wait(&eng_all_cv, &eng_all_mu);
+    atomic_fetch_sub(&all_waiters, 1);
+    pthread_mutex_unlock(&eng_all_mu);
 }
 
 static void engine_free(eng_engine *e) {
     for (int i = 0; i < e->n_errs; i++) eng_err_unref(e->errs[i]);
     free(e->errs);
     for (int p = 0; p < POOL_COUNT; p++) eng_pool_fini(&e->pools[p]);
-    pthread_mutex_destroy(&e->all_mu);
-    pthread_cond_destroy(&e->all_cv);
     pthread_mutex_destroy(&e->err_mu);
     pthread_mutex_destroy(&e->dev_mu);
     pthread_mutex_destroy(&e->naive_mu);
@@ -202,9 +203,11 @@ static void atfork_prepare(void) {
         pthread_mutex_lock(&e->err_mu);
     }
     mxp__parallel_before_fork();
+    pthread_mutex_lock(&eng_all_mu);
 }
 
 static void atfork_parent(void) {
+    pthread_mutex_unlock(&eng_all_mu);
     mxp__parallel_after_fork_parent();
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
@@ -215,6 +218,9 @@ static void atfork_parent(void) {
 }
 
 static void atfork_child(void) {
+    pthread_mutex_unlock(&eng_all_mu);
+    pthread_cond_init(&eng_all_cv, NULL);
+    atomic_store(&all_waiters, 0);
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
         pthread_mutex_unlock(&e->err_mu);
@@ -411,9 +417,9 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     eng_blk_decr(b, e);
     if (naive) {
         if (wait_async) {
-            pthread_mutex_lock(&e->all_mu);
-            while (!atomic_load(&done)) pthread_cond_wait(&e->all_cv, &e->all_mu);
-            pthread_mutex_unlock(&e->all_mu);
+            pthread_mutex_lock(&eng_all_mu);
+            while (!atomic_load(&done)) pthread_cond_wait(&eng_all_cv, &eng_all_mu);
+            pthread_mutex_unlock(&eng_all_mu);
         }
         pthread_mutex_unlock(&e->naive_mu);
     }

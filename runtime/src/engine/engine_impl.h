@@ -141,14 +141,15 @@ void eng_pool_put(eng_pool *p, void *obj);
 enum { LANE_NORMAL = 0, LANE_PRIO = 1, LANE_COPY = 2, LANE_COUNT = 3 };
 
 typedef struct eng_lane {
-    pthread_mutex_t mu;
+    eng_spin qlock;            /* the queue itself: held for a few pointer moves */
+    pthread_mutex_t mu;        /* sleeping only */
     pthread_cond_t cv;
     eng_blk *head, *tail;      /* FIFO lanes */
     eng_blk **heap;            /* priority lane: max-heap by priority, then push order */
     int heap_len, heap_cap;
     uint64_t seq;
     atomic_int size;           /* queued blocks, read without the lock by spinners */
-    int sleepers;
+    atomic_int sleepers;       /* workers blocked (or about to block) on cv */
     bool stop;
     int kind;                  /* LANE_* */
     bool fifo;
@@ -175,9 +176,6 @@ typedef struct eng_engine {
     int budget;
     eng_pool pools[POOL_COUNT];
     _Atomic int64_t pending;   /* pushed and not completed */
-    atomic_int all_waiters;
-    pthread_mutex_t all_mu;
-    pthread_cond_t all_cv;
     pthread_mutex_t err_mu;    /* global error list for wait_for_all */
     err_rec **errs;
     int n_errs, cap_errs;
@@ -219,5 +217,10 @@ void eng_opr_release(eng_engine *e, eng_opr *o); /* temporary: back to pool; pre
 
 /* engine.c */
 void eng_pending_done(eng_engine *e);
+/* Completion signalling lives outside the engine struct (static): a thread
+ * that completes the last op may still touch it after a waiter saw
+ * pending == 0 and shut the engine down. */
+extern pthread_mutex_t eng_all_mu;
+extern pthread_cond_t eng_all_cv;
 
 #endif /* MXP_ENGINE_ENGINE_IMPL_H */

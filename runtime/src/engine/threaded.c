@@ -72,7 +72,7 @@ static eng_blk *heap_pop(eng_lane *l) {
 }
 
 static void lane_push(eng_lane *l, eng_blk *b) {
-    pthread_mutex_lock(&l->mu);
+    eng_spin_lock(&l->qlock);
     if (l->fifo) {
         b->next = NULL;
         if (l->tail) l->tail->next = b; else l->head = b;
@@ -80,34 +80,55 @@ static void lane_push(eng_lane *l, eng_blk *b) {
     } else {
         heap_push(l, b);
     }
-    atomic_fetch_add_explicit(&l->size, 1, memory_order_release);
-    if (l->sleepers) pthread_cond_signal(&l->cv);
-    pthread_mutex_unlock(&l->mu);
+    atomic_fetch_add(&l->size, 1); /* seq_cst: pairs with the sleeper's sleepers++ */
+    eng_spin_unlock(&l->qlock);
+    if (atomic_load(&l->sleepers) > 0) {
+        pthread_mutex_lock(&l->mu);
+        pthread_cond_signal(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+    }
 }
 
-/* Caller holds l->mu and l->size > 0. */
-static eng_blk *lane_take_locked(eng_lane *l) {
+/* Take up to `max` blocks (FIFO lanes) or one (priority lane); the first is
+ * returned, the rest are chained through ->next into *rest.  Taking a share
+ * of a long queue at once saves lock round trips; a share, not all, so the
+ * other workers still get parallel work. */
+static eng_blk *lane_take(eng_lane *l, eng_blk **rest) {
+    *rest = NULL;
+    eng_spin_lock(&l->qlock);
+    int size = atomic_load_explicit(&l->size, memory_order_relaxed);
+    if (size == 0) {
+        eng_spin_unlock(&l->qlock);
+        return NULL;
+    }
     eng_blk *b;
+    int k = 1;
     if (l->fifo) {
+        k = size / (l->n_workers + 1);
+        if (k < 1) k = 1;
+        if (k > 16) k = 16;
         b = l->head;
-        l->head = b->next;
+        eng_blk *last = b;
+        for (int i = 1; i < k; i++) last = last->next;
+        l->head = last->next;
         if (!l->head) l->tail = NULL;
+        last->next = NULL;
+        *rest = b->next;
+        b->next = NULL;
     } else {
         b = heap_pop(l);
     }
-    atomic_fetch_sub_explicit(&l->size, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&l->size, k, memory_order_relaxed);
+    eng_spin_unlock(&l->qlock);
     return b;
 }
 
 /* Next block for a worker; NULL when the lane stops.  Releases the worker's
  * budget slot while it has nothing to do. */
-static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
+static eng_blk *lane_pop(eng_lane *l, bool *have_slot, eng_blk **rest) {
     for (int spin = 0;; spin++) {
         if (atomic_load_explicit(&l->size, memory_order_acquire) > 0) {
-            eng_blk *b = NULL;
-            pthread_mutex_lock(&l->mu);
-            if (atomic_load_explicit(&l->size, memory_order_relaxed) > 0) b = lane_take_locked(l);
-            pthread_mutex_unlock(&l->mu);
+            eng_blk *b = lane_take(l, rest);
             if (b) return b;
         }
         if (*have_slot) {
@@ -119,15 +140,14 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
             continue;
         }
         pthread_mutex_lock(&l->mu);
-        while (atomic_load_explicit(&l->size, memory_order_relaxed) == 0 && !l->stop) {
-            l->sleepers++;
-            pthread_cond_wait(&l->cv, &l->mu);
-            l->sleepers--;
-        }
-        eng_blk *b = NULL;
-        if (atomic_load_explicit(&l->size, memory_order_relaxed) > 0) b = lane_take_locked(l);
+        atomic_fetch_add(&l->sleepers, 1); /* seq_cst: pairs with the pusher's size++ */
+        while (atomic_load(&l->size) == 0 && !l->stop) pthread_cond_wait(&l->cv, &l->mu);
+        atomic_fetch_sub(&l->sleepers, 1);
+        bool stop = l->stop;
         pthread_mutex_unlock(&l->mu);
-        return b; /* NULL only when stopping with an empty queue */
+        eng_blk *b = lane_take(l, rest);
+        if (b || stop) return b; /* NULL only when stopping with an empty queue */
+        spin = 0;
     }
 }
 
@@ -245,10 +265,10 @@ void eng_blk_complete(eng_blk *b, eng_engine *e) {
         eng_opr_release(e, o);
     }
     if (naive_done) {
-        pthread_mutex_lock(&e->all_mu);
+        pthread_mutex_lock(&eng_all_mu);
         atomic_store(naive_done, 1);
-        pthread_cond_broadcast(&e->all_cv);
-        pthread_mutex_unlock(&e->all_mu);
+        pthread_cond_broadcast(&eng_all_cv);
+        pthread_mutex_unlock(&eng_all_mu);
     }
     eng_pending_done(e);
 }
@@ -278,10 +298,17 @@ static void *worker_main(void *p) {
     }
     tl_lane = l;
     bool have_slot = false;
+    eng_blk *batch = NULL; /* taken from the queue, run in order */
     for (;;) {
         eng_blk *b = tl_next;
-        if (b) tl_next = NULL;
-        else b = lane_pop(l, &have_slot);
+        if (b) {
+            tl_next = NULL;
+        } else if (batch) {
+            b = batch;
+            batch = b->next;
+        } else {
+            b = lane_pop(l, &have_slot, &batch);
+        }
         if (!b) break;
         if (l->counts_budget && !have_slot) {
             mxp__parallel_acquire_one();
@@ -300,6 +327,7 @@ static bool is_cpu(int32_t type) {
 }
 
 static void lane_free(eng_lane *l) {
+    MXP_ASSERT(atomic_load(&l->size) == 0);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l->heap);

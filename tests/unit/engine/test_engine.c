@@ -1,15 +1,13 @@
 /* test_engine.c — the engine API beyond the randomized stress: argument
  * checks, var versions, dedupe, parallel readers, pre-created operators,
  * the priority and copy lanes, async completion from foreign threads,
- * delete_var after pending users, wait_for_all, shutdown with pending work,
- * engine selection, and fork (the child uses the engine). */
+ * delete_var after pending users, wait_for_all, shutdown with pending work
+ * and engine selection.  fork is in test_fork.c. */
 #include <criterion/criterion.h>
 
 #include "engine_test_util.h"
 
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static mxp_var *new_var(void) {
     mxp_var *v = NULL;
@@ -398,36 +396,4 @@ Test(engine, naive_runs_on_the_calling_thread) {
 Test(engine, budget_from_environment) {
     use_engine("threaded", 3);
     cr_assert_eq(mxp_num_threads(), 3);
-}
-
-/* ------------------------------------------------------------ fork */
-
-Test(engine, fork_child_gets_a_fresh_engine) {
-    use_engine("threaded", 2);
-    static atomic_int n;
-    mxp_var *v = new_var();
-    for (int i = 0; i < 500; i++) cr_assert_eq(push(slow_bump, &n, NULL, 0, &v, 1, "parent"), MXP_OK);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        /* Parent work was finished before fork; the child's engine is new. */
-        int ok = atomic_load(&n) == 500;
-        mxp_var *cv = NULL;
-        ok = ok && mxp_engine_new_var(&cv) == MXP_OK;
-        for (int i = 0; i < 300; i++) ok = ok && push(slow_bump, &n, NULL, 0, &cv, 1, "child") == MXP_OK;
-        for (int i = 0; i < 10; i++) ok = ok && push(slow_bump, &n, NULL, 0, &v, 1, "child_old_var") == MXP_OK;
-        ok = ok && mxp_engine_wait_for_all() == MXP_OK;
-        ok = ok && atomic_load(&n) == 810 && mxp_engine_var_version(v) == 510;
-        mxp_engine_delete_var(cv);
-        mxp_engine_shutdown();
-        _exit(ok ? 0 : 3);
-    }
-    int st = 0;
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
-    cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
-    cr_assert_eq(atomic_load(&n), 500, "the child's work does not happen in the parent");
-    for (int i = 0; i < 10; i++) cr_assert_eq(push(slow_bump, &n, NULL, 0, &v, 1, "parent2"), MXP_OK);
-    cr_assert_eq(mxp_engine_wait_for_var(v), MXP_OK);
-    cr_assert_eq(atomic_load(&n), 510);
 }

@@ -1,0 +1,73 @@
+/* test_fork.c — fork() with a running engine: the parent's work finishes
+ * before the fork, the child gets a fresh engine (its threads are new) and
+ * can keep using vars created before the fork; the parent is unaffected.
+ * Criterion itself forks every test, so this also covers "engine used in a
+ * forked process" on each run. */
+#include <criterion/criterion.h>
+
+#include "engine_test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_THREAD__)
+/* TSan by default kills a child of a multithreaded process that starts
+ * threads; the engine must, so allow it for this binary only. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "die_after_fork=0"; }
+#endif
+
+static mxp_var *new_var(void) {
+    mxp_var *v = NULL;
+    cr_assert_eq(mxp_engine_new_var(&v), MXP_OK);
+    return v;
+}
+
+static int push(mxp_engine_sync_fn fn, void *arg, mxp_var **m, const char *name) {
+    mxp_engine_push_args a = {0};
+    a.sync_fn = fn;
+    a.arg = arg;
+    a.mutate_vars = m;
+    a.n_mutate = 1;
+    a.name = name;
+    return mxp_engine_push(&a);
+}
+
+static int slow_bump(void *arg, const mxp_run_ctx *ctx) {
+    (void)ctx;
+    for (volatile int i = 0; i < 5000; i++) {}
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return MXP_OK;
+}
+
+/* ------------------------------------------------------------ fork */
+
+Test(engine, fork_child_gets_a_fresh_engine) {
+    use_engine("threaded", 2);
+    static atomic_int n;
+    mxp_var *v = new_var();
+    for (int i = 0; i < 500; i++) cr_assert_eq(push(slow_bump, &n, &v, "parent"), MXP_OK);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        /* Parent work was finished before fork; the child's engine is new. */
+        int ok = atomic_load(&n) == 500;
+        mxp_var *cv = NULL;
+        ok = ok && mxp_engine_new_var(&cv) == MXP_OK;
+        for (int i = 0; i < 300; i++) ok = ok && push(slow_bump, &n, &cv, "child") == MXP_OK;
+        for (int i = 0; i < 10; i++) ok = ok && push(slow_bump, &n, &v, "child_old_var") == MXP_OK;
+        ok = ok && mxp_engine_wait_for_all() == MXP_OK;
+        ok = ok && atomic_load(&n) == 810 && mxp_engine_var_version(v) == 510;
+        mxp_engine_delete_var(cv);
+        mxp_engine_shutdown();
+        _exit(ok ? 0 : 3);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+    cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
+    cr_assert_eq(atomic_load(&n), 500, "the child's work does not happen in the parent");
+    for (int i = 0; i < 10; i++) cr_assert_eq(push(slow_bump, &n, &v, "parent2"), MXP_OK);
+    cr_assert_eq(mxp_engine_wait_for_var(v), MXP_OK);
+    cr_assert_eq(atomic_load(&n), 510);
+}
