@@ -241,3 +241,55 @@ Test(invoke, host_invoke_runs_on_tensors) {
     cr_assert_neq(h->invoke("fxi_fail", 1, in, 1, out, NULL, NULL, 0), MXP_OK);
     cr_assert(strstr(mxp_last_error(), "deliberate failure"), "%s", mxp_last_error());
 }
+
+/* BatchNorm: aux states passed through mxp_invoke_ex are updated in place
+ * in training mode; its two internal outputs (batch mean / var) are not
+ * returned; without is_train the moving statistics are used. */
+Test(invoke, batchnorm_aux_and_hidden_outputs) {
+    int64_t sd[2] = {4, 2}, sc[1] = {2};
+    double x[8] = {1, 10, 2, 20, 3, 30, 6, 60};
+    mxp_ndarray *in[3] = {opx_arr(MXP_DTYPE_F64, 2, sd, x), opx_arr(MXP_DTYPE_F64, 1, sc, (double[]){1, 1}),
+                          opx_arr(MXP_DTYPE_F64, 1, sc, (double[]){0, 0})};
+    mxp_ndarray *aux[2] = {opx_arr(MXP_DTYPE_F64, 1, sc, (double[]){0, 0}),
+                           opx_arr(MXP_DTYPE_F64, 1, sc, (double[]){1, 1})};
+    const char *k[] = {"eps", "momentum"}, *v[] = {"1e-5", "0.5"};
+    mxp_invoke_opts opts = {.is_train = 1, .n_aux = 2, .aux = aux};
+    mxp_ndarray *out[3] = {NULL, NULL, NULL};
+    int n_out = 3;
+    cr_assert_eq(mxp_invoke_ex("BatchNorm", 3, in, &n_out, out, 2, k, v, &opts), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(n_out, 1, "only the visible output");
+    cr_assert_null(out[1]);
+    double mean[2] = {0, 0}, var[2] = {0, 0};
+    for (int c = 0; c < 2; c++) {
+        for (int o = 0; o < 4; o++) mean[c] += x[o * 2 + c] / 4;
+        for (int o = 0; o < 4; o++) var[c] += (x[o * 2 + c] - mean[c]) * (x[o * 2 + c] - mean[c]) / 4;
+    }
+    double *y = opx_read(out[0]), *mm = opx_read(aux[0]), *mv = opx_read(aux[1]);
+    for (int c = 0; c < 2; c++) {
+        cr_assert_float_eq(mm[c], 0.5 * mean[c], 1e-9, "moving mean %d", c);
+        cr_assert_float_eq(mv[c], 0.5 + 0.5 * var[c], 1e-9, "moving var %d", c);
+        for (int o = 0; o < 4; o++)
+            cr_assert_float_eq(y[o * 2 + c], (x[o * 2 + c] - mean[c]) / sqrt(var[c] + 1e-5), 1e-6);
+    }
+    free(y);
+    free(mm);
+    free(mv);
+    /* Inference: normalise with the moving statistics, aux unchanged. */
+    opts.is_train = 0;
+    mxp_ndarray *o2[1] = {NULL};
+    n_out = 1;
+    cr_assert_eq(mxp_invoke_ex("BatchNorm", 3, in, &n_out, o2, 2, k, v, &opts), MXP_OK, "%s", mxp_last_error());
+    y = opx_read(o2[0]);
+    mm = opx_read(aux[0]);
+    for (int c = 0; c < 2; c++) {
+        cr_assert_float_eq(mm[c], 0.5 * mean[c], 1e-9);
+        double s = sqrt(0.5 + 0.5 * var[c] + 1e-5);
+        cr_assert_float_eq(y[c], (x[c] - 0.5 * mean[c]) / s, 1e-6);
+    }
+    free(y);
+    free(mm);
+    mxp_ndarray_free(o2[0]);
+    mxp_ndarray_free(out[0]);
+    for (int i = 0; i < 3; i++) mxp_ndarray_free(in[i]);
+    for (int i = 0; i < 2; i++) mxp_ndarray_free(aux[i]);
+}
