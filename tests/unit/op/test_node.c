@@ -292,3 +292,67 @@ Test(node, backward_of_fixture_op_and_no_gradient) {
     mxp_ndarray *all[] = {x, y, g, dx};
     for (int i = 0; i < 4; i++) mxp_ndarray_free(all[i]);
 }
+
+/* ------------------------------------------------------------ reload */
+/* A pack reload while a node keeps running on another thread: the reload
+ * bumps the generation and waits for pins to drop; the node's next forward
+ * notices, drops its instances (work in flight keeps its own) and its pin,
+ * waits for the reload, then parses and selects again.  Every result stays
+ * right. */
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef struct reload_job {
+    mxp__node *nd;
+    mxp_ndarray *x, *y;
+    int failures, runs;
+    atomic_int reloaded;
+    char err[256];
+} reload_job;
+
+static void *forward_loop(void *arg) {
+    reload_job *j = arg;
+    /* Keep running until the reload is over: an idle node holds its pins
+     * (as a bound executor does) and would make the reload time out. */
+    for (int i = 0; i < 20 || !atomic_load(&j->reloaded); i++) {
+        int rc = mxp__node_forward(j->nd, &j->x, &j->y, NULL, NULL, 0);
+        if (!rc) rc = mxp_ndarray_wait_to_read(j->y);
+        if (rc) {
+            j->failures++;
+            snprintf(j->err, sizeof j->err, "%s", mxp_last_error());
+        }
+        j->runs++;
+    }
+    return NULL;
+}
+
+Test(node, reload_while_forwarding) {
+    const char *k[] = {"scale"}, *v[] = {"3"};
+    reload_job j = {.nd = mk("fxi_ws", 1, k, v)};
+    int64_t s[1] = {1 << 14};
+    j.x = opx_arr(MXP_DTYPE_F32, 1, s, NULL);
+    j.y = opx_arr(MXP_DTYPE_F32, 1, s, NULL);
+    cr_assert_eq(mxp_ndarray_fill(j.x, 2.0), MXP_OK);
+    infer1(j.nd, j.x);
+    cr_assert_eq(mxp__node_forward(j.nd, &j.x, &j.y, NULL, NULL, 0), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_ndarray_wait_to_read(j.y), MXP_OK);
+    uint64_t gen0 = mxp_registry_generation();
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, forward_loop, &j), 0);
+    int rc = mxp_pack_reload("op-invoke");
+    atomic_store(&j.reloaded, 1);
+    char why[256];
+    snprintf(why, sizeof why, "%s", mxp_last_error());
+    pthread_join(t, NULL);
+    cr_assert_eq(rc, MXP_OK, "reload: %s", why);
+    cr_assert_eq(j.failures, 0, "%d of %d forwards failed: %s", j.failures, j.runs, j.err);
+    cr_assert_gt(mxp_registry_generation(), gen0);
+    cr_assert_eq(mxp__node_forward(j.nd, &j.x, &j.y, NULL, NULL, 0), MXP_OK, "%s", mxp_last_error());
+    double *r = opx_read(j.y);
+    for (int i = 0; i < (1 << 14); i++)
+        if (r[i] != 6.0) cr_assert_fail("element %d: %g", i, r[i]);
+    free(r);
+    mxp__node_free(j.nd);
+    mxp_ndarray_free(j.x);
+    mxp_ndarray_free(j.y);
+}
