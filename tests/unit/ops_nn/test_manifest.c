@@ -14,9 +14,11 @@ static char *slurp(const char *path) {
     return buf;
 }
 
-Test(manifest, matches_registration) {
-    nnh_pack *p = nnh_load("ops-nn");
-    cr_assert(p, "%s", nnh_error());
+static nnh_pack *p;
+static void setup(void) { p = nnh_load("ops-nn"); cr_assert(p, "%s", nnh_error()); }
+static void teardown(void) { nnh_unload(p); }
+
+Test(manifest, matches_registration, .init = setup, .fini = teardown) {
     const char *m = slurp(MXP_SOURCE_DIR "/plugins/ops-nn/manifest.yaml");
     cr_assert(strstr(m, "- name: ops-nn\n"));
     cr_assert(strstr(m, "library: libmxp-ops-nn.so"));
@@ -43,5 +45,4 @@ Test(manifest, matches_registration) {
         }
         cr_assert_eq(nimpl, reg, "%s: manifest %d impls, registered %d", p->defs[i]->name, nimpl, reg);
     }
-    nnh_unload(p);
 }
