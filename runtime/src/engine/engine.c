@@ -27,6 +27,9 @@ static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 pthread_mutex_t eng_all_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t eng_all_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int all_waiters;
+/* Completions broadcast once `completed` reaches this (a waiter's target);
+ * INT64_MAX when nobody waits. */
+static _Atomic int64_t wait_target = INT64_MAX;
 
 /* ------------------------------------------------------------ budget */
 
@@ -148,23 +151,42 @@ const char *mxp_engine_type(void) {
 }
 
 void eng_pending_done(eng_engine *e) {
-    /* After this decrement `e` may be freed by a shutdown on another
+    int64_t c = atomic_fetch_add(&e->completed, 1) + 1;
+    /* After this increment `e` may be freed by a shutdown on another
      * thread: touch only static state from here on. */
-    if (atomic_fetch_sub(&e->pending, 1) == 1 && atomic_load(&all_waiters) > 0) {
+    if (c >= atomic_load(&wait_target)) {
         pthread_mutex_lock(&eng_all_mu);
         pthread_cond_broadcast(&eng_all_cv);
         pthread_mutex_unlock(&eng_all_mu);
     }
 }
 
-static void wait_idle(eng_engine *e) {
-    for (int i = 0; i < 2000 && atomic_load(&e->pending) > 0; i++) eng_cpu_relax();
-    if (atomic_load(&e->pending) == 0) return;
+/* Wait until everything pushed before the call has completed. */
+static void wait_target_reached(eng_engine *e, int64_t target) {
+    for (int i = 0; i < 2000 && atomic_load(&e->completed) < target; i++) eng_cpu_relax();
+    if (atomic_load(&e->completed) >= target) return;
     pthread_mutex_lock(&eng_all_mu);
     atomic_fetch_add(&all_waiters, 1);
-    while (atomic_load(&e->pending) > 0) pthread_cond_wait(&eng_all_cv, &eng_all_mu);
-    atomic_fetch_sub(&all_waiters, 1);
+    for (;;) {
+        int64_t t = atomic_load(&wait_target);
+        while (target < t && !atomic_compare_exchange_weak(&wait_target, &t, target)) {}
+        if (atomic_load(&e->completed) >= target) break; /* seq_cst: pairs with the completer */
+        pthread_cond_wait(&eng_all_cv, &eng_all_mu);
+    }
+    /* Others may wait for a larger target: make completions broadcast until
+     * they re-register theirs. */
+    atomic_store(&wait_target, atomic_fetch_sub(&all_waiters, 1) == 1 ? INT64_MAX : 0);
     pthread_mutex_unlock(&eng_all_mu);
+}
+
+/* Wait until the engine is idle: also covers work pushed from inside
+ * functions while we waited. */
+static void wait_idle(eng_engine *e) {
+    int64_t target;
+    do {
+        target = atomic_load(&e->pushed);
+        wait_target_reached(e, target);
+    } while (atomic_load(&e->pushed) != target);
 }
 
 static void engine_free(eng_engine *e) {
@@ -221,6 +243,7 @@ static void atfork_child(void) {
     pthread_mutex_unlock(&eng_all_mu);
     pthread_cond_init(&eng_all_cv, NULL);
     atomic_store(&all_waiters, 0);
+    atomic_store(&wait_target, INT64_MAX);
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
         pthread_mutex_unlock(&e->err_mu);
@@ -404,7 +427,7 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     b->eng = e;
     b->naive_done = NULL;
     atomic_store_explicit(&b->wait, o->n_const + o->n_mutate + 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&e->pending, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->pushed, 1, memory_order_relaxed);
     bool naive = e->type == ENGINE_NAIVE;
     atomic_int done = 0;
     /* A nested naive push cannot wait for its async completion: the outer
@@ -457,8 +480,9 @@ int mxp_engine_new_op(const mxp_engine_push_args *args, mxp_engine_op **out) {
     if (!out) return mxp__error(MXP_EINVAL, "mxp_engine_new_op: out is NULL");
     int rc = check_args(args, "mxp_engine_new_op");
     if (rc != MXP_OK) return rc;
-    eng_opr *o = calloc(1, sizeof *o);
+    eng_opr *o = aligned_alloc(64, (sizeof *o + 63) & ~(size_t)63);
     if (!o) return mxp__error_oom("engine op");
+    memset(o, 0, sizeof *o);
     rc = opr_fill(o, args, false);
     if (rc != MXP_OK) {
         free(o);

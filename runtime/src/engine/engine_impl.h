@@ -99,12 +99,15 @@ struct eng_opr {
     int prop;
     int kind;            /* ENG_KIND_* */
     bool temporary;      /* plain push: freed after its one run */
-    atomic_int refs;     /* pre-created: owner + in-flight pushes */
     char *name;          /* points at name_buf or heap */
     int lane_kind;       /* LANE_* */
     mxp_var *vars_buf[OPR_INLINE_VARS];
     char name_buf[OPR_INLINE_NAME];
     eng_blk blk;         /* the block of a temporary opr */
+    /* Pre-created: owner + in-flight pushes.  On its own cache line: the
+     * pusher and the workers write it on every push, while the fields above
+     * are only read. */
+    _Alignas(64) atomic_int refs;
 };
 
 typedef struct eng_vblk {
@@ -175,7 +178,11 @@ typedef struct eng_engine {
     uint64_t gen;
     int budget;
     eng_pool pools[POOL_COUNT];
-    _Atomic int64_t pending;   /* pushed and not completed */
+    /* pushed - completed = in flight.  Two counters on separate lines: a
+     * single pusher keeps `pushed` in its cache, completions bump the other. */
+    _Alignas(64) _Atomic int64_t pushed;
+    _Alignas(64) _Atomic int64_t completed;
+    _Alignas(64) int pad_;
     pthread_mutex_t err_mu;    /* global error list for wait_for_all */
     err_rec **errs;
     int n_errs, cap_errs;

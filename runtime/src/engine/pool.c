@@ -2,9 +2,10 @@
  * the spinlock they (and vars) use.
  *
  * Each thread keeps a small cache per pool; objects move between a thread
- * cache and the pool's global free list in batches, so a push (one thread
- * allocating) and a completion (another thread freeing) take the pool lock
- * about once per BATCH objects.  Memory comes in slabs that are only freed
+ * cache and the pool's global stack of full batches (BATCH objects chained
+ * through ->next, batches chained through ->batch_next), so a push (one
+ * thread allocating) and a completion (another thread freeing) take the pool
+ * lock once per BATCH objects and move a batch in O(1) under it.  Memory comes in slabs that are only freed
  * when the engine is shut down; a thread cache carries the engine generation
  * and is dropped (never dereferenced) when it belongs to an older engine.
  * Not here: what the objects mean. */
@@ -36,7 +37,7 @@ void eng_spin_lock_slow(eng_spin *s) {
     }
 }
 
-typedef struct free_obj { struct free_obj *next; } free_obj;
+typedef struct free_obj { struct free_obj *next, *batch_next; } free_obj;
 typedef struct slab { struct slab *next; } slab;
 
 typedef struct tl_cache {
@@ -44,13 +45,13 @@ typedef struct tl_cache {
     int n;
     uint64_t gen;
 } tl_cache;
-static _Thread_local tl_cache caches[POOL_COUNT];
+static _Thread_local tl_cache caches[POOL_COUNT] __attribute__((tls_model("initial-exec")));
 
 void eng_pool_init(eng_pool *p, int id, size_t size, uint64_t gen) {
     memset(p, 0, sizeof *p);
     p->id = id;
     /* Round up so every object stays pointer- and cache-friendly aligned. */
-    p->size = (size + 15) & ~(size_t)15;
+    p->size = (size + 63) & ~(size_t)63; /* whole cache lines: no false sharing */
     p->gen = gen;
 }
 
@@ -75,37 +76,38 @@ void *eng_pool_get(eng_pool *p) {
     tl_cache *c = cache_of(p);
     if (!c->head) {
         eng_spin_lock(&p->lock);
-        free_obj *f = p->free;
-        int n = 0;
-        while (f && n < BATCH) {
-            free_obj *nx = f->next;
-            f->next = c->head;
-            c->head = f;
-            f = nx;
-            n++;
-        }
-        p->free = f;
-        if (n == 0) {
-            /* Slab header padded to 16 bytes so objects stay aligned. */
-            size_t hdr = 16;
-            slab *s = malloc(hdr + p->size * SLAB_OBJS);
-            if (!s) { eng_spin_unlock(&p->lock); return NULL; }
-            s->next = p->slabs;
-            p->slabs = s;
-            char *base = (char *)s + hdr;
+        free_obj *batch = p->free;
+        if (batch) {
+            p->free = batch->batch_next;
+            eng_spin_unlock(&p->lock);
+            c->head = batch;
+            c->n = BATCH;
+        } else {
+            eng_spin_unlock(&p->lock);
+            /* Slab header padded to 64 bytes so objects stay aligned. */
+            size_t hdr = 64;
+            slab *sl = aligned_alloc(64, hdr + p->size * SLAB_OBJS);
+            if (!sl) return NULL;
+            char *base = (char *)sl + hdr;
             for (int i = 0; i < SLAB_OBJS; i++) {
                 free_obj *o = (free_obj *)(base + (size_t)i * p->size);
                 o->next = c->head;
                 c->head = o;
             }
-            n = SLAB_OBJS;
+            c->n = SLAB_OBJS;
+            eng_spin_lock(&p->lock);
+            sl->next = p->slabs;
+            p->slabs = sl;
+            eng_spin_unlock(&p->lock);
         }
-        eng_spin_unlock(&p->lock);
-        c->n = n;
     }
     free_obj *o = c->head;
     c->head = o->next;
     c->n--;
+    /* The next object was most likely freed on another core: start moving
+     * its line here now, so the next get (and the caller's first write to
+     * it) does not stall on the miss. */
+    if (c->head) __builtin_prefetch(c->head, 1, 3);
     return o;
 }
 
@@ -115,14 +117,15 @@ void eng_pool_put(eng_pool *p, void *obj) {
     o->next = c->head;
     c->head = o;
     if (++c->n > CACHE_MAX) {
-        /* Give a batch back so a thread that only frees (a worker) feeds the
-         * threads that only allocate (the pusher). */
+        /* Hand a full batch back so a thread that only frees (a worker)
+         * feeds the threads that only allocate (the pusher). */
         free_obj *first = c->head, *last = first;
         for (int i = 1; i < BATCH; i++) last = last->next;
         c->head = last->next;
         c->n -= BATCH;
+        last->next = NULL;
         eng_spin_lock(&p->lock);
-        last->next = p->free;
+        first->batch_next = p->free;
         p->free = first;
         eng_spin_unlock(&p->lock);
     }

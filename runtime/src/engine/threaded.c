@@ -23,9 +23,10 @@
 
 enum { SPIN_ROUNDS = 4000, SPIN_YIELD_EVERY = 256 };
 
-static _Thread_local eng_lane *tl_lane; /* the lane this worker serves */
-static _Thread_local eng_blk *tl_next;  /* ready block of tl_lane to run next */
-static _Thread_local int tl_depth;      /* nesting of engine functions on this thread */
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+static _Thread_local eng_lane *tl_lane TLS_IE; /* the lane this worker serves */
+static _Thread_local eng_blk *tl_next TLS_IE;  /* ready block of tl_lane to run next */
+static _Thread_local int tl_depth TLS_IE;      /* nesting of engine functions on this thread */
 
 bool eng_on_worker(void) { return tl_lane != NULL; }
 bool eng_in_function(void) { return tl_depth > 0; }
