@@ -19,6 +19,7 @@
 #include <mxplug/random.h>   /* seeding the random generators            */
 #include <mxplug/ndarray.h>  /* n-dimensional arrays, .params files      */
 #include <mxplug/invoke.h>   /* running ops on NDArrays (imperative)     */
+#include <mxplug/symbol.h>   /* symbolic graphs, JSON, inference         */
 #include <mxplug/io.h>       /* data iterators, prefetching              */
 
 #endif /* MXPLUG_H */
