@@ -236,8 +236,8 @@ static int type_node(const mxp__igraph *g, int id, const mxp__opinfo *oi, int32_
         int32_t first = MXP_DTYPE_UNKNOWN;
         for (int k = 0; k < tot && first < 0; k++)
             if (t[k] >= 0) first = t[k];
-        for (int k = 0; k < tot && first >= 0; k++)
-            if (t[k] < 0) t[k] = first;
+        /* Known entries that differ are then reported by the merge below. */
+        for (int k = 0; k < tot && first >= 0; k++) t[k] = first;
     }
     for (int k = 0; k < tot; k++) {
         int32_t *cur = &dt[slot_entry(n, k)];
