@@ -107,7 +107,10 @@ void *eng_pool_get(eng_pool *p) {
     /* The next object was most likely freed on another core: start moving
      * its line here now, so the next get (and the caller's first write to
      * it) does not stall on the miss. */
-    if (c->head) __builtin_prefetch(c->head, 1, 3);
+    if (c->head) {
+        const char *nx = (const char *)c->head;
+        for (size_t off = 0; off < p->size && off < 512; off += 64) __builtin_prefetch(nx + off, 1, 3);
+    }
     return o;
 }
 

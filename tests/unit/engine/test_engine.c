@@ -119,6 +119,10 @@ Test(engine, readers_run_in_parallel) {
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK, "readers did not overlap: %s", mxp_last_error());
     cr_assert_eq(mxp_engine_var_version(v), 1, "reads do not bump the version");
     cr_assert_eq(mxp_engine_var_version(o1), 1);
+    mxp_engine_delete_var(v);
+    mxp_engine_delete_var(o1);
+    mxp_engine_delete_var(o2);
+    mxp_engine_shutdown();
 }
 
 /* A var listed in both lists is a write: such ops never overlap, and a
@@ -148,6 +152,9 @@ Test(engine, duplicates_and_both_lists) {
     cr_assert_eq(atomic_load(&overlap), 0, "ops writing the same var overlapped");
     cr_assert_eq(mxp_engine_var_version(v), 300, "one write per op, not two");
     cr_assert_eq(mxp_engine_var_version(w), 0);
+    mxp_engine_delete_var(v);
+    mxp_engine_delete_var(w);
+    mxp_engine_shutdown();
 }
 
 Test(engine, empty_lists_run) {
@@ -207,6 +214,8 @@ Test(engine, free_arg_runs_once_per_plain_push) {
     }
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
     cr_assert_eq(atomic_load(&freed), 500);
+    mxp_engine_delete_var(v);
+    mxp_engine_shutdown();
 }
 
 /* ------------------------------------------------------------ lanes */
@@ -252,6 +261,8 @@ Test(engine, priority_lane_orders_by_priority) {
     int want[8] = {901, 905, 807, 703, 504, 300, 206, 102}; /* priority desc, then push order */
     cr_assert_eq(atomic_load(&log.n), 8);
     for (int i = 0; i < 8; i++) cr_assert_eq(log.vals[i], want[i], "slot %d: %d", i, log.vals[i]);
+    mxp_engine_delete_var(v);
+    mxp_engine_shutdown();
 }
 
 static int copy_fn(void *arg, const mxp_run_ctx *ctx) {
@@ -276,6 +287,8 @@ Test(engine, copy_lane_respects_dependencies) {
     }
     cr_assert_eq(mxp_engine_wait_for_var(v), MXP_OK);
     cr_assert_eq(x, 100 * 5 + 100);
+    mxp_engine_delete_var(v);
+    mxp_engine_shutdown();
 }
 
 /* ------------------------------------------------------------ async */
@@ -322,6 +335,7 @@ Test(engine, delete_var_after_pending_users) {
     mxp_engine_delete_var(v); /* returns at once; frees after the 1000 (ASan checks) */
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
     cr_assert_eq(c, 1000);
+    mxp_engine_shutdown();
 }
 
 static int slow_bump(void *arg, const mxp_run_ctx *ctx) {
@@ -357,6 +371,8 @@ Test(engine, wait_for_all_waits_for_everything) {
     for (int i = 0; i < 2000; i++) cr_assert_eq(push(slow_bump, &n, &vs[(i + 1) % 5], 1, &vs[i % 5], 1, "s"), MXP_OK);
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
     cr_assert_eq(atomic_load(&n), 2000);
+    for (int i = 0; i < 5; i++) mxp_engine_delete_var(vs[i]);
+    mxp_engine_shutdown();
 }
 
 /* ------------------------------------------------------------ selection */
@@ -391,6 +407,8 @@ Test(engine, naive_runs_on_the_calling_thread) {
     cr_assert_eq(push(on_caller, &same, NULL, 0, &v, 1, "here"), MXP_OK);
     cr_assert_eq(same, 1, "naive push runs before returning, on the caller");
     cr_assert_eq(mxp_engine_var_version(v), 1);
+    mxp_engine_delete_var(v);
+    mxp_engine_shutdown();
 }
 
 Test(engine, budget_from_environment) {

@@ -68,6 +68,11 @@ static void skip_inherit_raise_once(const char *type) {
     cr_assert_eq(mxp_engine_wait_for_var(b), MXP_OK);
     cr_assert_eq(atomic_load(&ran), 2);
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK, "already raised: %s", mxp_last_error());
+    mxp_engine_delete_var(a);
+    mxp_engine_delete_var(b);
+    mxp_engine_delete_var(c);
+    mxp_engine_delete_var(d);
+    mxp_engine_shutdown();
 }
 
 static void no_skip_runs(const char *type) {
@@ -80,6 +85,9 @@ static void no_skip_runs(const char *type) {
     /* It still carries the inherited error forward. */
     cr_assert_eq(rc, MXP_ESHAPE);
     cr_assert(strstr(mxp_last_error(), "'Convolution'"), "%s", mxp_last_error());
+    mxp_engine_delete_var(a);
+    mxp_engine_delete_var(b);
+    mxp_engine_shutdown();
 }
 
 static completer comp;
@@ -105,6 +113,8 @@ static void async_failure_message(const char *type) {
     cr_assert(strstr(mxp_last_error(), "op 'ImageRecordIter' failed: disk read failed at offset 42"), "%s",
               mxp_last_error());
     cr_assert_eq(atomic_load(&ran), 0);
+    mxp_engine_delete_var(a);
+    mxp_engine_delete_var(b);
     mxp_engine_shutdown();
     completer_stop(&comp);
 }
@@ -129,6 +139,9 @@ static void wait_for_all_first_error(const char *type) {
     cr_assert(strstr(mxp_last_error(), "op 'first_io' failed: second failure"), "%s", mxp_last_error());
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK, "cleared after being returned");
     cr_assert_eq(mxp_engine_wait_for_var(b), MXP_OK, "raised once across both waits");
+    mxp_engine_delete_var(a);
+    mxp_engine_delete_var(b);
+    mxp_engine_shutdown();
 }
 
 static int fail_without_message(void *arg, const mxp_run_ctx *ctx) {
@@ -143,6 +156,8 @@ Test(errors, failure_without_message_uses_status_text) {
     pushx(fail_without_message, NULL, 0, &a, 1, "Dense", MXP_FN_NORMAL);
     cr_assert_eq(mxp_engine_wait_for_var(a), MXP_EDEVICE);
     cr_assert(strstr(mxp_last_error(), "op 'Dense' failed: device error"), "%s", mxp_last_error());
+    mxp_engine_delete_var(a);
+    mxp_engine_shutdown();
 }
 
 /* A write that reads nothing is still skipped when its output var carries
@@ -154,6 +169,8 @@ Test(errors, output_var_error_skips_writer) {
     pushx(mark_ran, NULL, 0, &a, 1, "zero_grad", MXP_FN_NORMAL);
     cr_assert_eq(mxp_engine_wait_for_var(a), MXP_ESHAPE);
     cr_assert_eq(atomic_load(&ran), 0);
+    mxp_engine_delete_var(a);
+    mxp_engine_shutdown();
 }
 
 static int wait_inside(void *arg, const mxp_run_ctx *ctx) {
@@ -173,6 +190,8 @@ Test(errors, wait_inside_function_is_misuse_not_deadlock) {
     cr_assert_eq(mxp_engine_push(&p), MXP_OK);
     cr_assert_eq(mxp_engine_wait_for_var(a), MXP_OK);
     cr_assert_eq(bad, 0);
+    mxp_engine_delete_var(a);
+    mxp_engine_shutdown();
 }
 
 Test(errors, skip_inherit_raise_once_threaded) { skip_inherit_raise_once("threaded"); }

@@ -78,6 +78,8 @@ Test(parallel, inside_workers_within_budget) {
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
     check_once();
     cr_assert_leq(atomic_load(&max_busy), 2, "busy slots %d exceed the budget", atomic_load(&max_busy));
+    for (int k = 0; k < 4; k++) mxp_engine_delete_var(v[k]);
+    mxp_engine_shutdown();
     (void)op_parallel;
 }
 
@@ -127,6 +129,7 @@ Test(parallel, workers_get_init_hook_and_ftz) {
     cr_assert_eq(mxp_engine_wait_for_var(v), MXP_OK);
     cr_assert_eq(ftz, 1, "worker runs with FTZ/DAZ");
     cr_assert(await_at_least(&inits, 2), "each of the 2 CPU workers ran the init hook (%d)", atomic_load(&inits));
+    mxp_engine_delete_var(v);
     mxp_engine_shutdown();
     mxp__engine_set_worker_init(NULL);
     /* Denormal check on this (non-worker) thread is untouched. */
