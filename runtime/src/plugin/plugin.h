@@ -7,7 +7,7 @@
  * registrar.c (transactional staging, validation, publish), registry.c (the
  * tables and the public getters), params.c (MXNet's value grammar), host.c
  * (the mxp_host table), simple_op.c (SimpleOp expansion), select.c (impl
- * policies), impl_ref.c (reference-counted impls that pin their packs),
+ * policies; tune.c the 'tune' policy), impl_ref.c (reference-counted impls that pin their packs),
  * reload.c, manifest_gen.c.
  *
  * Locking: g_reg.lock (rwlock) guards the tables; lookups take it shared.
@@ -374,6 +374,20 @@ void mxp__op_params_free(const mxp_op_def *def, void *params);
 /* Names of args (0) / outputs (1) / aux (2) of a def for parsed params. */
 int mxp__op_list_names_def(const mxp_op_def *def, const void *params, int which, char (*names)[MXP_NAME_MAX],
                            int capacity, int *out_count);
+/* ------------------------------------------------------------ tune (tune.c) */
+/* Policy 'tune': among refs[0..n) (candidates that accept q, in auto
+ * order), the fastest for q's signature, from the cache or timed now (and
+ * saved).  *out_index is 0 (the auto choice) when nothing could be timed.
+ * out_note (may be NULL): newly allocated one-line account for explain. */
+int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *const *refs, int n, int *out_index,
+                   char **out_note);
+/* $XDG_CACHE_HOME/mxplug/tune.yaml (else ~/.cache/...); -1 when unknown. */
+int mxp__tune_cache_path(char *buf, size_t cap);
+/* Forward calls timed by tune so far in this process (tests). */
+unsigned long mxp__tune_timing_runs(void);
+/* Forget the in-memory cache (tests; the file is re-read on next use). */
+void mxp__tune_reset(void);
+
 /* Wake threads waiting on pins / reloads (impl_ref.c). */
 void mxp__pack_notify(void);
 

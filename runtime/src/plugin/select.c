@@ -7,7 +7,8 @@
  *   auto  the highest rank whose supports() accepts (ties by impl name);
  *         packs are opened lazily in that order, so a lower-ranked pack is
  *         never loaded when a higher one accepts;
- *   tune  not timed yet: falls back to auto (debug log);
+ *   tune  every candidate that accepts is asked, then tune.c picks the
+ *         fastest for the signature (cached in tune.yaml, else timed now);
  *   NAME  that impl; an error if it does not exist for the device or
  *         refuses the configuration (the message carries its reason).
  * Also: op parameter parsing helpers, mxp_op_list_names, mxp_op_explain.
@@ -356,11 +357,8 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
     char policy[128];
     snprintf(policy, sizeof policy, "%s", pol);
     rep(rp, "op '%s' on %s: policy '%s' (from %s)\n", op->name, dev, policy, src);
-    if (!strcmp(policy, "tune")) {
-        MXP_LOGD("plugin", "op '%s': policy 'tune' is not timed yet; using auto", op->name);
-        rep(rp, "  tune is not implemented yet: choosing as auto\n");
-    }
-    int fixed = strcmp(policy, "auto") && strcmp(policy, "tune");
+    int tune = !strcmp(policy, "tune");
+    int fixed = strcmp(policy, "auto") && !tune;
     mxp__registry_rdlock();
     int n = op->n_impls;
     mxp_impl_entry **c = calloc((size_t)(n ? n : 1), sizeof *c);
@@ -375,6 +373,12 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
     size_t roff = 0;
     int rc = MXP_OK, found_fixed = 0;
     mxp_impl_ref *chosen = NULL;
+    mxp_impl_ref **acc = tune ? calloc((size_t)(nc ? nc : 1), sizeof *acc) : NULL;
+    int n_acc = 0;
+    if (tune && !acc) {
+        free(c);
+        return mxp__error_oom("select");
+    }
     for (int i = 0; i < nc; i++) {
         mxp_impl_entry *e = c[i];
         if (fixed && strcmp(e->name, policy)) {
@@ -403,6 +407,11 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
         }
         char reason[256];
         int s = ask_supports(ref, q, reason, sizeof reason);
+        if (s == 1 && tune) {
+            rep(rp, "  %-12s rank %4d  pack %-14s  accepts: a tune candidate\n", e->name, e->rank, e->pack->man->name);
+            acc[n_acc++] = ref;
+            continue;
+        }
         if (s == 1) {
             rep(rp, "  %-12s rank %4d  pack %-14s  CHOSEN%s\n", e->name, e->rank, e->pack->man->name,
                 fixed ? " (fixed by policy)" : " (highest rank that accepts)");
@@ -418,6 +427,20 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
         mxp__impl_ref_release(ref);
     }
     free(c);
+    if (tune && n_acc) {
+        int idx = 0;
+        char *note = NULL;
+        int trc = mxp__tune_pick(op, q, acc, n_acc, &idx, rp ? &note : NULL);
+        if (trc) rep(rp, "  tune failed (%s): choosing as auto\n", mxp_last_error());
+        if (trc) idx = 0;
+        chosen = acc[idx];
+        rep(rp, "  %-12s CHOSEN (%s)\n", chosen->entry->name, note ? note : "tune");
+        free(note);
+        for (int i = 0; i < n_acc; i++)
+            if (i != idx) mxp__impl_ref_release(acc[i]);
+        mxp__error_clear();
+    }
+    free(acc);
     if (explain) *explain = R.buf ? R.buf : strdup("");
     if (chosen) {
         *out = chosen;

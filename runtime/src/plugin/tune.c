@@ -1,0 +1,738 @@
+/* tune.c — the `tune` implementation policy: time every candidate the
+ * first time a signature is seen, keep the fastest, persist the choice.
+ *
+ * select.c hands over the candidates that accept a configuration (refs in
+ * auto order: rank, then name).  mxp__tune_pick builds the signature —
+ * op, device, is_train, thread budget (mxp_num_threads), CPU model
+ * (/proc/cpuinfo "model name"; $MXP_CPUINFO for tests), the packs'
+ * name@version, the candidates' names, every parameter formatted
+ * canonically (mxp__params_format, all of the schema, defaults included)
+ * and the dtypes and shapes of inputs, outputs and aux states — and looks
+ * it up in the cache.  On a miss it times each candidate on the calling
+ * thread, synchronously, without the engine: workspace + create once, then
+ * forward on scratch tensors of the node's shapes (inputs uniform in
+ * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs, median.  A
+ * candidate whose timing fails is skipped; when none could be timed (or
+ * the device is not the CPU, or the impl is asynchronous, or
+ * $MXP_TUNE_NO_TIMING forbids timing) the auto choice (index 0) is used and
+ * nothing is recorded.
+ *
+ * Cache: $XDG_CACHE_HOME/mxplug/tune.yaml (else ~/.cache/mxplug/tune.yaml):
+ *   version: 1
+ *   entries:
+ *     - op: Convolution
+ *       signature: "Convolution|cpu|train=0|threads=2|..."
+ *       choice: gemm
+ *       times_ms: {direct: 1.234, gemm: 0.812}
+ * Read once per (path, mtime); written after every new result by merging
+ * the file's current entries with ours (ours win), into a temporary file
+ * renamed over the old one, so readers never see half a file.  A corrupt
+ * file is ignored with a warning naming file:line and is rewritten at the
+ * next save.  Not here: which candidates accept (select.c).
+ * Thread-safe: one mutex guards the table and the file; timing runs
+ * outside it (two threads may time the same signature; both results agree
+ * in kind and the later write wins). */
+#include "plugin/plugin.h"
+
+#include "engine/parallel.h"
+
+#include <mxplug/engine.h>
+
+#include <yaml.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TUNE_RUNS 5
+
+typedef struct tune_entry {
+    char *op, *sig, *choice;
+    int n_times;
+    char **names;
+    double *ms;
+} tune_entry;
+
+typedef struct tune_table {
+    tune_entry *v;
+    int n;
+} tune_table;
+
+static pthread_mutex_t g_tune_mu = PTHREAD_MUTEX_INITIALIZER;
+static tune_table g_tab;              /* entries read or made             */
+static char g_tab_path[1024];         /* file g_tab was read from         */
+static struct timespec g_tab_mtime;
+static int g_tab_loaded;
+static atomic_ulong g_timing_runs;    /* timed forward calls (tests)      */
+
+unsigned long mxp__tune_timing_runs(void) { return atomic_load(&g_timing_runs); }
+
+/* ------------------------------------------------------------ table */
+static void entry_free(tune_entry *e) {
+    free(e->op);
+    free(e->sig);
+    free(e->choice);
+    for (int i = 0; i < e->n_times; i++) free(e->names[i]);
+    free(e->names);
+    free(e->ms);
+    memset(e, 0, sizeof *e);
+}
+
+static void table_clear(tune_table *t) {
+    for (int i = 0; i < t->n; i++) entry_free(&t->v[i]);
+    free(t->v);
+    t->v = NULL;
+    t->n = 0;
+}
+
+static tune_entry *table_find(tune_table *t, const char *sig) {
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->v[i].sig, sig)) return &t->v[i];
+    return NULL;
+}
+
+/* Deep copy of e into t (replacing an entry of the same signature). */
+static int table_put(tune_table *t, const tune_entry *e) {
+    tune_entry c = {0};
+    c.op = strdup(e->op);
+    c.sig = strdup(e->sig);
+    c.choice = strdup(e->choice);
+    c.names = calloc((size_t)e->n_times + 1, sizeof *c.names);
+    c.ms = calloc((size_t)e->n_times + 1, sizeof *c.ms);
+    int ok = c.op && c.sig && c.choice && c.names && c.ms;
+    for (int i = 0; ok && i < e->n_times; i++) {
+        if (!(c.names[i] = strdup(e->names[i]))) ok = 0;
+        c.ms[i] = e->ms[i];
+        c.n_times = i + 1;
+    }
+    if (!ok) {
+        entry_free(&c);
+        return mxp__error_oom("tune cache");
+    }
+    tune_entry *old = table_find(t, e->sig);
+    if (old) {
+        entry_free(old);
+        *old = c;
+        return MXP_OK;
+    }
+    tune_entry *v = realloc(t->v, ((size_t)t->n + 1) * sizeof *v);
+    if (!v) {
+        entry_free(&c);
+        return mxp__error_oom("tune cache");
+    }
+    t->v = v;
+    t->v[t->n++] = c;
+    return MXP_OK;
+}
+
+/* ------------------------------------------------------------ file */
+int mxp__tune_cache_path(char *buf, size_t cap) {
+    const char *x = getenv("XDG_CACHE_HOME");
+    if (x && *x) return snprintf(buf, cap, "%s/mxplug/tune.yaml", x) < (int)cap ? 0 : -1;
+    const char *h = getenv("HOME");
+    if (!h || !*h) return -1;
+    return snprintf(buf, cap, "%s/.cache/mxplug/tune.yaml", h) < (int)cap ? 0 : -1;
+}
+
+static const char *scalar(yaml_document_t *d, yaml_node_t *n) {
+    (void)d;
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* Parse one entry mapping into e (fields borrowed from the document are
+ * copied by table_put).  Returns 0, or -1 with *bad the offending node. */
+static int read_entry(yaml_document_t *d, yaml_node_t *m, tune_table *t, yaml_node_t **bad) {
+    *bad = m;
+    if (m->type != YAML_MAPPING_NODE) return -1;
+    tune_entry e = {0};
+    char *names[64];
+    double ms[64];
+    e.names = names;
+    e.ms = ms;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(d, p->key), *v = yaml_document_get_node(d, p->value);
+        const char *ks = scalar(d, k);
+        *bad = v;
+        if (!ks) return -1;
+        if (!strcmp(ks, "op")) e.op = (char *)scalar(d, v);
+        else if (!strcmp(ks, "signature")) e.sig = (char *)scalar(d, v);
+        else if (!strcmp(ks, "choice")) e.choice = (char *)scalar(d, v);
+        else if (!strcmp(ks, "times_ms")) {
+            if (v->type != YAML_MAPPING_NODE) return -1;
+            for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
+                yaml_node_t *qk = yaml_document_get_node(d, q->key), *qv = yaml_document_get_node(d, q->value);
+                const char *name = scalar(d, qk), *val = scalar(d, qv);
+                char *end;
+                *bad = qv;
+                if (!name || !val || e.n_times >= 64) return -1;
+                double x = strtod(val, &end);
+                if (end == val || *end) return -1;
+                names[e.n_times] = (char *)name;
+                ms[e.n_times++] = x;
+            }
+        }
+    }
+    *bad = m;
+    if (!e.op || !e.sig || !e.choice || !*e.choice) return -1;
+    return table_put(t, &e) ? -1 : 0;
+}
+
+/* Read path into t (cleared first).  Missing file: empty, 0.  Corrupt:
+ * warning naming file:line, t left empty, returns 1. */
+static int cache_read(const char *path, tune_table *t) {
+    table_clear(t);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser)) {
+        fclose(f);
+        return 1;
+    }
+    yaml_parser_set_input_file(&parser, f);
+    int bad = 0;
+    size_t line = 0;
+    const char *why = "";
+    if (!yaml_parser_load(&parser, &doc)) {
+        bad = 1;
+        line = parser.problem_mark.line + 1;
+        why = parser.problem ? parser.problem : "malformed YAML";
+        MXP_LOGW("plugin", "tune cache %s:%zu: %s; ignoring the file (it is rewritten at the next tune)", path, line,
+                 why);
+        yaml_parser_delete(&parser);
+        fclose(f);
+        return 1;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    yaml_node_t *badnode = root;
+    if (!root) { /* empty file */
+    } else if (root->type != YAML_MAPPING_NODE) {
+        bad = 1;
+        why = "the cache must be a mapping with 'version' and 'entries'";
+    } else {
+        for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top && !bad; p++) {
+            yaml_node_t *k = yaml_document_get_node(&doc, p->key), *v = yaml_document_get_node(&doc, p->value);
+            const char *ks = scalar(&doc, k);
+            badnode = v;
+            if (ks && !strcmp(ks, "version")) {
+                const char *vs = scalar(&doc, v);
+                if (!vs || strcmp(vs, "1")) {
+                    bad = 1;
+                    why = "unknown cache version (expected 1)";
+                }
+            } else if (ks && !strcmp(ks, "entries")) {
+                if (v->type == YAML_SCALAR_NODE && !v->data.scalar.length) continue;
+                if (v->type != YAML_SEQUENCE_NODE) {
+                    bad = 1;
+                    why = "'entries' must be a list";
+                    continue;
+                }
+                for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+                    if (read_entry(&doc, yaml_document_get_node(&doc, *it), t, &badnode)) {
+                        bad = 1;
+                        why = "malformed entry (needs op, signature, choice and numeric times_ms)";
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if (bad) {
+        line = badnode ? badnode->start_mark.line + 1 : 1;
+        MXP_LOGW("plugin", "tune cache %s:%zu: %s; ignoring the file (it is rewritten at the next tune)", path, line,
+                 why);
+        table_clear(t);
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return bad;
+}
+
+/* Make sure g_tab reflects the file (g_tune_mu held). */
+static void cache_refresh(void) {
+    char path[1024];
+    if (mxp__tune_cache_path(path, sizeof path)) {
+        if (g_tab_loaded && g_tab_path[0]) table_clear(&g_tab);
+        g_tab_path[0] = '\0';
+        g_tab_loaded = 1;
+        return;
+    }
+    struct stat st;
+    struct timespec mt = {0, 0};
+    if (stat(path, &st) == 0) mt = st.st_mtim;
+    if (g_tab_loaded && !strcmp(path, g_tab_path) && mt.tv_sec == g_tab_mtime.tv_sec &&
+        mt.tv_nsec == g_tab_mtime.tv_nsec)
+        return;
+    /* Entries made in this process under the same path survive a re-read
+     * (another process rewrote the file): merge them back. */
+    tune_table mine = {0};
+    if (g_tab_loaded && !strcmp(path, g_tab_path)) {
+        mine = g_tab;
+        g_tab.v = NULL;
+        g_tab.n = 0;
+    }
+    cache_read(path, &g_tab);
+    for (int i = 0; i < mine.n; i++)
+        if (!table_find(&g_tab, mine.v[i].sig)) table_put(&g_tab, &mine.v[i]);
+    table_clear(&mine);
+    snprintf(g_tab_path, sizeof g_tab_path, "%s", path);
+    g_tab_mtime = mt;
+    g_tab_loaded = 1;
+}
+
+static int mkdirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+/* YAML double-quoted scalar. */
+static void put_quoted(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Merge the file's entries with g_tab and write atomically (g_tune_mu held). */
+static int cache_write(void) {
+    char path[1024];
+    if (mxp__tune_cache_path(path, sizeof path))
+        return mxp__error(MXP_EINVAL, "tune cache: neither XDG_CACHE_HOME nor HOME is set");
+    tune_table disk = {0};
+    cache_read(path, &disk);
+    for (int i = 0; i < g_tab.n; i++) table_put(&disk, &g_tab.v[i]);
+    int rc = MXP_OK;
+    if (mkdirs(path)) rc = mxp__error(MXP_EIO, "tune cache '%s': cannot create its directory: %s", path, strerror(errno));
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = rc ? NULL : fopen(tmp, "w");
+    if (!rc && !f) rc = mxp__error(MXP_EIO, "tune cache '%s': cannot write: %s", tmp, strerror(errno));
+    if (f) {
+        fprintf(f, "# mxplug tune cache: the fastest implementation per op signature, written by\n"
+                   "# the 'tune' policy.  Safe to delete; entries are re-timed when missing.\n"
+                   "version: 1\nentries:%s\n", disk.n ? "" : " []");
+        for (int i = 0; i < disk.n; i++) {
+            tune_entry *e = &disk.v[i];
+            fputs("  - op: ", f);
+            put_quoted(f, e->op);
+            fputs("\n    signature: ", f);
+            put_quoted(f, e->sig);
+            fputs("\n    choice: ", f);
+            put_quoted(f, e->choice);
+            fputs("\n    times_ms: {", f);
+            for (int k = 0; k < e->n_times; k++) {
+                fputs(k ? ", " : "", f);
+                put_quoted(f, e->names[k]);
+                fprintf(f, ": %.6g", e->ms[k]);
+            }
+            fputs("}\n", f);
+        }
+        if (fclose(f) || rename(tmp, path)) {
+            rc = mxp__error(MXP_EIO, "tune cache '%s': cannot write: %s", path, strerror(errno));
+            unlink(tmp);
+        }
+    }
+    table_clear(&disk);
+    if (!rc) {
+        /* Our own write is not news: remember its mtime. */
+        struct stat st;
+        if (stat(path, &st) == 0 && !strcmp(path, g_tab_path)) g_tab_mtime = st.st_mtim;
+    }
+    return rc;
+}
+
+void mxp__tune_reset(void) {
+    pthread_mutex_lock(&g_tune_mu);
+    table_clear(&g_tab);
+    g_tab_loaded = 0;
+    g_tab_path[0] = '\0';
+    pthread_mutex_unlock(&g_tune_mu);
+}
+
+/* ------------------------------------------------------------ signature */
+typedef struct sbuf { char *b; size_t n, cap; } sbuf;
+static void sb_add(sbuf *s, const char *fmt, ...) MXP_PRINTF(2, 3);
+static void sb_add(sbuf *s, const char *fmt, ...) {
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int k = s->b ? vsnprintf(s->b + s->n, s->cap - s->n, fmt, ap) : -1;
+        va_end(ap);
+        if (k >= 0 && s->n + (size_t)k < s->cap) {
+            s->n += (size_t)k;
+            return;
+        }
+        size_t nc = s->cap ? s->cap * 2 : 512;
+        if (k >= 0 && nc < s->n + (size_t)k + 1) nc = s->n + (size_t)k + 1;
+        char *nb = realloc(s->b, nc);
+        if (!nb) return;
+        s->b = nb;
+        s->cap = nc;
+        s->b[s->n] = '\0';
+    }
+}
+
+static void cpu_model(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown");
+    const char *path = getenv("MXP_CPUINFO");
+    FILE *f = fopen(path && *path ? path : "/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        char *c = strchr(line, ':');
+        if (!c) continue;
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        size_t n = strcspn(c, "\r\n");
+        /* '|' separates signature fields. */
+        snprintf(buf, cap, "%.*s", (int)n, c);
+        for (char *p = buf; *p; p++)
+            if (*p == '|') *p = '/';
+        break;
+    }
+    fclose(f);
+}
+
+static void add_tensors(sbuf *s, const char *what, uint32_t n, const mxp_shape *sh, const int32_t *dt) {
+    sb_add(s, "|%s=", what);
+    for (uint32_t i = 0; i < n; i++) {
+        sb_add(s, "%s%s(", i ? ";" : "", dt ? mxp_dtype_name(dt[i]) : "?");
+        for (int k = 0; sh && k < sh[i].ndim; k++) sb_add(s, "%s%lld", k ? "," : "", (long long)sh[i].dims[k]);
+        sb_add(s, ")");
+    }
+}
+
+static char *make_signature(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *const *refs, int n) {
+    sbuf s = {NULL, 0, 0};
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
+    sb_add(&s, "%s|%s:%d|train=%d|threads=%d|cpu=%s|packs=", op->name, dev, (int)q->device.id, q->is_train ? 1 : 0,
+           mxp_num_threads(), cpu);
+    const mxp_pack *seen[65];
+    int n_seen = 0;
+    for (int i = -1; i < n; i++) {
+        const mxp_pack *p = i < 0 ? refs[0]->def_pack : refs[i]->impl_pack;
+        int dup = 0;
+        for (int k = 0; k < n_seen; k++) dup |= seen[k] == p;
+        if (dup || !p || n_seen == 64) continue;
+        seen[n_seen++] = p;
+        sb_add(&s, "%s%s@%s", n_seen > 1 ? "," : "", p->man->name, p->man->version ? p->man->version : "?");
+    }
+    /* Candidate names in name order (refs come in rank order). */
+    sb_add(&s, "|impls=");
+    int used[64] = {0};
+    for (int k = 0; k < n && k < 64; k++) {
+        int best = -1;
+        for (int i = 0; i < n && i < 64; i++)
+            if (!used[i] && (best < 0 || strcmp(refs[i]->entry->name, refs[best]->entry->name) < 0)) best = i;
+        used[best] = 1;
+        sb_add(&s, "%s%s", k ? "," : "", refs[best]->entry->name);
+    }
+    sb_add(&s, "|params=");
+    const mxp_op_def *def = refs[0]->def;
+    for (uint32_t i = 0; def && q->params && i < def->n_params; i++) {
+        const mxp_param_def *pd = mxp__param_def_at(def->params, i);
+        char val[512];
+        if (mxp__params_format(pd, q->params, val, sizeof val)) snprintf(val, sizeof val, "?");
+        sb_add(&s, "%s%s=%s", i ? ";" : "", pd->name, val);
+    }
+    add_tensors(&s, "in", q->n_in, q->in_shapes, q->in_dtypes);
+    add_tensors(&s, "out", q->n_out, q->out_shapes, q->out_dtypes);
+    add_tensors(&s, "aux", q->n_aux, q->aux_shapes, q->aux_dtypes);
+    for (char *p = s.b; p && *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    return s.b;
+}
+
+/* ------------------------------------------------------------ timing */
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int ctx_parallel_for(const mxp_op_ctx *ctx, int64_t n, int64_t grain, mxp_range_fn fn, void *arg) {
+    (void)ctx;
+    return mxp__parallel_for(n, grain, fn, arg);
+}
+
+static void fill_query(mxp_impl_query_args *a, const mxp_impl_ref *ref, const mxp_select_query *q) {
+    memset(a, 0, sizeof *a);
+    a->hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
+    a->params = q->params;
+    a->user_data = ref->impl->user_data;
+    a->device = q->device;
+    a->n_in = q->n_in; a->n_out = q->n_out; a->n_aux = q->n_aux;
+    a->is_train = q->is_train;
+    a->in_shapes = q->in_shapes; a->out_shapes = q->out_shapes; a->aux_shapes = q->aux_shapes;
+    a->in_dtypes = q->in_dtypes; a->out_dtypes = q->out_dtypes; a->aux_dtypes = q->aux_dtypes;
+}
+
+static void fill_values(void *p, int32_t dt, int64_t n, double constant, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        double v = constant;
+        if (constant < 0) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            v = (double)(s >> 11) / 9007199254740992.0;
+        }
+        if (dt == MXP_DTYPE_F32) ((float *)p)[i] = (float)v;
+        else if (dt == MXP_DTYPE_F64) ((double *)p)[i] = v;
+    }
+}
+
+/* Median forward time of one candidate in ms (MXP_OK), or an error. */
+static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms) {
+    *out_ms = 0;
+    const mxp_op_impl *impl = ref->impl;
+    if (impl->flags & MXP_IMPL_ASYNC) return mxp__error(MXP_EUNSUPPORTED, "asynchronous impl: not timed");
+    uint32_t nt = q->n_in + q->n_out + q->n_aux;
+    mxp_tensor *t = calloc((size_t)nt + 1, sizeof *t);
+    int32_t *req = calloc((size_t)q->n_out + 1, sizeof *req);
+    int rc = t && req ? MXP_OK : mxp__error_oom("tune");
+    for (uint32_t i = 0; i < nt && !rc; i++) {
+        const mxp_shape *sh = i < q->n_in ? &q->in_shapes[i]
+                              : i < q->n_in + q->n_out ? &q->out_shapes[i - q->n_in]
+                                                       : &q->aux_shapes[i - q->n_in - q->n_out];
+        int32_t dt = i < q->n_in ? q->in_dtypes[i]
+                     : i < q->n_in + q->n_out ? q->out_dtypes[i - q->n_in]
+                                              : q->aux_dtypes[i - q->n_in - q->n_out];
+        int64_t numel = 1;
+        for (int k = 0; k < sh->ndim; k++) numel *= sh->dims[k];
+        size_t es = mxp_dtype_size(dt);
+        if (sh->ndim < 0 || numel < 0 || !es) {
+            rc = mxp__error(MXP_ESHAPE, "tensor %u of unknown shape or dtype", i);
+            break;
+        }
+        t[i].hdr = (mxp_header)MXP_HEADER(mxp_tensor);
+        t[i].data = calloc((size_t)numel * es + 64, 1);
+        if (!t[i].data) {
+            rc = mxp__error_oom("tune scratch");
+            break;
+        }
+        t[i].dtype = dt;
+        t[i].ndim = sh->ndim;
+        t[i].shape = sh->dims;
+        t[i].device = q->device;
+        t[i].version = 1;
+        if (i < q->n_in) fill_values(t[i].data, dt, numel, -1, i + 1);
+        else if (i >= q->n_in + q->n_out) fill_values(t[i].data, dt, numel, 1.0, 0);
+    }
+    for (uint32_t i = 0; i < q->n_out && req; i++) req[i] = MXP_REQ_WRITE;
+    mxp_impl_query_args qa;
+    uint64_t ws_bytes = 0;
+    void *state = NULL, *ws = NULL;
+    if (!rc && impl->workspace) {
+        fill_query(&qa, ref, q);
+        rc = impl->workspace(&qa);
+        ws_bytes = qa.workspace_bytes;
+    }
+    if (!rc && ws_bytes && !(ws = aligned_alloc(64, (ws_bytes + 63) / 64 * 64))) rc = mxp__error_oom("tune workspace");
+    if (!rc && impl->create) {
+        fill_query(&qa, ref, q);
+        rc = impl->create(&qa);
+        state = qa.state;
+    }
+    mxp_rng rng;
+    memset(&rng, 0, sizeof rng);
+    int has_rng = 0;
+    if (!rc && (ref->def->resources & MXP_RESOURCE_RANDOM)) {
+        rc = mxp__rng_reserve(q->device, 1u << 20, &rng.stream);
+        has_rng = !rc;
+    }
+    double times[TUNE_RUNS];
+    int runs = 0;
+    if (!rc) {
+        mxp_op_ctx c;
+        memset(&c, 0, sizeof c);
+        c.hdr = (mxp_header)MXP_HEADER(mxp_op_ctx);
+        c.device = q->device;
+        c.is_train = q->is_train;
+        c.workspace = ws;
+        c.workspace_bytes = ws_bytes;
+        c.rng = has_rng ? &rng : NULL;
+        c.parallel_for = ctx_parallel_for;
+        c.host = mxp__host_table();
+        mxp_forward_args fa;
+        memset(&fa, 0, sizeof fa);
+        fa.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
+        fa.ctx = &c;
+        fa.params = q->params;
+        fa.state = state;
+        fa.user_data = impl->user_data;
+        fa.n_in = q->n_in; fa.n_out = q->n_out; fa.n_aux = q->n_aux;
+        fa.in = t; fa.out = t + q->n_in; fa.aux = t + q->n_in + q->n_out;
+        fa.req = req;
+        int total = 1 + TUNE_RUNS;
+        for (int r = 0; r < total && !rc; r++) {
+            double t0 = now_ms();
+            mxp__error_clear();
+            rc = impl->forward(&fa);
+            double dt = now_ms() - t0;
+            atomic_fetch_add(&g_timing_runs, 1);
+            if (rc) {
+                if (rc > 0) rc = MXP_EPLUGIN;
+                if (!mxp_last_error()[0]) mxp__error(rc, "forward failed (%s)", mxp_status_str(rc));
+                break;
+            }
+            if (r == 0) {
+                /* A slow configuration: fewer runs keep tuning bounded. */
+                if (dt > 500) total = 2;
+                else if (dt > 100) total = 4;
+                continue;
+            }
+            times[runs++] = dt;
+        }
+    }
+    if (state && impl->destroy) {
+        mxp_destroy_args da = {MXP_HEADER(mxp_destroy_args), state, impl->user_data};
+        impl->destroy(&da);
+    }
+    free(ws);
+    for (uint32_t i = 0; t && i < nt; i++) free(t[i].data);
+    free(t);
+    free(req);
+    if (rc) return rc;
+    qsort(times, (size_t)runs, sizeof *times, cmp_double);
+    *out_ms = runs ? times[runs / 2] : 0;
+    return MXP_OK;
+}
+
+static int timing_forbidden(void) {
+    const char *e = getenv("MXP_TUNE_NO_TIMING");
+    return e && *e && strcmp(e, "0");
+}
+
+/* ------------------------------------------------------------ pick */
+static void note_times(sbuf *s, const tune_entry *e) {
+    for (int i = 0; i < e->n_times; i++) sb_add(s, "%s%s %.3f ms", i ? ", " : "", e->names[i], e->ms[i]);
+}
+
+int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *const *refs, int n, int *out_index,
+                   char **out_note) {
+    *out_index = 0;
+    if (out_note) *out_note = NULL;
+    if (n <= 0) return mxp__error(MXP_EINVAL, "tune: no candidates");
+    sbuf note = {NULL, 0, 0};
+    char *sig = make_signature(op, q, refs, n);
+    if (!sig) return mxp__error_oom("tune signature");
+    char path[1024] = "";
+    if (mxp__tune_cache_path(path, sizeof path)) snprintf(path, sizeof path, "(no cache: XDG_CACHE_HOME and HOME unset)");
+    /* Cached? */
+    pthread_mutex_lock(&g_tune_mu);
+    cache_refresh();
+    tune_entry *hit = table_find(&g_tab, sig);
+    int idx = -1;
+    if (hit)
+        for (int i = 0; i < n; i++)
+            if (!strcmp(refs[i]->entry->name, hit->choice)) idx = i;
+    if (idx >= 0) {
+        sb_add(&note, "tune: '%s' from the cache %s (", hit->choice, path);
+        note_times(&note, hit);
+        sb_add(&note, ")");
+    }
+    pthread_mutex_unlock(&g_tune_mu);
+    if (idx >= 0) {
+        MXP_LOGD("plugin", "op '%s': tune cache hit: %s", op->name, refs[idx]->entry->name);
+        *out_index = idx;
+        free(sig);
+        if (out_note) *out_note = note.b; else free(note.b);
+        return MXP_OK;
+    }
+    free(note.b);
+    note = (sbuf){NULL, 0, 0};
+    const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
+    if (timing_forbidden() || q->device.type != MXP_DEV_CPU || n == 1) {
+        const char *why = n == 1 ? "only one candidate accepts"
+                          : q->device.type != MXP_DEV_CPU ? "timing runs on the CPU only"
+                                                          : "timing forbidden by MXP_TUNE_NO_TIMING";
+        sb_add(&note, "tune: not timed (%s, device %s): '%s' as auto", why, dev, refs[0]->entry->name);
+        free(sig);
+        if (out_note) *out_note = note.b; else free(note.b);
+        return MXP_OK;
+    }
+    /* Time every candidate. */
+    tune_entry e = {0};
+    e.op = op->name;
+    e.sig = sig;
+    e.names = calloc((size_t)n, sizeof *e.names);
+    e.ms = calloc((size_t)n, sizeof *e.ms);
+    if (!e.names || !e.ms) {
+        free(e.names);
+        free(e.ms);
+        free(sig);
+        return mxp__error_oom("tune");
+    }
+    int best = -1;
+    double best_ms = 0;
+    sbuf failed = {NULL, 0, 0};
+    for (int i = 0; i < n; i++) {
+        double ms;
+        int trc = time_one(refs[i], q, &ms);
+        if (trc) {
+            MXP_LOGW("plugin", "op '%s': tune could not time impl '%s': %s", op->name, refs[i]->entry->name,
+                     mxp_last_error());
+            sb_add(&failed, "; '%s' not timed: %s", refs[i]->entry->name, mxp_last_error());
+            continue;
+        }
+        e.names[e.n_times] = (char *)refs[i]->entry->name;
+        e.ms[e.n_times++] = ms;
+        /* Strictly faster wins: a tie keeps the auto order. */
+        if (best < 0 || ms < best_ms) {
+            best = i;
+            best_ms = ms;
+        }
+    }
+    mxp__error_clear();
+    if (best < 0) {
+        sb_add(&note, "tune: no candidate could be timed: '%s' as auto%s", refs[0]->entry->name,
+               failed.b ? failed.b : "");
+        *out_index = 0;
+    } else {
+        e.choice = (char *)refs[best]->entry->name;
+        *out_index = best;
+        pthread_mutex_lock(&g_tune_mu);
+        cache_refresh();
+        int prc = table_put(&g_tab, &e);
+        int wrc = prc ? prc : cache_write();
+        pthread_mutex_unlock(&g_tune_mu);
+        sb_add(&note, "tune: '%s' timed now (", e.choice);
+        note_times(&note, &e);
+        sb_add(&note, ")%s%s", failed.b ? failed.b : "", wrc ? "; not saved: " : "; saved to ");
+        sb_add(&note, "%s", wrc ? mxp_last_error() : path);
+        if (wrc) MXP_LOGW("plugin", "op '%s': tune result not saved: %s", op->name, mxp_last_error());
+        mxp__error_clear();
+        MXP_LOGI("plugin", "op '%s': tune chose '%s'", op->name, e.choice);
+    }
+    free(failed.b);
+    free(e.names);
+    free(e.ms);
+    free(sig);
+    if (out_note) *out_note = note.b; else free(note.b);
+    return MXP_OK;
+}

@@ -1,0 +1,234 @@
+/* test_tune.c — the 'tune' policy (tune.c) on the plugin_sel fixture's
+ * psel_scale (impls fast/mid/slow; fast refuses > 100 elements): the first
+ * choice for a signature is timed and saved to $XDG_CACHE_HOME/mxplug/
+ * tune.yaml with the fastest as its choice; the same signature is then
+ * answered from memory, and a fresh process (the mxplug CLI, with
+ * MXP_TUNE_NO_TIMING=1) reads the choice from the file; the file is the
+ * source of truth (an edited choice is obeyed); a corrupt file is ignored
+ * with a warning naming file:line and rewritten; explain shows the result.
+ * Timing values themselves are never asserted. */
+#include "plugin_test_util.h"
+
+#include "plugin/plugin.h"
+
+#include <sys/stat.h>
+
+static char *g_dir;
+static char g_cache[1024], g_file[1100];
+
+static void setup(void) {
+    g_dir = tu_tmpdir();
+    char *m = tu_psel_manifest(g_dir);
+    setenv("MXP_MANIFEST", m, 1);
+    free(m);
+    unsetenv("MXP_PLUGIN_PATH");
+    unsetenv("MXP_PACKS");
+    unsetenv("MXP_IMPL_psel_scale");
+    unsetenv("MXP_TUNE_NO_TIMING");
+    snprintf(g_cache, sizeof g_cache, "%s/cache", g_dir);
+    snprintf(g_file, sizeof g_file, "%s/mxplug/tune.yaml", g_cache);
+    setenv("XDG_CACHE_HOME", g_cache, 1);
+    mxp__tune_reset();
+    cr_assert_eq(mxp_registry_init(), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_op_set_impl("psel_scale", "tune"), MXP_OK, "%s", mxp_last_error());
+}
+static void teardown(void) {
+    mxp_log_set_sink(NULL, NULL);
+    mxp_registry_shutdown();
+    mxp__tune_reset();
+    unsetenv("XDG_CACHE_HOME");
+    tu_rmrf(g_dir);
+    free(g_dir);
+}
+TestSuite(tune, .init = setup, .fini = teardown);
+
+static const char *choose(int64_t n) {
+    struct mxp_op *op = mxp__registry_find_op("psel_scale");
+    cr_assert(op);
+    const mxp_op_def *def;
+    cr_assert_eq(mxp__op_ensure_def(op, &def), MXP_OK, "%s", mxp_last_error());
+    void *params;
+    const char *k[] = {"factor"}, *v[] = {"2"};
+    cr_assert_eq(mxp__op_params_new(def, k, v, 1, &params), MXP_OK, "%s", mxp_last_error());
+    mxp_shape in = {1, 0, {n}}, out = in;
+    int32_t dt = MXP_DTYPE_F32;
+    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL};
+    mxp_impl_ref *ref = NULL;
+    int rc = mxp__select_impl(op, &q, &ref, NULL);
+    mxp__op_params_free(def, params);
+    cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
+    static char name[64];
+    snprintf(name, sizeof name, "%s", ref->impl->impl_name);
+    mxp__impl_ref_release(ref);
+    return name;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = calloc(1, 1 << 16);
+    size_t n = fread(b, 1, (1 << 16) - 1, f);
+    b[n] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* The times_ms of the (only) entry for n elements, from the file. */
+static int read_times(const char *text, double *mid, double *slow, char *choice) {
+    const char *c = strstr(text, "choice: \"");
+    const char *t = strstr(text, "times_ms: {");
+    if (!c || !t) return -1;
+    sscanf(c + 9, "%63[^\"]", choice);
+    const char *m = strstr(t, "\"mid\": "), *s = strstr(t, "\"slow\": ");
+    if (!m || !s) return -1;
+    *mid = strtod(m + 7, NULL);
+    *slow = strtod(s + 8, NULL);
+    return 0;
+}
+
+Test(tune, first_use_times_and_saves_the_fastest_then_reuses_it) {
+    unsigned long t0 = mxp__tune_timing_runs();
+    const char *got = choose(5000);
+    char first[64];
+    snprintf(first, sizeof first, "%s", got);
+    unsigned long t1 = mxp__tune_timing_runs();
+    /* Two candidates (fast refuses 5000 elements), warm-up + 5 runs each. */
+    cr_expect_eq(t1 - t0, 12, "timed %lu forward calls", t1 - t0);
+    char *text = slurp(g_file);
+    cr_assert(text, "no cache file at %s", g_file);
+    double mid, slow;
+    char choice[64] = "";
+    cr_assert_eq(read_times(text, &mid, &slow, choice), 0, "%s", text);
+    cr_expect_str_eq(choice, first);
+    cr_expect_str_eq(choice, mid < slow ? "mid" : slow < mid ? "slow" : "mid", "mid %g ms, slow %g ms", mid, slow);
+    cr_expect(strstr(text, "psel_scale|cpu:0|train=0|threads="), "%s", text);
+    cr_expect(strstr(text, "impls=mid,slow|params=factor=2"), "%s", text);
+    cr_expect(strstr(text, "in=float32(5000)|out=float32(5000)"), "%s", text);
+    cr_expect(!strstr(text, "\"fast\""), "fast refused and must not be timed: %s", text);
+    free(text);
+    /* Same signature: no timing. */
+    cr_expect_str_eq(choose(5000), first);
+    cr_expect_eq(mxp__tune_timing_runs(), t1);
+    /* Another signature: timed again, and both entries are kept. */
+    choose(6000);
+    cr_expect_gt(mxp__tune_timing_runs(), t1);
+    text = slurp(g_file);
+    cr_expect(strstr(text, "float32(5000)") && strstr(text, "float32(6000)"), "%s", text);
+    free(text);
+}
+
+/* Replace the choice in the file (the only entry) by `to`. */
+static void edit_choice(const char *to) {
+    char *text = slurp(g_file);
+    cr_assert(text);
+    char *c = strstr(text, "choice: \"");
+    cr_assert(c);
+    char *end = strchr(c + 9, '"');
+    FILE *f = fopen(g_file, "w");
+    cr_assert(f);
+    fprintf(f, "%.*s%s%s", (int)(c + 9 - text), text, to, end);
+    fclose(f);
+    free(text);
+}
+
+Test(tune, the_file_is_read_by_a_fresh_process_without_timing) {
+    char first[64];
+    snprintf(first, sizeof first, "%s", choose(5000));
+    /* Make the file say the other one: only reading it can give that. */
+    const char *other = !strcmp(first, "mid") ? "slow" : "mid";
+    edit_choice(other);
+    /* This process, cache forgotten: reads the file, times nothing. */
+    mxp__tune_reset();
+    unsigned long t = mxp__tune_timing_runs();
+    cr_expect_str_eq(choose(5000), other);
+    cr_expect_eq(mxp__tune_timing_runs(), t);
+    /* A second process, where timing is an error-free no-op that would
+     * fall back to auto ('mid'): it must report the cached choice. */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "MXP_IMPL_psel_scale=tune MXP_TUNE_NO_TIMING=1 '%s/bin/mxplug' info psel_scale --why "
+             "--shape data=5000 --param factor=2 2>&1",
+             MXP_BUILD_DIR);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char out[8192];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_expect_eq(pclose(p), 0, "%s", out);
+    char want[128];
+    snprintf(want, sizeof want, "%-12s CHOSEN (tune: '%s' from the cache", other, other);
+    cr_expect(strstr(out, want), "want '%s' in:\n%s", want, out);
+    /* And with the cache gone, the no-timing process falls back to auto. */
+    cr_assert_eq(unlink(g_file), 0);
+    p = popen(cmd, "r");
+    cr_assert(p);
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    cr_expect(strstr(out, "not timed (timing forbidden by MXP_TUNE_NO_TIMING"), "%s", out);
+    cr_expect(strstr(out, "mid          CHOSEN"), "%s", out);
+}
+
+static char g_warn[2048];
+static void sink(int level, const char *cat, const char *msg, void *user) {
+    (void)cat;
+    (void)user;
+    if (level == MXP_LOG_WARN && strstr(msg, "tune cache")) snprintf(g_warn, sizeof g_warn, "%s", msg);
+}
+
+Test(tune, corrupt_cache_is_reported_ignored_and_rewritten) {
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/mxplug", g_cache);
+    cr_assert_eq(mkdir(g_cache, 0755), 0);
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    FILE *f = fopen(g_file, "w");
+    cr_assert(f);
+    fputs("version: 1\nentries:\n  - op: psel_scale\n    signature: [unclosed\n", f);
+    fclose(f);
+    g_warn[0] = '\0';
+    mxp_log_set_sink(sink, NULL);
+    unsigned long t = mxp__tune_timing_runs();
+    const char *got = choose(5000);
+    mxp_log_set_sink(NULL, NULL);
+    cr_expect(!strcmp(got, "mid") || !strcmp(got, "slow"), "%s", got);
+    cr_expect_gt(mxp__tune_timing_runs(), t, "a corrupt cache must not count as a hit");
+    char want[1200];
+    snprintf(want, sizeof want, "%s:5:", g_file);
+    cr_expect(strstr(g_warn, want), "warning '%s' should name %s", g_warn, want);
+    /* Rewritten as a valid cache holding the new result. */
+    mxp__tune_reset();
+    t = mxp__tune_timing_runs();
+    cr_expect_str_eq(choose(5000), got);
+    cr_expect_eq(mxp__tune_timing_runs(), t);
+    /* A structurally wrong file (valid YAML) names its line too. */
+    f = fopen(g_file, "w");
+    fputs("version: 1\nentries:\n  - op: psel_scale\n    choice: mid\n    times_ms: {mid: fast}\n", f);
+    fclose(f);
+    mxp__tune_reset();
+    g_warn[0] = '\0';
+    mxp_log_set_sink(sink, NULL);
+    choose(5000);
+    mxp_log_set_sink(NULL, NULL);
+    snprintf(want, sizeof want, "%s:5:", g_file);
+    cr_expect(strstr(g_warn, want), "warning '%s' should name %s", g_warn, want);
+}
+
+Test(tune, explain_reports_the_tune_result) {
+    char *rep = NULL;
+    const char *shapes[] = {"data=5000"};
+    const char *k[] = {"factor"}, *v[] = {"2"};
+    cr_assert_eq(mxp_op_explain("psel_scale", "cpu", shapes, 1, k, v, 1, &rep), MXP_OK, "%s", mxp_last_error());
+    cr_expect(strstr(rep, "policy 'tune' (from api)"), "%s", rep);
+    cr_expect(strstr(rep, "fast") && strstr(rep, "refused"), "%s", rep);
+    cr_expect(strstr(rep, "accepts: a tune candidate"), "%s", rep);
+    cr_expect(strstr(rep, "CHOSEN (tune: '") && strstr(rep, "timed now (mid "), "%s", rep);
+    free(rep);
+    cr_assert_eq(mxp_op_explain("psel_scale", "cpu", shapes, 1, k, v, 1, &rep), MXP_OK, "%s", mxp_last_error());
+    cr_expect(strstr(rep, "from the cache"), "%s", rep);
+    free(rep);
+    /* One candidate only: nothing to time. */
+    const char *v0[] = {"0"}; /* mid refuses factor 0, fast > 100 elements */
+    cr_assert_eq(mxp_op_explain("psel_scale", "cpu", shapes, 1, k, v0, 1, &rep), MXP_OK, "%s", mxp_last_error());
+    cr_expect(strstr(rep, "not timed (only one candidate accepts"), "%s", rep);
+    free(rep);
+}
