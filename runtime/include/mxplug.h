@@ -21,5 +21,6 @@
 #include <mxplug/invoke.h>   /* running ops on NDArrays (imperative)     */
 #include <mxplug/symbol.h>   /* symbolic graphs, JSON, inference         */
 #include <mxplug/io.h>       /* data iterators, prefetching              */
+#include <mxplug/train.h>    /* initializers, optimizers, metrics, checkpoints */
 
 #endif /* MXPLUG_H */
