@@ -69,14 +69,10 @@ static int b_forward(const mxp_simple_args *a) {
 static int b_backward(const mxp_simple_grad_args *a) {
     const binfo *b = a->user_data;
     ob_env e = {0};
-    const mxp_tensor *in[3] = {a->out_grad, NULL, NULL};
-    int n = 1;
-    if (a->in && a->in[0].data && a->in[1].data) {
-        in[1] = &a->in[0];
-        in[2] = &a->in[1];
-        n = 3;
-    }
-    if (b->gl != &g_id && n != 3)
+    /* add/sub read only out_grad; the rest read both inputs */
+    const mxp_tensor *in[3] = {a->out_grad, &a->in[0], &a->in[1]};
+    int n = b->gl == &g_id ? 1 : 3;
+    if (n == 3 && (!a->in[0].data || !a->in[1].data))
         return ob_err(MXP_EINVAL, "ops-basic: binary backward needs both inputs");
     int rc = ob_ew(a->ctx, n, in, &a->in_grad[1], a->req[1], b->gr, &e);
     if (rc == MXP_OK) rc = ob_ew(a->ctx, n, in, &a->in_grad[0], a->req[0], b->gl, &e);

@@ -11,6 +11,7 @@
 
 typedef struct sinfo {
     const ob_kernel *fwd, *bwd;
+    int use;   /* gradient reads: 0 nothing, 1 the input, 2 the output */
 } sinfo;
 
 OB_KERNEL(k_plus, A[i] + s)
@@ -52,30 +53,31 @@ static int s_backward(const mxp_simple_grad_args *a) {
     const sinfo *si = a->user_data;
     ob_env e = {0};
     e.s = a->scalar;
-    const mxp_tensor *in[2] = {a->out_grad, NULL};
-    int n = 1;
-    if (a->in && a->in[0].data) in[n++] = &a->in[0];
-    else if (a->out && a->out->data) in[n++] = a->out;
+    const mxp_tensor *in[2] = {a->out_grad, si->use == 2 ? a->out : &a->in[0]};
+    int n = si->use ? 2 : 1;
+    if (n == 2 && (!in[1] || !in[1]->data))
+        return ob_err(MXP_EINVAL, "ops-basic: scalar backward is missing its %s",
+                      si->use == 2 ? "output" : "input");
     return ob_ew(a->ctx, n, in, &a->in_grad[0], a->req[0], si->bwd, &e);
 }
 
-#define SI(N, F, G) static const sinfo si_##N = {&F, G};
-SI(plus, k_plus, &g_id)
-SI(minus, k_minus, &g_id)
-SI(rminus, k_rminus, &g_neg)
-SI(mul, k_mul, &g_mul)
-SI(div, k_div, &g_div)
-SI(rdiv, k_rdiv, &g_rdiv)
-SI(power, k_power, &g_power)
-SI(rpower, k_rpower, &g_rpower)
-SI(maximum, k_maximum, &g_maximum)
-SI(minimum, k_minimum, &g_minimum)
-SI(equal, k_equal, NULL)
-SI(not_equal, k_not_equal, NULL)
-SI(greater, k_greater, NULL)
-SI(greater_equal, k_greater_equal, NULL)
-SI(lesser, k_lesser, NULL)
-SI(lesser_equal, k_lesser_equal, NULL)
+#define SI(N, F, G, USE) static const sinfo si_##N = {&F, G, USE};
+SI(plus, k_plus, &g_id, 0)
+SI(minus, k_minus, &g_id, 0)
+SI(rminus, k_rminus, &g_neg, 0)
+SI(mul, k_mul, &g_mul, 0)
+SI(div, k_div, &g_div, 0)
+SI(rdiv, k_rdiv, &g_rdiv, 1)
+SI(power, k_power, &g_power, 1)
+SI(rpower, k_rpower, &g_rpower, 2)
+SI(maximum, k_maximum, &g_maximum, 1)
+SI(minimum, k_minimum, &g_minimum, 1)
+SI(equal, k_equal, NULL, 0)
+SI(not_equal, k_not_equal, NULL, 0)
+SI(greater, k_greater, NULL, 0)
+SI(greater_equal, k_greater_equal, NULL, 0)
+SI(lesser, k_lesser, NULL, 0)
+SI(lesser_equal, k_lesser_equal, NULL, 0)
 
 #define AL(N, A) static const char *const al_##N[] = {A, NULL};
 AL(plus, "_PlusScalar")

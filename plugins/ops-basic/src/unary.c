@@ -17,6 +17,7 @@
 typedef struct uinfo {
     const ob_kernel *fwd, *bwd;
     int clip;          /* params are clip_param */
+    int use_out;       /* gradient kernel reads the output, not the input */
 } uinfo;
 
 typedef struct clip_param {
@@ -96,12 +97,13 @@ static int u_backward(const mxp_simple_grad_args *a) {
         e.a = p->a_min;
         e.b = p->a_max;
     }
-    const mxp_tensor *in[2] = {a->out_grad, NULL};
-    int n = 1;
-    if (a->in && a->in[0].data) in[n++] = &a->in[0];
-    else if (a->out && a->out->data) in[n++] = a->out;
-    if (u->bwd != &g_negative && n != 2)
-        return ob_err(MXP_EINVAL, "ops-basic: unary backward got neither input nor output");
+    /* Pick by the op's gradient kind, not by which pointer is non-NULL:
+     * the ABI does not promise that unused entries are NULL-data. */
+    const mxp_tensor *in[2] = {a->out_grad, u->use_out ? a->out : &a->in[0]};
+    int n = u->bwd == &g_negative ? 1 : 2;
+    if (n == 2 && (!in[1] || !in[1]->data))
+        return ob_err(MXP_EINVAL, "ops-basic: unary backward is missing its %s",
+                      u->use_out ? "output" : "input");
     return ob_ew(a->ctx, n, in, &a->in_grad[0], a->req[0], u->bwd, &e);
 }
 
@@ -112,30 +114,31 @@ static const mxp_param_def clip_params[] = {
               "Maximum value"),
 };
 
-#define U(NAME, F, G) static const uinfo ui_##NAME = {&F, G, 0};
+#define U(NAME, F, G) static const uinfo ui_##NAME = {&F, G, 0, 0};
+#define UO(NAME, F, G) static const uinfo ui_##NAME = {&F, G, 0, 1};
 U(abs, k_abs, &g_abs)
 U(sign, k_sign, NULL)
 U(negative, k_negative, &g_negative)
 U(reciprocal, k_reciprocal, &g_reciprocal)
 U(square, k_square, &g_square)
-U(sqrt, k_sqrt, &g_sqrt)
+UO(sqrt, k_sqrt, &g_sqrt)
 U(rsqrt, k_rsqrt, &g_rsqrt)
-U(exp, k_exp, &g_exp)
+UO(exp, k_exp, &g_exp)
 U(log, k_log, &g_log)
 U(log1p, k_log1p, &g_log1p)
 U(expm1, k_expm1, &g_expm1)
 U(sin, k_sin, &g_sin)
 U(cos, k_cos, &g_cos)
-U(tanh, k_tanh, &g_tanh)
-U(sigmoid, k_sigmoid, &g_sigmoid)
-U(relu, k_relu, &g_relu)
+UO(tanh, k_tanh, &g_tanh)
+UO(sigmoid, k_sigmoid, &g_sigmoid)
+UO(relu, k_relu, &g_relu)
 U(softsign, k_softsign, &g_softsign)
 U(erf, k_erf, &g_erf)
 U(floor, k_floor, NULL)
 U(ceil, k_ceil, NULL)
 U(round, k_round, NULL)
 U(smooth_l1, k_smooth_l1, &g_smooth_l1)
-static const uinfo ui_clip = {&k_clip, &g_clip, 1};
+static const uinfo ui_clip = {&k_clip, &g_clip, 1, 0};
 
 /* Inplace: forward may overwrite its input unless backward reads it;
  * out_grad may always become in_grad (elementwise). */
