@@ -20,6 +20,7 @@
 #include <mxplug/ndarray.h>  /* n-dimensional arrays, .params files      */
 #include <mxplug/invoke.h>   /* running ops on NDArrays (imperative)     */
 #include <mxplug/symbol.h>   /* symbolic graphs, JSON, inference         */
+#include <mxplug/executor.h> /* bound graphs: forward, backward          */
 #include <mxplug/io.h>       /* data iterators, prefetching              */
 #include <mxplug/train.h>    /* initializers, optimizers, metrics, checkpoints */
 

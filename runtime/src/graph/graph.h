@@ -148,9 +148,10 @@ typedef struct mxp__value {
 typedef enum mxp__step_kind { MXP_STEP_FWD = 1, MXP_STEP_BWD, MXP_STEP_SUM } mxp__step_kind;
 
 /* A step reads and writes values (ids; -1 = absent).  Slots:
- *   FWD: in[n_args + n_aux] (aux after args), out[n_outs]
- *   BWD: og[n_outs], in[n_args], out[n_outs], ig[n_args], aux[n_aux], req[n_args]
- *   SUM: in[n_in] (partials), out[1], req[1] */
+ *   FWD: in[n_in] (the op's arguments), aux[n_aux], out[n_out]
+ *   BWD: og[n_out], in[n_in], out[n_out], ig[n_in], aux[n_aux], req[n_in]
+ *        (og / in / out hold -1 where backward does not read the value)
+ *   SUM: in[n_in] (partial gradients), out[1], req[1] */
 typedef struct mxp__step {
     int kind;
     int node;             /* FWD/BWD: node id; SUM: -1                      */
@@ -170,7 +171,11 @@ typedef struct mxp__program {
     mxp__step *steps;
     int n_fwd_steps;      /* steps [0, n_fwd_steps) are the forward pass    */
     int *entry_value;     /* [n_entries] forward value of each entry        */
-    int *arg_grad_req;    /* [n_args] effective req                         */
+    int *arg_grad_req;    /* [n_args] effective req (MXP_REQ_NULL/WRITE/ADD) */
+    int *arg_grad_value;  /* [n_args] ARG_GRAD value written by the program,
+                             or -1 when no gradient reaches the argument     */
+    int *head_grad_value; /* [n_heads] HEAD_GRAD value, or -1 (loss head or
+                             no gradient needed)                             */
 } mxp__program;
 
 /* Build the program for shapes/dtypes of every entry and grad_req per

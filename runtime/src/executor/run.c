@@ -1,0 +1,170 @@
+/* run.c — running a bound graph: forward (is_train), backward, the monitor
+ * callback and wait.  Every step goes through the node runtime (op/op.h),
+ * which pushes it to the engine with the arrays' variables as
+ * dependencies; values that share planned storage share a variable, so the
+ * engine orders each reuse after the previous value's readers.
+ * The node runtime re-selects implementations when the registry generation
+ * moved, at forward only; backward runs on the instance its forward used.
+ * Errors found before pushing return at once, prefixed with the node's
+ * name; a kernel's failure is reported by mxp_executor_wait (or when an
+ * output is read), attributed to the first node in program order whose
+ * output carries it. */
+#include "executor/executor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOT(v) ((v) >= 0 ? ex->arr[(v)] : NULL)
+
+static int gather(mxp_executor *ex, const int *ids, int n, mxp_ndarray **out) {
+    for (int i = 0; i < n; i++) out[i] = SLOT(ids[i]);
+    return MXP_OK;
+}
+
+static int run_monitor(mxp_executor *ex, const mxp__step *st) {
+    const mxp__inode *n = &ex->g->nodes[st->node];
+    for (int k = 0; k < n->n_vis; k++) {
+        mxp_ndarray *a = SLOT(st->out[k]);
+        if (!a) continue;
+        int rc = mxp_ndarray_wait_to_read(a);
+        if (rc) return mxp__error_prefix(rc, "node '%s'", n->g->name);
+        char nm[2 * MXP_NAME_MAX + 2];
+        mxp__igraph_entry_name(ex->g, n->entry0 + k, nm, sizeof nm);
+        ex->monitor(nm, a, ex->monitor_user);
+    }
+    return MXP_OK;
+}
+
+int mxp_executor_forward(mxp_executor *ex, int is_train) {
+    if (!ex) return mxp__error(MXP_EMISUSE, "mxp_executor_forward: NULL executor");
+    const mxp__program *p = ex->prog;
+    int cap = 8;
+    for (int s = 0; s < p->n_fwd_steps; s++) {
+        const mxp__step *st = &p->steps[s];
+        int k = st->n_in + st->n_out + st->n_aux + 1;
+        if (k > cap) cap = k;
+    }
+    mxp_ndarray **buf = calloc((size_t)cap * 3, sizeof *buf);
+    if (!buf) return mxp__error_oom("forward");
+    int rc = MXP_OK;
+    ex->trained = 0;
+    for (int s = 0; s < p->n_fwd_steps && !rc; s++) {
+        const mxp__step *st = &p->steps[s];
+        mxp_ndarray **in = buf, **out = buf + cap, **aux = buf + 2 * cap;
+        gather(ex, st->in, st->n_in, in);
+        gather(ex, st->out, st->n_out, out);
+        gather(ex, st->aux, st->n_aux, aux);
+        rc = mxp__node_forward(ex->nodes[st->node], in, out, aux, NULL, is_train);
+        if (rc) rc = mxp__error_prefix(rc, "node '%s' (forward)", ex->g->nodes[st->node].g->name);
+        if (!rc && ex->monitor) rc = run_monitor(ex, st);
+    }
+    free(buf);
+    if (!rc) ex->trained = is_train ? 1 : 0;
+    ex->ran_backward = 0;
+    return rc;
+}
+
+int mxp_executor_backward(mxp_executor *ex, int n_head_grads, mxp_ndarray *const *head_grads) {
+    if (!ex || n_head_grads < 0 || (n_head_grads && !head_grads))
+        return mxp__error(MXP_EMISUSE, "mxp_executor_backward: bad argument");
+    if (!ex->trained)
+        return mxp__error(MXP_EMISUSE, "backward: needs a preceding forward with is_train = 1");
+    const mxp__program *p = ex->prog;
+    const mxp__igraph *g = ex->g;
+    if (n_head_grads > g->n_heads)
+        return mxp__error(MXP_EINVAL, "backward: %d head gradients for %d outputs", n_head_grads, g->n_heads);
+    int rc = MXP_OK;
+    /* Head gradients: given, or ones. */
+    for (int h = 0; h < g->n_heads && !rc; h++) {
+        int v = p->head_grad_value[h];
+        if (v < 0) continue;
+        mxp_ndarray *given = h < n_head_grads ? head_grads[h] : NULL;
+        if (!given) {
+            if (!ex->ones[h]) {
+                const mxp__value *val = &p->values[v];
+                rc = mxp_ndarray_create(val->shape.dims, val->shape.ndim, val->dtype, ex->dev, &ex->ones[h]);
+                if (!rc) rc = mxp_ndarray_fill(ex->ones[h], 1.0);
+            }
+            given = ex->ones[h];
+        }
+        if (rc) break;
+        mxp_ndarray_free(ex->arr[v]);
+        ex->arr[v] = mxp_ndarray_retain(given);
+    }
+    /* Arguments no gradient reaches: zeros (req write), untouched (add). */
+    for (int i = 0; i < g->n_args && !rc; i++)
+        if (p->arg_grad_req[i] == MXP_REQ_WRITE && p->arg_grad_value[i] < 0 && ex->grads[i])
+            rc = mxp_ndarray_fill(ex->grads[i], 0.0);
+    int cap = 8;
+    for (int s = p->n_fwd_steps; s < p->n_steps; s++) {
+        const mxp__step *st = &p->steps[s];
+        int k = st->n_in + st->n_out + st->n_aux + 1;
+        if (k > cap) cap = k;
+    }
+    mxp_ndarray **buf = calloc((size_t)cap * 6, sizeof *buf);
+    if (!rc && !buf) rc = mxp__error_oom("backward");
+    for (int s = p->n_fwd_steps; s < p->n_steps && !rc; s++) {
+        const mxp__step *st = &p->steps[s];
+        mxp_ndarray **og = buf, **in = buf + cap, **out = buf + 2 * cap, **ig = buf + 3 * cap, **aux = buf + 4 * cap,
+                    **so = buf + 5 * cap;
+        if (st->kind == MXP_STEP_BWD) {
+            gather(ex, st->og, st->n_out, og);
+            gather(ex, st->in, st->n_in, in);
+            gather(ex, st->out, st->n_out, out);
+            gather(ex, st->ig, st->n_in, ig);
+            gather(ex, st->aux, st->n_aux, aux);
+            rc = mxp__node_backward(ex->nodes[st->node], og, in, out, ig, aux, st->req);
+            if (rc) rc = mxp__error_prefix(rc, "node '%s' (backward)", g->nodes[st->node].g->name);
+        } else if (st->kind == MXP_STEP_SUM) {
+            gather(ex, st->in, st->n_in, in);
+            so[0] = SLOT(st->out[0]);
+            rc = mxp__node_forward(ex->sum_nodes[s], in, so, NULL, st->req, 1);
+            if (rc) {
+                char nm[2 * MXP_NAME_MAX + 2];
+                mxp__igraph_entry_name(g, st->entry, nm, sizeof nm);
+                rc = mxp__error_prefix(rc, "gradient sum of '%s'", nm);
+            }
+        }
+    }
+    free(buf);
+    ex->ran_backward = 1;
+    return rc;
+}
+
+int mxp_executor_wait(mxp_executor *ex) {
+    if (!ex) return mxp__error(MXP_EMISUSE, "mxp_executor_wait: NULL executor");
+    const mxp__program *p = ex->prog;
+    if (!p) return MXP_OK;
+    int first = MXP_OK;
+    char msg[1024] = "";
+    int wr[256];
+    for (int s = 0; s < p->n_steps; s++) {
+        const mxp__step *st = &p->steps[s];
+        int n = mxp__step_writes(st, wr, (int)MXP_ARRAY_LEN(wr));
+        for (int i = 0; i < n; i++) {
+            mxp_ndarray *a = ex->arr[wr[i]];
+            if (!a) continue;
+            int rc = mxp_ndarray_wait_to_read(a);
+            if (rc && first == MXP_OK) {
+                first = rc;
+                if (st->kind == MXP_STEP_SUM) {
+                    char nm[2 * MXP_NAME_MAX + 2];
+                    mxp__igraph_entry_name(ex->g, st->entry, nm, sizeof nm);
+                    snprintf(msg, sizeof msg, "gradient sum of '%s': %s", nm, mxp_last_error());
+                } else
+                    snprintf(msg, sizeof msg, "node '%s' (%s): %s", ex->g->nodes[st->node].g->name,
+                             st->kind == MXP_STEP_FWD ? "forward" : "backward", mxp_last_error());
+            }
+        }
+    }
+    for (int h = 0; h < ex->g->n_heads; h++) {
+        int rc = ex->outs[h] ? mxp_ndarray_wait_to_read(ex->outs[h]) : MXP_OK;
+        if (rc && first == MXP_OK) {
+            first = rc;
+            snprintf(msg, sizeof msg, "%s", mxp_last_error());
+        }
+    }
+    if (first) return mxp__error(first, "%s", msg);
+    return MXP_OK;
+}
