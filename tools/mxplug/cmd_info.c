@@ -39,6 +39,12 @@ static void print_names(const mxp_op *op, int which, const char *title,
     char names[64][64];
     int count = 0;
     int rc = mxp_op_list_names(op, which, keys, vals, n_kv, names, 64, &count);
+    if (rc != MXP_OK && n_kv == 0) {
+        /* Names that depend on required params (Convolution's kernel) are
+         * unknown until they are given: say so, it is not an error. */
+        printf("%s: (depend on parameters: %s; pass them with --param)\n", title, mxp_last_error());
+        return;
+    }
     if (rc != MXP_OK) {
         cli_fail(rc, "%s of '%s'", title, mxp_op_name(op));
         *failed = 1;
@@ -139,8 +145,10 @@ int cmd_info(int argc, char **argv) {
             printf("  %-16s %s", nz(name), nz(type));
             if (choices && *choices) printf(" %s", choices);
             if (range && *range) printf(" %s", range);
-            printf(", %s", (def && *def) ? "" : "required");
-            if (def && *def) printf("default=%s", def);
+            /* The registry reports a required param's default as
+             * "required" (or empty). */
+            if (!def || !*def || strcmp(def, "required") == 0) printf(", required");
+            else printf(", default=%s", def);
             printf("\n");
             if (pdoc && *pdoc) printf("      %s\n", pdoc);
         }
