@@ -1,0 +1,35 @@
+/* test_errors.c — a kernel failing inside a bound graph surfaces from
+ * mxp_executor_wait with the node's name (and the op's message), and
+ * nodes downstream of it are skipped; uses the op_invoke fixture pack's
+ * fxi_fail (forward always fails), set up as in tests/unit/op. */
+#include "../op/op_test_util.h"
+
+#include "../graph/graph_test_util.h"
+
+TestSuite(exec_errors, .init = opx_setup, .fini = opx_teardown);
+
+Test(exec_errors, kernel_failure_names_the_node) {
+    mxp_symbol *x = gt_var("x");
+    mxp_symbol *t = gt_op("Activation", "first", 1, &x, "act_type=tanh", NULL);
+    mxp_symbol *f = gt_op("fxi_fail", "boom", 1, &t, NULL);
+    mxp_symbol *after = gt_op("Activation", "after", 1, &f, "act_type=relu", NULL);
+    int64_t sh[1] = {6};
+    mxp_ndarray *xa = opx_arr(MXP_DTYPE_F32, 1, sh, (double[]){1, 2, 3, 4, 5, 6});
+    mxp_executor *ex = NULL;
+    cr_assert_eq(mxp_executor_bind(after, opx_cpu, 1, &xa, NULL, NULL, 0, NULL, &ex), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_executor_forward(ex, 0), MXP_OK, "%s", mxp_last_error());
+    int rc = mxp_executor_wait(ex);
+    cr_assert_neq(rc, MXP_OK);
+    const char *m = mxp_last_error();
+    cr_assert(strstr(m, "'boom'") && strstr(m, "deliberate failure"), "%s", m);
+    /* Raised once: the executor is usable again (and fails again). */
+    cr_assert_eq(mxp_executor_forward(ex, 0), MXP_OK);
+    cr_assert_neq(mxp_executor_wait(ex), MXP_OK);
+    cr_assert(strstr(mxp_last_error(), "'boom'"), "%s", mxp_last_error());
+    mxp_executor_free(ex);
+    mxp_ndarray_free(xa);
+    mxp_symbol_free(after);
+    mxp_symbol_free(f);
+    mxp_symbol_free(t);
+    mxp_symbol_free(x);
+}
