@@ -6,7 +6,8 @@
 # their manifests with the installed `mxplug manifest gen`, and checks with
 # MXP_PLUGIN_PATH that `mxplug list` shows the new op (hardswish) and the
 # extra relu implementation next to ops-basic's, and that both go through
-# the registry (`info` loads the pack; `--why` ranks both relu impls).
+# the registry (`info` loads the pack; `--why` ranks both relu impls; an
+# app built with pkg-config mxplug runs both with mxp_invoke).
 . "$(dirname "$0")/lib/common.sh"
 
 prefix="$TMP/prefix"
@@ -74,6 +75,14 @@ run 0 "$MX" info hard_swish
 run 0 "$MX" info relu --why --shape data=2,3
 has "$TMP/out" "thirdparty"
 has "$TMP/out" "default"
+# Run both through the registry from an application built against the
+# install (pkg-config mxplug): mxp_invoke checks values; relu runs the
+# thirdparty impl once the policy names it.
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags mxplug) -o "$TMP/invoke_app" \
+    "$ROOT/tests/cli/lib/invoke_app.c" $(pkg-config --libs mxplug) -Wl,-rpath,"$prefix/lib" -lm \
+    > "$TMP/app.log" 2>&1 || { cat "$TMP/app.log" >&2; fail "building an app against the install"; }
+run 0 "$TMP/invoke_app"
+has "$TMP/out" "hardswish and relu(thirdparty) ok"
 # The lower-ranked impl is opt-in.
 run 0 "$MX" impl relu thirdparty
 run 0 "$MX" impl relu
