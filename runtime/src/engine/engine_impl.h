@@ -143,25 +143,40 @@ void eng_pool_put(eng_pool *p, void *obj);
 /* ------------------------------------------------------------ lanes */
 enum { LANE_NORMAL = 0, LANE_PRIO = 1, LANE_COPY = 2, LANE_COUNT = 3 };
 
+typedef struct eng_cell {
+    _Atomic uint64_t seq;
+    eng_blk *blk;
+} eng_cell;
+
 typedef struct eng_lane {
-    eng_spin qlock;            /* the queue itself: held for a few pointer moves */
-    pthread_mutex_t mu;        /* sleeping only */
-    pthread_cond_t cv;
-    eng_blk *head, *tail;      /* FIFO lanes */
-    eng_blk **heap;            /* priority lane: max-heap by priority, then push order */
-    int heap_len, heap_cap;
-    uint64_t seq;
-    atomic_int size;           /* queued blocks, read without the lock by spinners */
-    atomic_int sleepers;       /* workers blocked (or about to block) on cv */
-    bool stop;
+    /* Read-only after creation. */
     int kind;                  /* LANE_* */
     bool fifo;
     bool counts_budget;        /* compute lanes hold a thread-budget slot while running */
     mxp_device dev;
     int n_workers;
     pthread_t *threads;
-    void **streams;            /* per worker, from the device hooks; NULL on CPU */
     int worker_base;           /* engine-wide index of worker 0, for mxp_run_ctx.worker */
+    /* FIFO lanes: a bounded lock-free MPMC ring (Vyukov), with the push
+     * index and the pop index on separate cache lines so the pusher and the
+     * workers do not contend on one lock; when it is full, pushes spill to
+     * a spinlocked overflow list (order between ready blocks is free).
+     * The priority lane uses a spinlocked max-heap instead. */
+    struct eng_cell *cells;
+    uint64_t mask;
+    _Alignas(64) _Atomic uint64_t ptail;  /* next slot to fill */
+    _Alignas(64) _Atomic uint64_t phead;  /* next slot to take */
+    _Alignas(64) eng_spin qlock;          /* overflow list and heap */
+    atomic_int qsize;                     /* blocks in overflow or heap */
+    eng_blk *ovf_head, *ovf_tail;
+    eng_blk **heap;            /* priority lane: max-heap by priority, then push order */
+    int heap_len, heap_cap;
+    uint64_t seq;
+    /* Sleeping. */
+    _Alignas(64) atomic_int sleepers; /* workers blocked (or about to block) on cv */
+    bool stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 } eng_lane;
 
 typedef struct eng_devpool {

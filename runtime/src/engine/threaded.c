@@ -10,7 +10,9 @@
  * thread-local "next" slot and runs it right after the current one (a chain
  * of dependent ops never goes through the queue or wakes anybody).  Idle
  * workers spin briefly on the queue size before sleeping on the lane's
- * condition variable (waking a sleeper costs ~10 µs).  Compute workers hold a
+ * condition variable (waking a sleeper costs ~10 µs).  FIFO lanes use a
+ * lock-free bounded ring (Vyukov MPMC) with a spinlocked overflow list, so
+ * pushers and workers do not share a lock.  Compute workers hold a
  * thread-budget slot (parallel.h) only while they have work.
  * Not here: the var state machine (var.c), the public API (engine.c). */
 #include "engine_impl.h"
@@ -72,17 +74,70 @@ static eng_blk *heap_pop(eng_lane *l) {
     return top;
 }
 
-static void lane_push(eng_lane *l, eng_blk *b) {
-    eng_spin_lock(&l->qlock);
-    if (l->fifo) {
-        b->next = NULL;
-        if (l->tail) l->tail->next = b; else l->head = b;
-        l->tail = b;
-    } else {
-        heap_push(l, b);
+enum { RING_CAP = 4096 };
+
+static bool ring_put(eng_lane *l, eng_blk *b) {
+    uint64_t pos = atomic_load_explicit(&l->ptail, memory_order_relaxed);
+    for (;;) {
+        eng_cell *c = &l->cells[pos & l->mask];
+        uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+        int64_t diff = (int64_t)(seq - pos);
+        if (diff == 0) {
+            if (atomic_compare_exchange_weak_explicit(&l->ptail, &pos, pos + 1, memory_order_seq_cst,
+                                                      memory_order_relaxed)) {
+                c->blk = b;
+                atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+                return true;
+            }
+        } else if (diff < 0) {
+            return false; /* full */
+        } else {
+            pos = atomic_load_explicit(&l->ptail, memory_order_relaxed);
+        }
     }
-    atomic_fetch_add(&l->size, 1); /* seq_cst: pairs with the sleeper's sleepers++ */
-    eng_spin_unlock(&l->qlock);
+}
+
+static eng_blk *ring_get(eng_lane *l) {
+    uint64_t pos = atomic_load_explicit(&l->phead, memory_order_relaxed);
+    for (;;) {
+        eng_cell *c = &l->cells[pos & l->mask];
+        uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+        int64_t diff = (int64_t)(seq - (pos + 1));
+        if (diff == 0) {
+            if (atomic_compare_exchange_weak_explicit(&l->phead, &pos, pos + 1, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                eng_blk *b = c->blk;
+                atomic_store_explicit(&c->seq, pos + l->mask + 1, memory_order_release);
+                return b;
+            }
+        } else if (diff < 0) {
+            return NULL; /* empty (or the slot is being filled) */
+        } else {
+            pos = atomic_load_explicit(&l->phead, memory_order_relaxed);
+        }
+    }
+}
+
+/* Anything queued?  seq_cst loads: pairs with a pusher's seq_cst index
+ * update / qsize increment and the sleeper's sleepers++. */
+static bool lane_nonempty(eng_lane *l) {
+    if (atomic_load(&l->qsize) > 0) return true;
+    return l->fifo && atomic_load(&l->ptail) != atomic_load(&l->phead);
+}
+
+static void lane_push(eng_lane *l, eng_blk *b) {
+    if (!l->fifo || !ring_put(l, b)) {
+        eng_spin_lock(&l->qlock);
+        if (l->fifo) {
+            b->next = NULL;
+            if (l->ovf_tail) l->ovf_tail->next = b; else l->ovf_head = b;
+            l->ovf_tail = b;
+        } else {
+            heap_push(l, b);
+        }
+        atomic_fetch_add(&l->qsize, 1);
+        eng_spin_unlock(&l->qlock);
+    }
     if (atomic_load(&l->sleepers) > 0) {
         pthread_mutex_lock(&l->mu);
         pthread_cond_signal(&l->cv);
@@ -90,64 +145,47 @@ static void lane_push(eng_lane *l, eng_blk *b) {
     }
 }
 
-/* Take up to `max` blocks (FIFO lanes) or one (priority lane); the first is
- * returned, the rest are chained through ->next into *rest.  Taking a share
- * of a long queue at once saves lock round trips; a share, not all, so the
- * other workers still get parallel work. */
-static eng_blk *lane_take(eng_lane *l, eng_blk **rest) {
-    *rest = NULL;
+static eng_blk *lane_take(eng_lane *l) {
+    eng_blk *b = l->fifo ? ring_get(l) : NULL;
+    if (b || atomic_load_explicit(&l->qsize, memory_order_acquire) == 0) return b;
     eng_spin_lock(&l->qlock);
-    int size = atomic_load_explicit(&l->size, memory_order_relaxed);
-    if (size == 0) {
-        eng_spin_unlock(&l->qlock);
-        return NULL;
+    if (atomic_load_explicit(&l->qsize, memory_order_relaxed) > 0) {
+        if (l->fifo) {
+            b = l->ovf_head;
+            l->ovf_head = b->next;
+            if (!l->ovf_head) l->ovf_tail = NULL;
+        } else {
+            b = heap_pop(l);
+        }
+        atomic_fetch_sub_explicit(&l->qsize, 1, memory_order_relaxed);
     }
-    eng_blk *b;
-    int k = 1;
-    if (l->fifo) {
-        k = size / (l->n_workers + 1);
-        if (k < 1) k = 1;
-        if (k > 16) k = 16;
-        b = l->head;
-        eng_blk *last = b;
-        for (int i = 1; i < k; i++) last = last->next;
-        l->head = last->next;
-        if (!l->head) l->tail = NULL;
-        last->next = NULL;
-        *rest = b->next;
-        b->next = NULL;
-    } else {
-        b = heap_pop(l);
-    }
-    atomic_fetch_sub_explicit(&l->size, k, memory_order_relaxed);
     eng_spin_unlock(&l->qlock);
     return b;
 }
 
 /* Next block for a worker; NULL when the lane stops.  Releases the worker's
  * budget slot while it has nothing to do. */
-static eng_blk *lane_pop(eng_lane *l, bool *have_slot, eng_blk **rest) {
+static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
     for (int spin = 0;; spin++) {
-        if (atomic_load_explicit(&l->size, memory_order_acquire) > 0) {
-            eng_blk *b = lane_take(l, rest);
-            if (b) return b;
-        }
+        eng_blk *b = lane_take(l);
+        if (b) return b;
         if (*have_slot) {
             mxp__parallel_release(1);
             *have_slot = false;
         }
         if (spin < SPIN_ROUNDS) {
-            if (spin % SPIN_YIELD_EVERY == SPIN_YIELD_EVERY - 1) sched_yield(); else eng_cpu_relax();
+            if (spin % SPIN_YIELD_EVERY == SPIN_YIELD_EVERY - 1) sched_yield();
+            else if (!lane_nonempty(l)) eng_cpu_relax();
             continue;
         }
         pthread_mutex_lock(&l->mu);
-        atomic_fetch_add(&l->sleepers, 1); /* seq_cst: pairs with the pusher's size++ */
-        while (atomic_load(&l->size) == 0 && !l->stop) pthread_cond_wait(&l->cv, &l->mu);
+        atomic_fetch_add(&l->sleepers, 1); /* seq_cst: pairs with the pusher */
+        while (!lane_nonempty(l) && !l->stop) pthread_cond_wait(&l->cv, &l->mu);
         atomic_fetch_sub(&l->sleepers, 1);
         bool stop = l->stop;
         pthread_mutex_unlock(&l->mu);
-        eng_blk *b = lane_take(l, rest);
-        if (b || stop) return b; /* NULL only when stopping with an empty queue */
+        b = lane_take(l);
+        if (b || (stop && !lane_nonempty(l))) return b; /* NULL only when stopping and empty */
         spin = 0;
     }
 }
@@ -299,17 +337,10 @@ static void *worker_main(void *p) {
     }
     tl_lane = l;
     bool have_slot = false;
-    eng_blk *batch = NULL; /* taken from the queue, run in order */
     for (;;) {
         eng_blk *b = tl_next;
-        if (b) {
-            tl_next = NULL;
-        } else if (batch) {
-            b = batch;
-            batch = b->next;
-        } else {
-            b = lane_pop(l, &have_slot, &batch);
-        }
+        if (b) tl_next = NULL;
+        else b = lane_pop(l, &have_slot);
         if (!b) break;
         if (l->counts_budget && !have_slot) {
             mxp__parallel_acquire_one();
@@ -328,10 +359,11 @@ static bool is_cpu(int32_t type) {
 }
 
 static void lane_free(eng_lane *l) {
-    MXP_ASSERT(atomic_load(&l->size) == 0);
+    MXP_ASSERT(!lane_nonempty(l));
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l->heap);
+    free(l->cells);
     free(l->threads);
     free(l);
 }
@@ -345,12 +377,19 @@ static void lane_stop(eng_lane *l, int n_started) {
 }
 
 static eng_lane *lane_create(eng_engine *e, mxp_device dev, int kind) {
-    eng_lane *l = calloc(1, sizeof *l);
+    eng_lane *l = aligned_alloc(64, (sizeof *l + 63) & ~(size_t)63);
+    if (l) memset(l, 0, sizeof *l);
     if (!l) { mxp__error_oom("engine lane"); return NULL; }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     l->kind = kind;
     l->fifo = kind != LANE_PRIO;
+    if (l->fifo) {
+        l->cells = malloc(sizeof *l->cells * RING_CAP);
+        if (!l->cells) { lane_free(l); mxp__error_oom("engine lane"); return NULL; }
+        for (uint64_t i = 0; i < RING_CAP; i++) atomic_init(&l->cells[i].seq, i);
+        l->mask = RING_CAP - 1;
+    }
     l->dev = dev;
     int n;
     if (is_cpu(dev.type)) {
