@@ -26,6 +26,9 @@ int cmd_packs(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_manifest(int argc, char **argv);
 int cmd_impl(int argc, char **argv);
+int cmd_train(int argc, char **argv);   /* cmd_train.c   */
+int cmd_predict(int argc, char **argv); /* cmd_predict.c */
+int cmd_score(int argc, char **argv);   /* cmd_score.c   */
 
 /* "mxplug: <msg>" on stderr. */
 void cli_err(const char *fmt, ...) MXP_PRINTF(1, 2);

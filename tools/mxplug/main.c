@@ -26,9 +26,9 @@ static const cli_cmd commands[] = {
     {"check",    cmd_check,    "validate a manifest by loading each of its packs"},
     {"manifest", cmd_manifest, "manifest gen LIB.so: print a pack's manifest entry"},
     {"impl",     cmd_impl,     "show or persist the implementation policy of an op"},
-    {"train",    NULL,         "train a network (symbol JSON)"},
-    {"predict",  NULL,         "run a trained network on inputs"},
-    {"score",    NULL,         "evaluate a trained network on a data set"},
+    {"train",    cmd_train,    "train a network (symbol JSON)"},
+    {"predict",  cmd_predict,  "run a trained network on inputs"},
+    {"score",    cmd_score,    "evaluate a trained network on a data set"},
     {"bench",    NULL,         "time op implementations"},
 };
 

@@ -1,0 +1,207 @@
+/* cmd_train.c — `mxplug train`: train a network in MXNet symbol JSON on
+ * an MNIST-format data set with the training library's Module
+ * (mxp_module_fit), reporting progress (progress.c) and writing an MXNet
+ * checkpoint after every epoch:
+ *   PREFIX-symbol.json, PREFIX-%04d.params (arg:/aux:), PREFIX-%04d.states
+ * where %04d is the number of epochs done (MXNet's do_checkpoint).
+ *
+ * Data: `mnist:DIR` = DIR/train-* for training (shuffled by --seed and the
+ * epoch), DIR/t10k-* for validation.  The input layout (flat (N,784) or
+ * image (N,1,28,28)) follows the net: shape inference decides, --flat /
+ * --no-flat override.  --load-epoch E resumes from PREFIX's epoch-E
+ * checkpoint (parameters, optimizer states, RNG position) and trains
+ * epochs E+1..--epochs.
+ * Does not: train on other data formats, or on a GPU. */
+#include "model.h"
+#include "progress.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mxplug train --net FILE.json --data mnist:DIR [options]\n"
+            "\n"
+            "Train a network (MXNet symbol JSON) on MNIST-format IDX files.\n"
+            "\n"
+            "  --net FILE          network, e.g. examples/lenet/lenet-symbol.json\n"
+            "  --data mnist:DIR    DIR/train-images-idx3-ubyte[.gz] etc.; t10k-* validates\n"
+            "  --epochs N          train until N epochs are done (default 10)\n"
+            "  --batch-size B      (default 64)\n"
+            "  --optimizer NAME    sgd (default) or adam\n"
+            "  --lr X              learning rate (default 0.01 for sgd, 0.001 for adam)\n"
+            "  --momentum M        sgd momentum (default 0.9)\n"
+            "  --wd W              weight decay (default 0)\n"
+            "  --seed S            initialization and shuffling seed (default 0)\n"
+            "  --model-prefix P    write P-symbol.json, P-%%04d.params, P-%%04d.states\n"
+            "                      after every epoch (default: the net's name)\n"
+            "  --load-epoch E      resume from P's epoch-E checkpoint\n"
+            "  --flat | --no-flat  force (N,784) / (N,1,28,28) input (default: inferred)\n"
+            "  --no-progress       no live progress bar even on a terminal\n"
+            "\n"
+            "One line per epoch on stdout (train metric, validation accuracy, time,\n"
+            "samples/s); on a terminal a live bar on stderr as well.\n");
+}
+
+typedef struct train_ctx {
+    progress prog;
+} train_ctx;
+
+static void on_batch(void *user, int epoch, int64_t nbatch, const char *metric, double value) {
+    train_ctx *c = user;
+    progress_batch(&c->prog, epoch, nbatch, metric, value);
+}
+
+static void on_epoch(void *user, int epoch, const char *metric, double train_value, double val_value) {
+    train_ctx *c = user;
+    progress_epoch_end(&c->prog, epoch, metric, train_value, val_value);
+}
+
+/* Default prefix: the net file's name without "-symbol.json" / ".json". */
+static void default_prefix(const char *net, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", net);
+    size_t n = strlen(buf);
+    if (n > 12 && !strcmp(buf + n - 12, "-symbol.json")) buf[n - 12] = 0;
+    else if (n > 5 && !strcmp(buf + n - 5, ".json")) buf[n - 5] = 0;
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *cmd = "train";
+    const char *net = NULL, *data = NULL, *opt = "sgd", *prefix = NULL, *v;
+    long long epochs = 10, batch = 64, seed = 0, load_epoch = -1;
+    double lr = NAN, momentum = 0.9, wd = 0;
+    int flat = -1, live = -1;
+    for (int i = 1; i < argc; i++) {
+        int r;
+        if (cli_is_help(argv[i])) {
+            usage(stdout);
+            return CLI_OK;
+        }
+#define OPT(name) ((r = cli_opt(cmd, argc, argv, &i, name, &v)) != 0)
+        if (!strcmp(argv[i], "--flat")) flat = 1;
+        else if (!strcmp(argv[i], "--no-flat")) flat = 0;
+        else if (!strcmp(argv[i], "--no-progress")) live = 0;
+        else if (OPT("--net")) { if (r < 0) return CLI_USAGE; net = v; }
+        else if (OPT("--data")) { if (r < 0) return CLI_USAGE; data = v; }
+        else if (OPT("--optimizer")) { if (r < 0) return CLI_USAGE; opt = v; }
+        else if (OPT("--model-prefix")) { if (r < 0) return CLI_USAGE; prefix = v; }
+        else if (OPT("--epochs")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_int(cmd, "--epochs", v, 1, 100000, &epochs)) return CLI_USAGE;
+        } else if (OPT("--batch-size")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_int(cmd, "--batch-size", v, 1, 1 << 20, &batch)) return CLI_USAGE;
+        } else if (OPT("--seed")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_int(cmd, "--seed", v, 0, INT64_MAX, &seed)) return CLI_USAGE;
+        } else if (OPT("--load-epoch")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_int(cmd, "--load-epoch", v, 0, 100000, &load_epoch)) return CLI_USAGE;
+        } else if (OPT("--lr")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_double(cmd, "--lr", v, &lr) || !(lr > 0))
+                return cli_usage_error(cmd, "--lr must be a positive number");
+        } else if (OPT("--momentum")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_double(cmd, "--momentum", v, &momentum) || momentum < 0 || momentum >= 1)
+                return cli_usage_error(cmd, "--momentum must be in [0, 1)");
+        } else if (OPT("--wd")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_double(cmd, "--wd", v, &wd) || wd < 0) return cli_usage_error(cmd, "--wd must be >= 0");
+        } else
+            return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
+#undef OPT
+    }
+    if (!net) return cli_usage_error(cmd, "--net FILE.json is required");
+    if (!data) return cli_usage_error(cmd, "--data mnist:DIR is required");
+    if (strcmp(opt, "sgd") && strcmp(opt, "adam"))
+        return cli_usage_error(cmd, "--optimizer '%s': use sgd or adam", opt);
+    if (isnan(lr)) lr = !strcmp(opt, "adam") ? 0.001 : 0.01;
+    char prefix_buf[4096];
+    if (!prefix) {
+        default_prefix(net, prefix_buf, sizeof prefix_buf);
+        prefix = prefix_buf;
+    }
+    if (load_epoch >= epochs)
+        return cli_usage_error(cmd, "--load-epoch %lld: nothing to train with --epochs %lld", load_epoch, epochs);
+
+    char timg[4096], tlab[4096], vimg[4096], vlab[4096];
+    int rc = cli_mnist_files(cmd, data, "train", timg, tlab, sizeof timg);
+    if (rc) return rc;
+    if ((rc = cli_mnist_files(cmd, data, "t10k", vimg, vlab, sizeof vimg))) return rc;
+    int64_t n_train = cli_idx_count(tlab);
+    if (n_train < 0) return CLI_FAIL;
+
+    mxp_symbol *sym = NULL;
+    mxp_module *mod = NULL;
+    mxp_iter *train = NULL, *val = NULL;
+    int st = CLI_FAIL;
+    if ((rc = mxp_symbol_load_file(net, &sym))) {
+        cli_fail(rc, "loading net '%s'", net);
+        goto done;
+    }
+    if (flat < 0 && cli_net_input_layout(sym, batch, 28, 28, &flat)) goto done;
+    if (cli_mnist_iter(timg, tlab, batch, flat, 1, (uint64_t)seed, 0, &train)) goto done;
+    if (cli_mnist_iter(vimg, vlab, batch, flat, 0, 0, 1, &val)) goto done;
+    static const char *const data_names[] = {"data"}, *const label_names[] = {"softmax_label"};
+    if ((rc = mxp_module_create(sym, 1, data_names, 1, label_names, &mod))) {
+        cli_fail(rc, "creating the module");
+        goto done;
+    }
+    if (load_epoch >= 0 && (rc = mxp_module_load_checkpoint(mod, prefix, (int)load_epoch, 1))) {
+        cli_fail(rc, "resuming from '%s' epoch %lld", prefix, load_epoch);
+        goto done;
+    }
+    char lr_s[32], mom_s[32], wd_s[32];
+    snprintf(lr_s, sizeof lr_s, "%.17g", lr);
+    snprintf(mom_s, sizeof mom_s, "%.17g", momentum);
+    snprintf(wd_s, sizeof wd_s, "%.17g", wd);
+    const char *keys[3] = {"learning_rate", "wd", "momentum"};
+    const char *vals[3] = {lr_s, wd_s, mom_s};
+    /* MXNet's train_mnist.py initializer: Xavier(rnd_type='gaussian',
+     * factor_type='in', magnitude=2). */
+    mxp_init xavier = mxp_init_xavier(MXP_XAVIER_GAUSSIAN, MXP_XAVIER_IN, 2.0);
+    train_ctx ctx;
+    int64_t begin = load_epoch >= 0 ? load_epoch : 0;
+    progress_init(&ctx.prog, live, stdout, stderr, (int)epochs, batch, n_train / batch);
+    mxp_fit_opts fo;
+    memset(&fo, 0, sizeof fo);
+    fo.begin_epoch = (int)begin;
+    fo.num_epoch = (int)epochs;
+    fo.optimizer = opt;
+    fo.n_opt_kwargs = !strcmp(opt, "sgd") ? 3 : 2;
+    fo.opt_keys = keys;
+    fo.opt_vals = vals;
+    fo.seed = (uint64_t)seed;
+    fo.initializer = &xavier;
+    fo.eval_metric = "acc";
+    fo.checkpoint_prefix = prefix;
+    fo.batch_cb = on_batch;
+    fo.epoch_cb = on_epoch;
+    fo.user = &ctx;
+    printf("train: %s on %s (%lld samples, %s input), %s lr=%g%s, batch %lld, epochs %lld..%lld -> %s-%04lld.params\n",
+           net, data + 6, (long long)n_train, flat ? "flat" : "1x28x28", opt, lr,
+           !strcmp(opt, "sgd") ? (momentum > 0 ? " momentum" : "") : "", batch, (long long)begin + 1, epochs, prefix,
+           epochs);
+    if (!strcmp(opt, "sgd") && momentum > 0) printf("train: momentum=%g wd=%g seed=%lld\n", momentum, wd, seed);
+    fflush(stdout);
+    progress_epoch_begin(&ctx.prog);
+    rc = mxp_module_fit(mod, train, val, &fo);
+    progress_clear(&ctx.prog);
+    if (rc) {
+        cli_fail(rc, "training");
+        goto done;
+    }
+    if (ctx.prog.train_seconds > 0)
+        printf("train: done, %lld epochs in %.1fs of training (%.0f samples/s); checkpoint %s-%04lld.params\n",
+               epochs - (long long)begin, ctx.prog.train_seconds,
+               (double)ctx.prog.train_samples / ctx.prog.train_seconds, prefix, epochs);
+    st = CLI_OK;
+done:
+    mxp_module_free(mod);
+    mxp_iter_free(train);
+    mxp_iter_free(val);
+    mxp_symbol_free(sym);
+    return st;
+}
