@@ -96,19 +96,26 @@ MXP_API void mxp_engine_delete_var(mxp_var *var);
 MXP_API int mxp_engine_push(const mxp_engine_push_args *args);
 
 /* Pre-created operators: vars and properties fixed once, no allocation per
- * push.  args->arg is passed at every run; free_arg runs at delete. */
+ * push.  args->arg is passed at every run; free_arg runs at delete (after
+ * the op's in-flight pushes).  A pre-created op may be pushed again before
+ * its previous pushes completed; the var rules order them. */
 MXP_API int mxp_engine_new_op(const mxp_engine_push_args *args, mxp_engine_op **out);
 MXP_API int mxp_engine_push_op(mxp_engine_op *op, int priority);
 /* Delete after every push of it has completed.  NULL is a no-op. */
 MXP_API void mxp_engine_delete_op(mxp_engine_op *op);
 
 /* Block until every function pushed so far that writes `var` has completed.
- * Returns the error the var carries (then clears it, so it is raised once),
- * with mxp_last_error() naming the failing op; MXP_OK otherwise. */
+ * Returns the error the var carries (then clears it, so it is raised once,
+ * also across the other vars the failing op wrote), with mxp_last_error()
+ * naming the failing op ("op 'Convolution' failed: ..."); MXP_OK otherwise.
+ * From inside an engine function it returns MXP_EMISUSE instead of blocking
+ * (that would deadlock). */
 MXP_API int mxp_engine_wait_for_var(mxp_var *var);
 
-/* Block until everything pushed so far has completed.  Returns the first
- * error any function raised since the last wait_for_all (then clears them). */
+/* Block until everything pushed so far has completed (including work pushed
+ * from inside functions meanwhile).  Returns the first error any function
+ * raised since the last wait_for_all and not yet returned by a wait (then
+ * clears them).  MXP_EMISUSE from inside an engine function. */
 MXP_API int mxp_engine_wait_for_all(void);
 
 /* Version of a var: incremented after every completed write. */

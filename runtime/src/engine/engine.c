@@ -509,15 +509,10 @@ int mxp_engine_push_op(mxp_engine_op *op, int priority) {
 
 void mxp_engine_delete_op(mxp_engine_op *op) {
     if (!op) return;
-    eng_engine *e = eng_peek();
-    eng_opr *o = (eng_opr *)op;
-    /* Pre-created ops are malloc'd, so no engine is needed to free one. */
-    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
-        if (o->free_arg) o->free_arg(o->arg);
-        opr_free_heap(o);
-        free(o);
-    }
-    (void)e;
+    /* Drops the owner's reference; in-flight pushes hold theirs, and the
+     * last one out frees it (pre-created ops are malloc'd, not pooled, so
+     * no engine is needed for that). */
+    eng_opr_release(NULL, (eng_opr *)op);
 }
 
 /* ------------------------------------------------------------ vars */

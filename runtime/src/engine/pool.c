@@ -108,7 +108,10 @@ void *eng_pool_get(eng_pool *p) {
      * its line here now, so the next get (and the caller's first write to
      * it) does not stall on the miss. */
     if (c->head) {
-        const char *nx = (const char *)c->head;
+        /* c->head was prefetched by the previous get; reach one further so
+         * each miss has two gets' time to resolve. */
+        free_obj *n2 = c->head->next;
+        const char *nx = (const char *)(n2 ? n2 : c->head);
         for (size_t off = 0; off < p->size && off < 512; off += 64) __builtin_prefetch(nx + off, 1, 3);
     }
     return o;
