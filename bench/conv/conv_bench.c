@@ -1,0 +1,149 @@
+/* conv_bench.c — mxplug side of bench/conv: Convolution forward and
+ * forward+backward (data, weight and bias gradients, as PyTorch computes
+ * them), float32, on the five layers of the brief, for every impl (policy
+ * fixed to gemm / direct / winograd) and for the policies auto and tune
+ * (whatever they choose).  One process = one round: per (layer, pass,
+ * variant) a warm-up and --reps timed runs, median printed as
+ *   mx <layer> <pass> <variant> <impl-run> <ms>      (ms "-" = unsupported)
+ * run.sh interleaves rounds of this with torch_conv.py and aggregates.
+ * Timing is wall-clock around push + wait (the engine runs the kernel).
+ * Threads: MXP_NUM_THREADS (run.sh sets 2).  The tune cache lives where
+ * $XDG_CACHE_HOME says (run.sh points it at a fresh directory per bench
+ * run, so the first round's warm-up is where tune times the candidates).
+ * Not a test: nothing is asserted. */
+#include <mxplug.h>
+
+#include "op/op.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct layer {
+    const char *name;
+    int64_t n, c, h, w, m, k, pad;
+} layer;
+
+static const layer k_layers[] = {
+    {"a", 32, 1, 28, 28, 20, 5, 0},   {"b", 32, 20, 12, 12, 50, 5, 0}, {"c", 8, 64, 56, 56, 64, 3, 1},
+    {"d", 8, 128, 28, 28, 128, 3, 1}, {"e", 8, 256, 56, 56, 64, 1, 0},
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static mxp_ndarray *arr(int ndim, const int64_t *shape, uint64_t seed) {
+    mxp_ndarray *a = NULL;
+    mxp_device cpu = {MXP_DEV_CPU, 0};
+    if (mxp_ndarray_create(shape, ndim, MXP_DTYPE_F32, cpu, &a)) return NULL;
+    int64_t n = mxp_ndarray_size(a);
+    float *v = malloc((size_t)n * sizeof *v + 1);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+    }
+    mxp_ndarray_sync_copy_from(a, v, (size_t)n * sizeof *v);
+    free(v);
+    return a;
+}
+
+typedef struct bufs {
+    mxp_ndarray *in[3], *y, *og, *ig[3];
+} bufs;
+
+/* One timed pass; returns 0 or the error. */
+static int run_once(mxp__node *nd, bufs *b, int bwd) {
+    int rc = mxp__node_forward(nd, b->in, &b->y, NULL, NULL, bwd);
+    if (!rc && bwd) rc = mxp__node_backward(nd, &b->og, b->in, &b->y, b->ig, NULL, NULL);
+    if (!rc) rc = mxp_ndarray_wait_to_read(b->y);
+    for (int i = 0; bwd && !rc && i < 3; i++) rc = mxp_ndarray_wait_to_read(b->ig[i]);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int reps = 5;
+    const char *only = "abcde";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) only = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--reps N] [--layers abcde]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1) reps = 1;
+    const char *variants[] = {"gemm", "direct", "winograd", "auto", "tune"};
+    double *t = malloc((size_t)reps * sizeof *t);
+    for (size_t li = 0; li < sizeof k_layers / sizeof k_layers[0]; li++) {
+        const layer *L = &k_layers[li];
+        if (!strchr(only, L->name[0])) continue;
+        int64_t ho = L->h + 2 * L->pad - L->k + 1, wo = L->w + 2 * L->pad - L->k + 1;
+        int64_t sx[4] = {L->n, L->c, L->h, L->w}, sw[4] = {L->m, L->c, L->k, L->k}, sb[1] = {L->m},
+                sy[4] = {L->n, L->m, ho, wo};
+        bufs b;
+        b.in[0] = arr(4, sx, 1);
+        b.in[1] = arr(4, sw, 2);
+        b.in[2] = arr(1, sb, 3);
+        b.y = arr(4, sy, 4);
+        b.og = arr(4, sy, 5);
+        b.ig[0] = arr(4, sx, 6);
+        b.ig[1] = arr(4, sw, 7);
+        b.ig[2] = arr(1, sb, 8);
+        char kern[32], pad[32], nf[32];
+        snprintf(kern, sizeof kern, "(%lld, %lld)", (long long)L->k, (long long)L->k);
+        snprintf(pad, sizeof pad, "(%lld, %lld)", (long long)L->pad, (long long)L->pad);
+        snprintf(nf, sizeof nf, "%lld", (long long)L->m);
+        const char *keys[] = {"kernel", "pad", "num_filter"}, *vals[] = {kern, pad, nf};
+        for (int bwd = 0; bwd < 2; bwd++) {
+            for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+                mxp_op_set_impl("Convolution", strcmp(variants[v], "auto") ? variants[v] : NULL);
+                mxp__node *nd = NULL;
+                int rc = mxp__node_create("Convolution", 3, keys, vals, &nd);
+                mxp_shape is[3], os = {.ndim = -1};
+                int32_t it[3] = {MXP_DTYPE_F32, MXP_DTYPE_F32, MXP_DTYPE_F32}, ot = MXP_DTYPE_UNKNOWN;
+                for (int i = 0; i < 3; i++) {
+                    is[i].ndim = mxp_ndarray_ndim(b.in[i]);
+                    for (int k = 0; k < is[i].ndim; k++) is[i].dims[k] = mxp_ndarray_shape(b.in[i])[k];
+                }
+                if (!rc) rc = mxp__node_infer(nd, is, it, &os, &ot, NULL, NULL);
+                if (!rc) rc = run_once(nd, &b, bwd); /* warm-up (and tune's timing) */
+                for (int r = 0; !rc && r < reps; r++) {
+                    double t0 = now_ms();
+                    rc = run_once(nd, &b, bwd);
+                    t[r] = now_ms() - t0;
+                }
+                const char *impl = nd && mxp__node_impl_name(nd) ? mxp__node_impl_name(nd) : "-";
+                if (rc) {
+                    printf("mx %s %s %s - -\n", L->name, bwd ? "fwdbwd" : "fwd", variants[v]);
+                    fprintf(stderr, "conv_bench: layer %s %s %s: %s\n", L->name, bwd ? "fwdbwd" : "fwd", variants[v],
+                            mxp_last_error());
+                } else {
+                    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+                    printf("mx %s %s %s %s %.4f\n", L->name, bwd ? "fwdbwd" : "fwd", variants[v], impl, t[reps / 2]);
+                }
+                fflush(stdout);
+                mxp__node_free(nd);
+                mxp_engine_wait_for_all();
+            }
+        }
+        mxp_ndarray *all[] = {b.in[0], b.in[1], b.in[2], b.y, b.og, b.ig[0], b.ig[1], b.ig[2]};
+        for (int i = 0; i < 8; i++) mxp_ndarray_free(all[i]);
+    }
+    mxp_op_set_impl("Convolution", NULL);
+    free(t);
+    mxp_engine_shutdown();
+    return 0;
+}
