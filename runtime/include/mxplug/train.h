@@ -12,6 +12,8 @@
 
 #include <mxplug/base.h>
 #include <mxplug/ndarray.h>
+#include <mxplug/symbol.h>
+#include <mxplug/io.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -178,6 +180,77 @@ MXP_API int mxp_checkpoint_load_params(const char *prefix, int epoch, int *out_n
                                        mxp_ndarray ***out_auxs);
 /* The file names: PREFIX-%04d.params, PREFIX-%04d.states, PREFIX-symbol.json. */
 MXP_API int mxp_checkpoint_path(const char *prefix, int epoch, const char *what, char *buf, size_t cap);
+
+/* ============================================================ module */
+
+/* A Module (mx.mod.Module): a symbol bound for training through the
+ * executor (mxp_executor_simple_bind), its parameters, an optimizer and
+ * the fit / score / predict loops.  Parameters are the symbol's arguments
+ * other than the data and label names, in list_arguments order (that order
+ * is the optimizer's index, as in MXNet), plus its aux states. */
+typedef struct mxp_module mxp_module;
+
+/* Progress callbacks (optional).  epoch is the epoch number, nbatch the
+ * batch within it (from 1); metric values as mxp_metric_get. */
+typedef void (*mxp_batch_cb)(void *user, int epoch, int64_t nbatch, const char *metric, double value);
+typedef void (*mxp_epoch_cb)(void *user, int epoch, const char *metric, double train_value, double val_value);
+
+typedef struct mxp_fit_opts {
+    int begin_epoch;            /* first epoch to run (resume: the loaded one) */
+    int num_epoch;              /* run epochs [begin_epoch, num_epoch)          */
+    const char *optimizer;      /* "sgd" (default), "adam", "rmsprop"           */
+    int n_opt_kwargs;           /* e.g. learning_rate, momentum, wd; MXNet's    */
+    const char *const *opt_keys;/* rescale_grad default is 1/batch_size         */
+    const char *const *opt_vals;
+    uint64_t seed;              /* mxp_random_seed(seed) before initializing    */
+    const mxp_init *initializer;/* weights; NULL: MXNet's Uniform(0.01)        */
+    const char *eval_metric;    /* "acc" (default), "ce", "top_k_accuracy"      */
+    const char *checkpoint_prefix; /* non-NULL: save PREFIX-%04d.params/.states
+                                   and PREFIX-symbol.json after every epoch
+                                   (file number = epoch + 1, as MXNet's
+                                   do_checkpoint callback)                   */
+    mxp_batch_cb batch_cb;
+    mxp_epoch_cb epoch_cb;
+    void *user;
+} mxp_fit_opts;
+
+/* data_names / label_names: the symbol's inputs fed by iterators (NULL:
+ * {"data"} and {"softmax_label"}).  The module retains sym.  CPU only. */
+MXP_API int mxp_module_create(mxp_symbol *sym, int n_data, const char *const *data_names, int n_label,
+                              const char *const *label_names, mxp_module **out);
+MXP_API void mxp_module_free(mxp_module *mod);
+
+/* Train: bind to train's shapes (first call), seed, initialize parameters
+ * (unless already set), apply a pending mxp_module_load_checkpoint, create
+ * the optimizer (restoring loaded states), then per epoch: set the
+ * iterator's epoch, forward/backward/update every batch, evaluate `val`
+ * (may be NULL) with the same metric, callbacks, checkpoint.
+ * Returns MXP_OK or the first error. */
+MXP_API int mxp_module_fit(mxp_module *mod, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *opts);
+
+/* Evaluate on every batch of iter's current epoch (padded rows ignored)
+ * with metric `metric` ("acc", ...).  Uses an inference binding without
+ * labels.  *out_value: the metric's value. */
+MXP_API int mxp_module_score(mxp_module *mod, mxp_iter *iter, const char *metric, double *out_value);
+
+/* Output 0 for every sample of iter's current epoch, padded rows dropped,
+ * concatenated: out (n_samples, ...) new array (caller frees). */
+MXP_API int mxp_module_predict(mxp_module *mod, mxp_iter *iter, mxp_ndarray **out);
+
+/* Parameters (owned by the module; valid while it lives) by name. NULL if
+ * unknown or not yet initialized. */
+MXP_API mxp_ndarray *mxp_module_param(const mxp_module *mod, const char *name);
+MXP_API int mxp_module_num_params(const mxp_module *mod);
+MXP_API const char *mxp_module_param_name(const mxp_module *mod, int i);
+
+/* PREFIX-symbol.json, PREFIX-%04d.params (arg:/aux:), and with
+ * save_states PREFIX-%04d.states (mxp_optimizer_save_states). */
+MXP_API int mxp_module_save_checkpoint(mxp_module *mod, const char *prefix, int epoch, int save_states);
+/* Remember a checkpoint to load: its parameters replace the initialized
+ * ones at the next fit (after initialization, so the RNG advances as in
+ * the original run), and with load_states the optimizer's states and RNG
+ * position are restored then.  Checks the files exist now. */
+MXP_API int mxp_module_load_checkpoint(mxp_module *mod, const char *prefix, int epoch, int load_states);
 
 #ifdef __cplusplus
 }

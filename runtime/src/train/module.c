@@ -1,0 +1,506 @@
+/* module.c — mx.mod.Module in C: a symbol bound through the executor
+ * (mxp_executor_simple_bind) to an iterator's shapes, its parameters, an
+ * optimizer, and the fit / score / predict loops (python/mxnet/module/
+ * base_module.py fit(): per epoch reset metric, for each batch
+ * forward_backward + update + update_metric, then score the validation
+ * data, checkpoint, reset the iterator).
+ *
+ * Training executor: every argument gets a gradient except data and
+ * labels.  Inference executor (score/predict): bound on demand with data
+ * shapes only and no gradients; parameters are copied into it before each
+ * pass.  Optimizer index i = parameter i in list_arguments order minus
+ * data/label (MXNet's Module order).
+ *
+ * Resume: load_checkpoint only records prefix/epoch; fit seeds and
+ * initializes as a fresh run would (so the RNG moves identically), then
+ * copies the checkpoint's parameters in and restores optimizer states and
+ * RNG position; the iterator is set to each epoch explicitly, so epoch e
+ * sees the order of (seed, e) whether or not the run was interrupted. */
+#include "train/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mxplug/executor.h>
+
+struct mxp_module {
+    mxp_symbol *sym;
+    char **data_names, **label_names;
+    int n_data, n_label;
+    char **arg_names;       /* list_arguments copy                         */
+    int n_args;
+    char **aux_names;
+    int n_aux;
+    int *is_param;          /* [n_args] 1 unless data/label                */
+    int *opt_index;         /* [n_args] optimizer index or -1              */
+    int n_params;
+    char **param_names;     /* [n_params] (borrowed from arg_names)        */
+    mxp_executor *train_ex; /* bound at first fit                          */
+    int64_t batch;
+    mxp_executor *infer_ex;
+    int64_t infer_batch;
+    int initialized;
+    mxp_optimizer *opt;
+    char *load_prefix;
+    int load_epoch, load_states, load_pending;
+};
+
+static const mxp_device cpu0 = {MXP_DEV_CPU, 0};
+
+static char **copy_names(int n, const char *const *src) {
+    char **d = calloc((size_t)n + 1, sizeof *d);
+    if (!d) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!(d[i] = strdup(src[i]))) {
+            for (int j = 0; j < i; j++) free(d[j]);
+            free(d);
+            return NULL;
+        }
+    return d;
+}
+
+static void free_names(char **v, int n) {
+    if (!v) return;
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+static int in_list(char **v, int n, const char *s) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i], s)) return i;
+    return -1;
+}
+
+int mxp_module_create(mxp_symbol *sym, int n_data, const char *const *data_names, int n_label,
+                      const char *const *label_names, mxp_module **out) {
+    if (!out) return mxp__error(MXP_EINVAL, "mxp_module_create: out is NULL");
+    *out = NULL;
+    if (!sym) return mxp__error(MXP_EINVAL, "mxp_module_create: symbol is NULL");
+    static const char *const def_data[] = {"data"}, *const def_label[] = {"softmax_label"};
+    if (!data_names) data_names = def_data, n_data = 1;
+    if (!label_names && n_label != 0) label_names = def_label, n_label = 1;
+    mxp_module *m = calloc(1, sizeof *m);
+    if (!m) return mxp__error_oom("module");
+    m->sym = mxp_symbol_retain(sym);
+    m->n_data = n_data;
+    m->n_label = n_label;
+    m->data_names = copy_names(n_data, data_names);
+    m->label_names = copy_names(n_label, label_names);
+    int n;
+    const char *const *names;
+    int rc = mxp_symbol_list_arguments(sym, &n, &names);
+    if (rc == MXP_OK) {
+        m->n_args = n;
+        m->arg_names = copy_names(n, names);
+        rc = mxp_symbol_list_auxiliary_states(sym, &n, &names);
+    }
+    if (rc == MXP_OK) {
+        m->n_aux = n;
+        m->aux_names = copy_names(n, names);
+    }
+    if (rc == MXP_OK) {
+        m->is_param = calloc((size_t)m->n_args + 1, sizeof *m->is_param);
+        m->opt_index = calloc((size_t)m->n_args + 1, sizeof *m->opt_index);
+        m->param_names = calloc((size_t)m->n_args + 1, sizeof *m->param_names);
+        if (!m->data_names || !m->label_names || !m->arg_names || !m->aux_names || !m->is_param || !m->opt_index ||
+            !m->param_names)
+            rc = mxp__error_oom("module");
+    }
+    for (int i = 0; rc == MXP_OK && i < n_data; i++)
+        if (in_list(m->arg_names, m->n_args, m->data_names[i]) < 0)
+            rc = mxp__error(MXP_EINVAL, "module: data '%s' is not an argument of the symbol", m->data_names[i]);
+    for (int i = 0; rc == MXP_OK && i < m->n_args; i++) {
+        int io = in_list(m->data_names, n_data, m->arg_names[i]) >= 0 || in_list(m->label_names, n_label, m->arg_names[i]) >= 0;
+        m->is_param[i] = !io;
+        m->opt_index[i] = io ? -1 : m->n_params;
+        if (!io) m->param_names[m->n_params++] = m->arg_names[i];
+    }
+    if (rc != MXP_OK) {
+        mxp_module_free(m);
+        return rc;
+    }
+    *out = m;
+    return MXP_OK;
+}
+
+void mxp_module_free(mxp_module *m) {
+    if (!m) return;
+    mxp_executor_free(m->train_ex);
+    mxp_executor_free(m->infer_ex);
+    mxp_optimizer_free(m->opt);
+    mxp_symbol_free(m->sym);
+    free_names(m->data_names, m->n_data);
+    free_names(m->label_names, m->n_label);
+    free_names(m->arg_names, m->n_args);
+    free_names(m->aux_names, m->n_aux);
+    free(m->is_param);
+    free(m->opt_index);
+    free(m->param_names);
+    free(m->load_prefix);
+    free(m);
+}
+
+/* Shapes of an iterator's entries under the module's input names. */
+static int iter_shapes(const mxp_module *m, const mxp_iter *it, int with_label, const char **names, mxp_shape *shapes,
+                       int *out_n) {
+    int n = 0;
+    int nd = mxp_iter_num_data(it), nl = mxp_iter_num_label(it);
+    if (nd != m->n_data)
+        return mxp__error(MXP_EINVAL, "module: the iterator provides %d data entries, the module expects %d", nd, m->n_data);
+    for (int k = 0; k < nd + (with_label ? nl : 0) && k < m->n_data + m->n_label; k++) {
+        int ndim;
+        const int64_t *shape;
+        int rc = k < nd ? mxp_iter_provide_data(it, k, NULL, &ndim, &shape, NULL)
+                        : mxp_iter_provide_label(it, k - nd, NULL, &ndim, &shape, NULL);
+        if (rc) return rc;
+        names[n] = k < nd ? m->data_names[k] : m->label_names[k - nd];
+        memset(&shapes[n], 0, sizeof shapes[n]);
+        shapes[n].ndim = ndim;
+        memcpy(shapes[n].dims, shape, (size_t)ndim * sizeof *shape);
+        n++;
+    }
+    *out_n = n;
+    return MXP_OK;
+}
+
+static mxp_ndarray *ex_arg(mxp_executor *ex, int i) {
+    int n;
+    mxp_ndarray *const *a;
+    if (mxp_executor_args(ex, &n, &a) || i >= n) return NULL;
+    return a[i];
+}
+
+static int bind_train(mxp_module *m, const mxp_iter *it) {
+    if (m->train_ex) return MXP_OK;
+    const char *names[32];
+    mxp_shape shapes[32];
+    int n = 0;
+    int rc = iter_shapes(m, it, 1, names, shapes, &n);
+    if (rc) return rc;
+    const char *no_grad[32];
+    int n_ng = 0;
+    for (int i = 0; i < m->n_data && n_ng < 32; i++) no_grad[n_ng++] = m->data_names[i];
+    for (int i = 0; i < m->n_label && n_ng < 32; i++)
+        if (in_list(m->arg_names, m->n_args, m->label_names[i]) >= 0) no_grad[n_ng++] = m->label_names[i];
+    rc = mxp_executor_simple_bind(m->sym, cpu0, n, names, shapes, MXP_REQ_WRITE, n_ng, no_grad, &m->train_ex);
+    if (rc) return mxp__error_prefix(rc, "module: binding for training");
+    m->batch = mxp_iter_batch_size(it);
+    return MXP_OK;
+}
+
+mxp_ndarray *mxp_module_param(const mxp_module *m, const char *name) {
+    if (!m || !name || !m->train_ex) return NULL;
+    int i = in_list(m->arg_names, m->n_args, name);
+    if (i >= 0) return m->is_param[i] ? ex_arg(m->train_ex, i) : NULL;
+    i = in_list(m->aux_names, m->n_aux, name);
+    if (i < 0) return NULL;
+    int n;
+    mxp_ndarray *const *a;
+    if (mxp_executor_aux(m->train_ex, &n, &a) || i >= n) return NULL;
+    return a[i];
+}
+
+int mxp_module_num_params(const mxp_module *m) { return m ? m->n_params : 0; }
+const char *mxp_module_param_name(const mxp_module *m, int i) {
+    return m && i >= 0 && i < m->n_params ? m->param_names[i] : NULL;
+}
+
+static int init_params(mxp_module *m, const mxp_init *weight_init) {
+    mxp_init def = mxp_init_uniform(0.01);
+    mxp_init_rules *rules = NULL;
+    int rc = mxp_init_rules_create(weight_init ? weight_init : &def, &rules);
+    for (int i = 0; rc == MXP_OK && i < m->n_args; i++)
+        if (m->is_param[i]) rc = mxp_init_rules_apply(rules, m->arg_names[i], ex_arg(m->train_ex, i));
+    for (int i = 0; rc == MXP_OK && i < m->n_aux; i++)
+        rc = mxp_init_rules_apply(rules, m->aux_names[i], mxp_module_param(m, m->aux_names[i]));
+    mxp_init_rules_free(rules);
+    if (rc == MXP_OK) m->initialized = 1;
+    return rc;
+}
+
+static int apply_checkpoint(mxp_module *m) {
+    int na, nx;
+    char **an, **xn;
+    mxp_ndarray **aa, **xa;
+    int rc = mxp_checkpoint_load_params(m->load_prefix, m->load_epoch, &na, &an, &aa, &nx, &xn, &xa);
+    if (rc) return rc;
+    for (int i = 0; rc == MXP_OK && i < na + nx; i++) {
+        const char *nm = i < na ? an[i] : xn[i - na];
+        mxp_ndarray *src = i < na ? aa[i] : xa[i - na];
+        mxp_ndarray *dst = mxp_module_param(m, nm);
+        if (!dst) continue; /* MXNet's allow_extra: unused entries are skipped */
+        rc = mxp_ndarray_copy(src, dst);
+        if (rc) rc = mxp__error_prefix(rc, "checkpoint parameter '%s'", nm);
+    }
+    for (int i = 0; rc == MXP_OK && i < m->n_params; i++)
+        if (in_list(an, na, m->param_names[i]) < 0)
+            rc = mxp__error(MXP_ENOENT, "checkpoint '%s' epoch %d lacks parameter '%s'", m->load_prefix, m->load_epoch,
+                            m->param_names[i]);
+    mxp_ndarray_list_free(na, aa, an);
+    mxp_ndarray_list_free(nx, xa, xn);
+    if (rc == MXP_OK) rc = mxp_engine_wait_for_all();
+    return rc;
+}
+
+/* Copy batch entries into the executor's input arrays. */
+static int feed(mxp_module *m, mxp_executor *ex, mxp_iter *it, int with_label) {
+    for (int k = 0; k < m->n_data + (with_label ? m->n_label : 0); k++) {
+        const char *nm = k < m->n_data ? m->data_names[k] : m->label_names[k - m->n_data];
+        int i = in_list(m->arg_names, m->n_args, nm);
+        if (i < 0) continue;
+        mxp_ndarray *src = k < m->n_data ? mxp_iter_data(it, k) : mxp_iter_label(it, k - m->n_data);
+        mxp_ndarray *dst = ex_arg(ex, i);
+        if (!src || !dst) return mxp__error(MXP_EINVAL, "module: no array for input '%s'", nm);
+        int rc = mxp_ndarray_copy(src, dst);
+        if (rc) return mxp__error_prefix(rc, "module: feeding '%s'", nm);
+    }
+    return MXP_OK;
+}
+
+static int output0(mxp_executor *ex, mxp_ndarray **out) {
+    int n;
+    mxp_ndarray *const *o;
+    int rc = mxp_executor_outputs(ex, &n, &o);
+    if (rc == MXP_OK && n < 1) rc = mxp__error(MXP_EINVAL, "module: the symbol has no output");
+    *out = rc == MXP_OK ? o[0] : NULL;
+    return rc;
+}
+
+static int bind_infer(mxp_module *m, mxp_iter *it) {
+    int64_t b = mxp_iter_batch_size(it);
+    if (m->infer_ex && m->infer_batch == b) return MXP_OK;
+    mxp_executor_free(m->infer_ex);
+    m->infer_ex = NULL;
+    const char *names[32];
+    mxp_shape shapes[32];
+    int n = 0;
+    int rc = iter_shapes(m, it, 0, names, shapes, &n);
+    if (rc == MXP_OK) rc = mxp_executor_simple_bind(m->sym, cpu0, n, names, shapes, MXP_REQ_NULL, 0, NULL, &m->infer_ex);
+    if (rc) return mxp__error_prefix(rc, "module: binding for inference");
+    m->infer_batch = b;
+    return MXP_OK;
+}
+
+/* Copy the trained parameters and aux states into the inference binding. */
+static int sync_infer(mxp_module *m) {
+    int rc = MXP_OK;
+    for (int i = 0; rc == MXP_OK && i < m->n_args; i++)
+        if (m->is_param[i]) rc = mxp_ndarray_copy(ex_arg(m->train_ex, i), ex_arg(m->infer_ex, i));
+    int n1, n2;
+    mxp_ndarray *const *a1, *const *a2;
+    if (rc == MXP_OK && m->n_aux && !(rc = mxp_executor_aux(m->train_ex, &n1, &a1)) &&
+        !(rc = mxp_executor_aux(m->infer_ex, &n2, &a2)))
+        for (int i = 0; rc == MXP_OK && i < n1 && i < n2; i++) rc = mxp_ndarray_copy(a1[i], a2[i]);
+    return rc;
+}
+
+/* Run inference over iter's current epoch; per batch call fn(out0, batch). */
+typedef int (*batch_fn)(void *ctx, mxp_ndarray *out, mxp_iter *it);
+static int infer_loop(mxp_module *m, mxp_iter *it, batch_fn fn, void *ctx) {
+    if (!m->train_ex) return mxp__error(MXP_EMISUSE, "module: not trained or loaded yet (call mxp_module_fit first)");
+    int rc = bind_infer(m, it);
+    if (rc == MXP_OK) rc = sync_infer(m);
+    for (;;) {
+        int has = 0;
+        if (rc == MXP_OK) rc = mxp_iter_next(it, &has);
+        if (rc || !has) break;
+        mxp_ndarray *out;
+        if ((rc = feed(m, m->infer_ex, it, 0)) || (rc = mxp_executor_forward(m->infer_ex, 0)) ||
+            (rc = output0(m->infer_ex, &out)) || (rc = fn(ctx, out, it)))
+            break;
+    }
+    return rc;
+}
+
+static int score_batch(void *ctx, mxp_ndarray *out, mxp_iter *it) {
+    mxp_ndarray *lab = mxp_iter_label(it, 0);
+    if (!lab) return mxp__error(MXP_EINVAL, "module score: the iterator provides no label");
+    return mxp_metric_update(ctx, 1, &lab, &out, mxp_iter_pad(it));
+}
+
+int mxp_module_score(mxp_module *m, mxp_iter *it, const char *metric, double *out_value) {
+    if (out_value) *out_value = NAN;
+    if (!m || !it) return mxp__error(MXP_EINVAL, "mxp_module_score: NULL argument");
+    mxp_metric *me = NULL;
+    int rc = mxp_metric_create(metric ? metric : "acc", 0, NULL, NULL, &me);
+    if (rc == MXP_OK) rc = infer_loop(m, it, score_batch, me);
+    if (rc == MXP_OK) rc = mxp_metric_get(me, NULL, out_value);
+    mxp_metric_free(me);
+    return rc;
+}
+
+typedef struct pred_ctx { char *buf; size_t used, cap, row; int64_t rows; int ndim; int64_t shape[MXP_MAX_NDIM]; int dtype; } pred_ctx;
+
+static int pred_batch(void *ctx, mxp_ndarray *out, mxp_iter *it) {
+    pred_ctx *p = ctx;
+    int rc = mxp_ndarray_wait_to_read(out);
+    if (rc) return rc;
+    int64_t b = mxp_ndarray_shape(out)[0], keep = b - mxp_iter_pad(it);
+    p->row = mxp_ndarray_nbytes(out) / (size_t)b;
+    p->ndim = mxp_ndarray_ndim(out);
+    memcpy(p->shape, mxp_ndarray_shape(out), (size_t)p->ndim * sizeof(int64_t));
+    p->dtype = mxp_ndarray_dtype(out);
+    size_t need = p->used + (size_t)keep * p->row;
+    if (need > p->cap) {
+        size_t cap = need * 2;
+        char *nb = realloc(p->buf, cap);
+        if (!nb) return mxp__error_oom("predict");
+        p->buf = nb;
+        p->cap = cap;
+    }
+    memcpy(p->buf + p->used, mxp_ndarray_data(out), (size_t)keep * p->row);
+    p->used = need;
+    p->rows += keep;
+    return MXP_OK;
+}
+
+int mxp_module_predict(mxp_module *m, mxp_iter *it, mxp_ndarray **out) {
+    if (!out) return mxp__error(MXP_EINVAL, "mxp_module_predict: out is NULL");
+    *out = NULL;
+    if (!m || !it) return mxp__error(MXP_EINVAL, "mxp_module_predict: NULL argument");
+    pred_ctx p = {0};
+    int rc = infer_loop(m, it, pred_batch, &p);
+    if (rc == MXP_OK && p.rows == 0) rc = mxp__error(MXP_EINVAL, "module predict: the iterator yielded no batch");
+    if (rc == MXP_OK) {
+        p.shape[0] = p.rows;
+        rc = mxp_ndarray_create(p.shape, p.ndim, p.dtype, cpu0, out);
+        if (rc == MXP_OK) rc = mxp_ndarray_sync_copy_from(*out, p.buf, p.used);
+    }
+    free(p.buf);
+    return rc;
+}
+
+int mxp_module_save_checkpoint(mxp_module *m, const char *prefix, int epoch, int save_states) {
+    if (!m || !prefix) return mxp__error(MXP_EINVAL, "mxp_module_save_checkpoint: NULL argument");
+    if (!m->train_ex) return mxp__error(MXP_EMISUSE, "module: nothing to save before fit");
+    char path[4096];
+    int rc = mxp_checkpoint_path(prefix, epoch, "symbol", path, sizeof path);
+    if (rc == MXP_OK) rc = mxp_symbol_save_file(m->sym, path);
+    mxp_ndarray **args = calloc((size_t)m->n_params + 1, sizeof *args);
+    mxp_ndarray **auxs = calloc((size_t)m->n_aux + 1, sizeof *auxs);
+    if (!args || !auxs) rc = mxp__error_oom("checkpoint");
+    for (int i = 0; rc == MXP_OK && i < m->n_params; i++) args[i] = mxp_module_param(m, m->param_names[i]);
+    for (int i = 0; rc == MXP_OK && i < m->n_aux; i++) auxs[i] = mxp_module_param(m, m->aux_names[i]);
+    if (rc == MXP_OK)
+        rc = mxp_checkpoint_save_params(prefix, epoch, m->n_params, (const char *const *)m->param_names, args, m->n_aux,
+                                        (const char *const *)m->aux_names, auxs);
+    free(args);
+    free(auxs);
+    if (rc == MXP_OK && save_states) {
+        if (!m->opt) return mxp__error(MXP_EMISUSE, "module: no optimizer state to save");
+        rc = mxp_checkpoint_path(prefix, epoch, "states", path, sizeof path);
+        if (rc == MXP_OK) rc = mxp_optimizer_save_states(m->opt, path);
+    }
+    return rc;
+}
+
+int mxp_module_load_checkpoint(mxp_module *m, const char *prefix, int epoch, int load_states) {
+    if (!m || !prefix) return mxp__error(MXP_EINVAL, "mxp_module_load_checkpoint: NULL argument");
+    char path[4096];
+    int rc = mxp_checkpoint_path(prefix, epoch, "params", path, sizeof path);
+    if (rc) return rc;
+    if (access(path, R_OK)) return mxp__error(MXP_EIO, "checkpoint '%s': cannot read", path);
+    if (load_states) {
+        rc = mxp_checkpoint_path(prefix, epoch, "states", path, sizeof path);
+        if (rc) return rc;
+        if (access(path, R_OK)) return mxp__error(MXP_EIO, "checkpoint states '%s': cannot read", path);
+    }
+    char *p = strdup(prefix);
+    if (!p) return mxp__error_oom("module");
+    free(m->load_prefix);
+    m->load_prefix = p;
+    m->load_epoch = epoch;
+    m->load_states = load_states;
+    m->load_pending = 1;
+    return MXP_OK;
+}
+
+static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
+    int rc = feed(m, m->train_ex, it, 1);
+    if (rc == MXP_OK) rc = mxp_executor_forward(m->train_ex, 1);
+    if (rc == MXP_OK) rc = mxp_executor_backward(m->train_ex, 0, NULL);
+    int n_g;
+    mxp_ndarray *const *grads;
+    if (rc == MXP_OK) rc = mxp_executor_grads(m->train_ex, &n_g, &grads);
+    for (int i = 0; rc == MXP_OK && i < m->n_args; i++) {
+        if (m->opt_index[i] < 0 || i >= n_g || !grads[i]) continue;
+        rc = mxp_optimizer_update(m->opt, m->opt_index[i], m->arg_names[i], ex_arg(m->train_ex, i), grads[i]);
+    }
+    if (rc == MXP_OK && metric) {
+        mxp_ndarray *out, *lab = mxp_iter_label(it, 0);
+        rc = output0(m->train_ex, &out);
+        if (rc == MXP_OK && lab) rc = mxp_metric_update(metric, 1, &lab, &out, mxp_iter_pad(it));
+    }
+    return rc;
+}
+
+int mxp_module_fit(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *o) {
+    if (!m || !train || !o) return mxp__error(MXP_EINVAL, "mxp_module_fit: NULL argument");
+    if (o->begin_epoch < 0 || o->num_epoch < o->begin_epoch)
+        return mxp__error(MXP_EINVAL, "mxp_module_fit: epochs [%d, %d) are not a range", o->begin_epoch, o->num_epoch);
+    int rc = bind_train(m, train);
+    if (rc) return rc;
+    if (!m->initialized) {
+        mxp_random_seed(o->seed);
+        if ((rc = init_params(m, o->initializer))) return rc;
+    }
+    if (m->load_pending && (rc = apply_checkpoint(m))) return rc;
+    if (!m->opt) {
+        const char *keys[32], *vals[32];
+        int n = 0, has_rescale = 0;
+        char rescale[32];
+        for (int i = 0; i < o->n_opt_kwargs && n < 31; i++) {
+            keys[n] = o->opt_keys[i];
+            vals[n++] = o->opt_vals[i];
+            has_rescale |= !strcmp(o->opt_keys[i], "rescale_grad");
+        }
+        if (!has_rescale) { /* Module.init_optimizer: 1 / batch_size */
+            keys[n] = "rescale_grad";
+            vals[n++] = mxp__train_fmt(rescale, 1.0 / (double)m->batch);
+        }
+        if ((rc = mxp_optimizer_create(o->optimizer ? o->optimizer : "sgd", n, keys, vals, &m->opt))) return rc;
+    }
+    if (m->load_pending && m->load_states) {
+        char path[4096];
+        if ((rc = mxp_checkpoint_path(m->load_prefix, m->load_epoch, "states", path, sizeof path)) ||
+            (rc = mxp_optimizer_load_states(m->opt, path)))
+            return rc;
+    }
+    m->load_pending = 0;
+    mxp_metric *metric = NULL;
+    if ((rc = mxp_metric_create(o->eval_metric ? o->eval_metric : "acc", 0, NULL, NULL, &metric))) return rc;
+    for (int epoch = o->begin_epoch; rc == MXP_OK && epoch < o->num_epoch; epoch++) {
+        mxp_metric_reset(metric);
+        rc = mxp_iter_set_epoch(train, (uint64_t)epoch);
+        int64_t nbatch = 0;
+        for (;;) {
+            int has = 0;
+            if (rc == MXP_OK) rc = mxp_iter_next(train, &has);
+            if (rc || !has) break;
+            rc = train_step(m, train, metric);
+            nbatch++;
+            if (rc == MXP_OK && o->batch_cb) {
+                const char *nm;
+                double v;
+                mxp_metric_get(metric, &nm, &v);
+                o->batch_cb(o->user, epoch, nbatch, nm, v);
+            }
+        }
+        if (rc == MXP_OK) rc = mxp_engine_wait_for_all();
+        const char *nm = NULL;
+        double tv = NAN, vv = NAN;
+        mxp_metric_get(metric, &nm, &tv);
+        if (rc == MXP_OK && val) {
+            rc = mxp_iter_set_epoch(val, 0);
+            if (rc == MXP_OK) rc = mxp_module_score(m, val, o->eval_metric, &vv);
+        }
+        if (rc == MXP_OK && o->checkpoint_prefix)
+            rc = mxp_module_save_checkpoint(m, o->checkpoint_prefix, epoch + 1, 1);
+        if (rc == MXP_OK && o->epoch_cb) o->epoch_cb(o->user, epoch, nm, tv, vv);
+    }
+    mxp_metric_free(metric);
+    return rc;
+}
