@@ -18,8 +18,8 @@ run 0 "$MXPLUG" help info
 has "$TMP/out" "usage: mxplug info"
 run 2 "$MXPLUG" no-such-command
 has "$TMP/err" "unknown command"
-run 1 "$MXPLUG" bench   # reserved in the dispatch table, not implemented yet
-has "$TMP/err" "not available"
+run 2 "$MXPLUG" bench   # every reserved command is implemented now: usage error
+has "$TMP/err" "missing OP"
 run 2 "$MXPLUG" list --bogus
 run 2 "$MXPLUG" info
 

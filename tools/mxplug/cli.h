@@ -26,6 +26,7 @@ int cmd_packs(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_manifest(int argc, char **argv);
 int cmd_impl(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);   /* cmd_train.c   */
 int cmd_predict(int argc, char **argv); /* cmd_predict.c */
 int cmd_score(int argc, char **argv);   /* cmd_score.c   */

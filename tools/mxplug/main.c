@@ -29,7 +29,7 @@ static const cli_cmd commands[] = {
     {"train",    cmd_train,    "train a network (symbol JSON)"},
     {"predict",  cmd_predict,  "run a trained network on inputs"},
     {"score",    cmd_score,    "evaluate a trained network on a data set"},
-    {"bench",    NULL,         "time op implementations"},
+    {"bench",    cmd_bench,    "time each implementation of an op for given shapes"},
 };
 
 void cli_err(const char *fmt, ...) {
