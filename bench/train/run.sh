@@ -1,0 +1,42 @@
+#!/bin/sh
+# bench/train/run.sh — `make bench-train`: LeNet and MLP on Fashion-MNIST,
+# mxplug (bench.c: symbol JSON from examples/, mxp_module_fit) next to the
+# same nets in PyTorch (torch_train.py), in one run, data in memory on both
+# sides: batch 64, SGD momentum 0.9, lr 0.01, EPOCHS epochs (default 10),
+# 2 threads (MXP_NUM_THREADS=2 / torch.set_num_threads(2),
+# OPENBLAS_NUM_THREADS=1), flush-to-zero on the PyTorch side.
+# PyTorch runs with OMP_WAIT_POLICY=passive unless the environment sets it:
+# on a shared, loaded machine libgomp's spinning threads made the MLP ~15x
+# slower (3,900 vs 46,000 samples/s measured side by side); set
+# OMP_WAIT_POLICY=active to measure the default.
+# Env: BUILD (absolute build dir, set by make), EPOCHS, DATA, NETS ("lenet mlp"), SEED.
+# Last lines, one per net:
+#   train <lenet|mlp> mxplug_sps=<x> torch_sps=<y> mxplug_acc=<a> torch_acc=<b>
+set -eu
+BUILD=${BUILD:?set BUILD to the build directory}
+EPOCHS=${EPOCHS:-10}
+DATA=${DATA:-/usr/share/datasets/fashion-mnist}
+NETS=${NETS:-lenet mlp}
+SEED=${SEED:-1}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin="$BUILD/bench/train"
+[ -x "$bin" ] || { echo "run.sh: $bin missing (make bench-train builds it)" >&2; exit 1; }
+MXP_EXTRA_DEPS="${MXP_EXTRA_DEPS:-} dataset-fashion-mnist" "$root/tools/install-deps.sh" --if-missing
+export MXP_MANIFEST="${MXP_MANIFEST:-$BUILD/plugins/manifest.yaml}"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
+echo "bench-train: $EPOCHS epochs, batch 64, SGD momentum 0.9 lr 0.01, 2 threads, data $DATA"
+for net in $NETS; do
+    json="$root/examples/$net/$net-symbol.json"
+    MXP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$bin" "$json" "$DATA" "$EPOCHS" "$SEED" | tee "$tmp/$net.mx" | sed "s/^/$net: /"
+    THREADS=2 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/torch_train.py" "$net" "$DATA" "$EPOCHS" "$SEED" \
+        | tee "$tmp/$net.torch" | sed "s/^/$net: /"
+    p=$(field mem_planned "$tmp/$net.mx"); n=$(field mem_naive "$tmp/$net.mx")
+    awk -v p="$p" -v n="$n" -v net="$net" 'BEGIN { if (n > 0) printf "%s: training memory (batch 64, intermediates) planned %.2f MiB vs naive %.2f MiB (%.0f%%)\n", net, p/1048576, n/1048576, 100*p/n }'
+done
+for net in $NETS; do
+    echo "train $net mxplug_sps=$(field sps "$tmp/$net.mx") torch_sps=$(field sps "$tmp/$net.torch") mxplug_acc=$(field acc "$tmp/$net.mx") torch_acc=$(field acc "$tmp/$net.torch")"
+done

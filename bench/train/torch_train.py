@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""bench/train/torch_train.py — the PyTorch side of `make bench-train`.
+
+Trains the same nets as examples/{lenet,mlp} (LeNet: conv5x5x20-relu-max2,
+conv5x5x50-relu-max2, fc500-relu, fc10; MLP: 784-128-64-10 with relu) on
+Fashion-MNIST held in memory, with the settings of the mxplug side
+(bench/train/bench.c): batch 64, SGD momentum 0.9, lr 0.01, mean
+cross-entropy (= SoftmaxOutput with rescale_grad 1/batch), pixels / 256 as
+MNISTIter scales them, a fresh shuffle per epoch, the short last batch
+dropped, weights ~ N(0, 2/fan_in) (Kaiming normal = MXNet's
+Xavier(gaussian, in, 2)), biases 0.  2 threads, flush-to-zero on.
+Only the training loop is timed (all epochs, incl. the running train
+accuracy, which the mxplug side computes too); test accuracy is measured
+after training.
+
+usage: torch_train.py lenet|mlp DATA_DIR EPOCHS [SEED]
+prints: torch <net> sps=<samples/s> acc=<test accuracy> time=<s> train_acc=<last epoch>
+"""
+import gzip
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+def idx(path):
+    op = gzip.open if path.endswith(".gz") else open
+    with op(path, "rb") as f:
+        b = f.read()
+    nd = b[3]
+    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
+    return np.frombuffer(b, dtype=np.uint8, offset=4 + 4 * nd).reshape(dims)
+
+
+def find(d, base):
+    for p in (os.path.join(d, base), os.path.join(d, base + ".gz")):
+        if os.path.exists(p):
+            return p
+    sys.exit("torch_train.py: no %s[.gz] in %s" % (base, d))
+
+
+def load(d, split, flat):
+    x = idx(find(d, split + "-images-idx3-ubyte")).astype(np.float32) / 256.0
+    y = idx(find(d, split + "-labels-idx1-ubyte")).astype(np.int64)
+    x = x.reshape(len(x), 784) if flat else x.reshape(len(x), 1, 28, 28)
+    return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y)
+
+
+def net(name):
+    if name == "lenet":
+        m = nn.Sequential(
+            nn.Conv2d(1, 20, 5), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Conv2d(20, 50, 5), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Flatten(), nn.Linear(800, 500), nn.ReLU(), nn.Linear(500, 10))
+    elif name == "mlp":
+        m = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
+    else:
+        sys.exit("torch_train.py: net must be lenet or mlp")
+    for mod in m.modules():
+        if isinstance(mod, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(mod.weight, mode="fan_in", nonlinearity="relu")
+            nn.init.zeros_(mod.bias)
+    return m
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    name, d, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    torch.set_num_threads(int(os.environ.get("THREADS", "2")))
+    torch.set_flush_denormal(True)
+    torch.manual_seed(seed)
+    flat = name == "mlp"
+    xtr, ytr = load(d, "train", flat)
+    xte, yte = load(d, "t10k", flat)
+    model = net(name)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    lossf = nn.CrossEntropyLoss()
+    bs = 64
+    nb = len(xtr) // bs
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    t0 = time.perf_counter()
+    for _ in range(epochs):
+        perm = torch.randperm(len(xtr), generator=g)
+        correct = torch.zeros((), dtype=torch.int64)
+        for b in range(nb):
+            i = perm[b * bs:(b + 1) * bs]
+            x, y = xtr[i], ytr[i]
+            opt.zero_grad(set_to_none=True)
+            out = model(x)
+            loss = lossf(out, y)
+            loss.backward()
+            opt.step()
+            correct += (out.argmax(1) == y).sum()
+        train_acc = correct.item() / (nb * bs)
+    t = time.perf_counter() - t0
+    model.eval()
+    with torch.no_grad():
+        hit = 0
+        for b in range(0, len(xte), 1000):
+            hit += (model(xte[b:b + 1000]).argmax(1) == yte[b:b + 1000]).sum().item()
+    print("torch %s sps=%.0f acc=%.4f time=%.1f train_acc=%.4f" % (name, epochs * nb * bs / t, hit / len(xte), t, train_acc))
+
+
+if __name__ == "__main__":
+    main()
