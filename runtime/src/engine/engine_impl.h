@@ -174,6 +174,8 @@ typedef struct eng_lane {
     uint64_t seq;
     /* Sleeping. */
     _Alignas(64) atomic_int sleepers; /* workers blocked (or about to block) on cv */
+    atomic_int waking;         /* a signal is in flight: later pushes need not signal */
+    int n_sleeping;            /* under mu: workers inside the wait loop */
     bool stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;

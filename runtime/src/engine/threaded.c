@@ -125,6 +125,20 @@ static bool lane_nonempty(eng_lane *l) {
     return l->fifo && atomic_load(&l->ptail) != atomic_load(&l->phead);
 }
 
+/* Wake one sleeping worker, unless a wake-up is already in flight (without
+ * that, every push while a worker sleeps paid a futex syscall, ~1 µs, and
+ * under load workers sleep often).  The woken worker clears `waking` each
+ * time it returns from the wait, and a worker that takes work while more is
+ * queued calls this again, so queued work always has a worker coming: the
+ * flag only merges concurrent signals. */
+static void wake_one(eng_lane *l) {
+    if (atomic_load(&l->sleepers) == 0 || atomic_exchange(&l->waking, 1) != 0) return;
+    pthread_mutex_lock(&l->mu);
+    if (l->n_sleeping > 0) pthread_cond_signal(&l->cv);
+    else atomic_store(&l->waking, 0);
+    pthread_mutex_unlock(&l->mu);
+}
+
 static void lane_push(eng_lane *l, eng_blk *b) {
     if (!l->fifo || !ring_put(l, b)) {
         eng_spin_lock(&l->qlock);
@@ -138,11 +152,7 @@ static void lane_push(eng_lane *l, eng_blk *b) {
         atomic_fetch_add(&l->qsize, 1);
         eng_spin_unlock(&l->qlock);
     }
-    if (atomic_load(&l->sleepers) > 0) {
-        pthread_mutex_lock(&l->mu);
-        pthread_cond_signal(&l->cv);
-        pthread_mutex_unlock(&l->mu);
-    }
+    wake_one(l);
 }
 
 static eng_blk *lane_take(eng_lane *l) {
@@ -180,12 +190,21 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
         }
         pthread_mutex_lock(&l->mu);
         atomic_fetch_add(&l->sleepers, 1); /* seq_cst: pairs with the pusher */
-        while (!lane_nonempty(l) && !l->stop) pthread_cond_wait(&l->cv, &l->mu);
+        l->n_sleeping++;
+        while (!lane_nonempty(l) && !l->stop) {
+            pthread_cond_wait(&l->cv, &l->mu);
+            atomic_store(&l->waking, 0);
+        }
+        l->n_sleeping--;
         atomic_fetch_sub(&l->sleepers, 1);
         bool stop = l->stop;
         pthread_mutex_unlock(&l->mu);
         b = lane_take(l);
-        if (b || (stop && !lane_nonempty(l))) return b; /* NULL only when stopping and empty */
+        if (b) {
+            if (lane_nonempty(l)) wake_one(l); /* more queued: bring the next worker */
+            return b;
+        }
+        if (stop && !lane_nonempty(l)) return NULL;
         spin = 0;
     }
 }
