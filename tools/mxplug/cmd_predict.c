@@ -160,10 +160,7 @@ static int bind_for(cli_model *m, const input *in, int64_t bsz, mxp_shape *bound
     }
     char tried[256] = "";
     for (int c = 0; c < nc; c++) {
-        const char *name = "data";
-        int complete = 0;
-        if (mxp_symbol_infer_shape(m->sym, 1, &name, &cand[c], NULL, NULL, NULL, NULL, NULL, NULL, &complete) ||
-            !complete) {
+        if (!cli_model_fits(m, &cand[c])) {
             char s[96];
             shape_str(&cand[c], s, sizeof s);
             size_t k = strlen(tried);
@@ -177,8 +174,8 @@ static int bind_for(cli_model *m, const input *in, int64_t bsz, mxp_shape *bound
     mxp_shape whole = {.ndim = in->ndim};
     for (int i = 0; i < in->ndim; i++) whole.dims[i] = in->shape[i];
     shape_str(&whole, s, sizeof s);
-    cli_err("predict: input of shape %s does not fit the net's 'data' input (tried %s): %s", s, tried,
-            mxp_last_error());
+    cli_err("predict: input of shape %s does not fit the net's 'data' input and the checkpoint's parameters (tried %s): %s",
+            s, tried, mxp_last_error());
     return CLI_FAIL;
 }
 

@@ -160,6 +160,37 @@ static mxp_ndarray *find_param(char **names, mxp_ndarray **arrays, int n, const 
     return NULL;
 }
 
+int cli_model_fits(cli_model *m, const mxp_shape *shape) {
+    int n = 1 + m->n_arg + m->n_aux, complete = 0, rc = MXP_OK;
+    const char **names = calloc((size_t)n, sizeof *names);
+    mxp_shape *shapes = calloc((size_t)n, sizeof *shapes);
+    if (!names || !shapes) rc = MXP_ENOMEM;
+    if (rc == MXP_OK) {
+        names[0] = "data";
+        shapes[0] = *shape;
+        int na;
+        const char *const *an;
+        rc = mxp_symbol_list_arguments(m->sym, &na, &an);
+        int k = 1;
+        /* Only entries that are arguments of the net (extra ones are ignored
+         * as MXNet's allow_extra does). */
+        for (int i = 0; rc == MXP_OK && i < m->n_arg; i++)
+            for (int j = 0; j < na; j++)
+                if (!strcmp(an[j], m->arg_names[i])) {
+                    names[k] = m->arg_names[i];
+                    shapes[k].ndim = mxp_ndarray_ndim(m->args[i]);
+                    memcpy(shapes[k].dims, mxp_ndarray_shape(m->args[i]), (size_t)shapes[k].ndim * sizeof(int64_t));
+                    k++;
+                    break;
+                }
+        if (rc == MXP_OK)
+            rc = mxp_symbol_infer_shape(m->sym, k, names, shapes, NULL, NULL, NULL, NULL, NULL, NULL, &complete);
+    }
+    free(names);
+    free(shapes);
+    return rc == MXP_OK && complete;
+}
+
 int cli_model_bind(cli_model *m, const mxp_shape *shape) {
     const mxp_device cpu = {MXP_DEV_CPU, 0};
     const char *name = "data";

@@ -52,6 +52,9 @@ typedef struct cli_model {
 
 /* PREFIX-symbol.json + PREFIX-%04d.params (printed errors, CLI_*). */
 int cli_model_load(const char *prefix, int epoch, cli_model *m);
+/* 1 when data of `shape` is consistent with the net and the checkpoint's
+ * parameter shapes (shape inference with all of them; nothing printed). */
+int cli_model_fits(cli_model *m, const mxp_shape *shape);
 /* Bind for inference with data of `shape` (batch = shape->dims[0]) and
  * copy the checkpoint's parameters in (a missing one is an error). */
 int cli_model_bind(cli_model *m, const mxp_shape *shape);
