@@ -155,7 +155,9 @@ Test(symbol, group_internals_outputs_by_name) {
     mxp_symbol *o = NULL;
     cr_assert_eq(mxp_symbol_get_output(g, 1, &o), MXP_OK);
     cr_assert_str_eq(mxp_symbol_name(o), "extra");
+    mxp_symbol_free(o);
     cr_assert_eq(mxp_symbol_get_output(g, 2, &o), MXP_EINVAL);
+    cr_assert_null(o);
     cr_assert_eq(mxp_symbol_get_output_by_name(in, "nope", &o), MXP_ENOENT);
     mxp_symbol_free(o);
     mxp_symbol_free(r);
