@@ -106,6 +106,24 @@ for i in range(8):
 assert hits >= 6, "only %d of 8 test samples right" % hits
 EOF
 
+# NDArray .params input: an array named "data" (MXNet's V2 record layout,
+# written by hand), and a file without one
+$PY - "$TMP" <<'EOF'
+import struct, sys
+def params(path, name, shape, vals):
+    out = struct.pack("<QQQ", 0x112, 0, 1)
+    out += struct.pack("<Iii", 0xF993FAC9, 0, len(shape)) + struct.pack("<%dq" % len(shape), *shape)
+    out += struct.pack("<iii", 1, 0, 0) + struct.pack("<%df" % len(vals), *vals)
+    out += struct.pack("<QQ", 1, len(name)) + name.encode()
+    open(path, "wb").write(out)
+params(sys.argv[1] + "/in.params", "data", (2, 784), [0.25] * 1568)
+params(sys.argv[1] + "/other.params", "other", (2, 784), [0.25] * 1568)
+EOF
+run 0 "$MXPLUG" predict --model "$TMP/mlp" --epoch 1 --input "$TMP/in.params"
+has "$TMP/out" "2 samples"
+run 1 "$MXPLUG" predict --model "$TMP/mlp" --epoch 1 --input "$TMP/other.params"
+has "$TMP/err" "no array named 'data'"
+
 # --- bad inputs ---------------------------------------------------------------
 run 1 "$MXPLUG" predict --model "$TMP/mlp" --epoch 1 --input "$TMP/no-such.npy"
 has "$TMP/err" "cannot open input"
