@@ -19,6 +19,12 @@
  *
  * Lifetime: a registered def/impl and everything it points to must stay
  * valid until the pack's fini returns (static const data is the norm).
+ *
+ * user_data: definition callbacks (list_*, infer_*, declare_backward,
+ * check_params) receive mxp_op_def.user_data; implementation callbacks
+ * (supports, workspace, create, forward, backward, destroy) receive
+ * mxp_op_impl.user_data.  A pack that drives several ops through one
+ * function must set both.
  * Since ABI 1.0. */
 #ifndef MXP_OP_H
 #define MXP_OP_H

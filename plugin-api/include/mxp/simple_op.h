@@ -43,6 +43,8 @@ typedef enum mxp_grad_kind {
 /* Inplace options (the seed's SimpleOpInplaceOption), as flags. */
 #define MXP_SIMPLE_INPLACE_FWD 0x1u /* input 0 may share the output's memory   */
 #define MXP_SIMPLE_INPLACE_BWD 0x2u /* out_grad may share in_grad 0's memory   */
+/* With MXP_SIMPLE_INPLACE_BWD a binary kernel must finish reading out_grad
+ * before it writes in_grad[0]: write in_grad[1] first, then in_grad[0]. */
 
 typedef struct mxp_simple_args {
     mxp_header hdr;

@@ -231,6 +231,11 @@ int mxp__registry_add_manifest(mxp_manifest *m);
 int mxp__registry_feature(int kind, const char *name, const void **out_def, mxp_pack **out_pack);
 /* Device type number for a device name (cpu, gpu, registered devices). */
 int32_t mxp__registry_device_type(const char *name);
+
+/* Connect a published device def to storage, NDArray copies and engine
+ * workers (device_glue.c); detach before its pack is unloaded. */
+void mxp__device_glue_attach(const char *pack_name, int32_t type, const mxp_device_def *d);
+void mxp__device_glue_detach(const char *pack_name, int32_t type, const mxp_device_def *d);
 /* Set the pack's state and reason (printf) under the table lock. */
 void mxp__pack_set_state(mxp_pack *p, int state, const char *fmt, ...) MXP_PRINTF(3, 4);
 /* Fill the cached schema text of op from its def (table write lock held). */

@@ -434,20 +434,6 @@ int mxp__stage_validate(mxp_stage *s) {
     return check_declared(s);
 }
 
-/* ------------------------------------------------------------ storage glue */
-static void *dev_alloc(void *ctx, int32_t dev_id, size_t bytes, size_t align) {
-    const mxp_device_def *d = ctx;
-    mxp_dev_alloc_args a = {MXP_HEADER(mxp_dev_alloc_args), d->user_data, dev_id, 0, bytes, align, NULL};
-    if (!d->alloc || d->alloc(&a) != MXP_OK) return NULL;
-    return a.ptr;
-}
-
-static void dev_free(void *ctx, int32_t dev_id, void *ptr, size_t bytes) {
-    const mxp_device_def *d = ctx;
-    mxp_dev_alloc_args a = {MXP_HEADER(mxp_dev_alloc_args), d->user_data, dev_id, 0, bytes, 64, ptr};
-    if (d->free) d->free(&a);
-}
-
 /* ------------------------------------------------------------ publish */
 int mxp__stage_publish(mxp_stage *s) {
     mxp_pack *p = s->pack;
@@ -522,15 +508,9 @@ int mxp__stage_publish(mxp_stage *s) {
     p->kvstores = kvs; p->n_kvstores = nk;
     p->iters = its; p->n_iters = ni;
     mxp__registry_unlock();
-    /* Device memory through the storage module's pools. */
-    for (int i = 0; i < nd; i++) {
-        int32_t t = mxp__registry_device_type(devs[i]->name);
-        mxp_storage_backend b = {devs[i]->name, (void *)devs[i], dev_alloc, dev_free, 64,
-                                 (devs[i]->flags & MXP_DEVICE_HOST_ACCESSIBLE) ? 1 : 0};
-        if (t != MXP_DEV_CPU && mxp__storage_register_device(t, &b))
-            MXP_LOGW("plugin", "pack '%s': device '%s': storage backend not registered: %s", s->pack_name,
-                     devs[i]->name, mxp_last_error());
-    }
+    /* Device memory, copies and workers (device_glue.c). */
+    for (int i = 0; i < nd; i++)
+        mxp__device_glue_attach(s->pack_name, mxp__registry_device_type(devs[i]->name), devs[i]);
     /* Ownership moved to the pack. */
     s->n_ops = 0; s->n_impls = 0; s->n_simples = 0; s->n_feats = 0;
     s->simples = NULL;
@@ -547,8 +527,7 @@ int mxp__stage_unpublish(mxp_pack *p) {
         for (int k = 0; k < g_mxp_reg.n_features; k++)
             if (g_mxp_reg.features[k].def == p->devices[i]) t = g_mxp_reg.features[k].dev_type;
         mxp__registry_unlock();
-        if (t != MXP_DEV_UNKNOWN && t != MXP_DEV_CPU && mxp__storage_unregister_device(t))
-            MXP_LOGW("plugin", "pack '%s': device '%s' still has memory in use", p->man->name, p->devices[i]->name);
+        mxp__device_glue_detach(p->man->name, t, p->devices[i]);
     }
     mxp__registry_wrlock();
     for (int i = 0; i < g_mxp_reg.n_ops; i++) {

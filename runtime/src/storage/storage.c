@@ -426,17 +426,29 @@ int mxp__storage_unregister_device(int32_t dev_type) {
     for (pool *p = pools; p; p = p->next) {
         if (p->dev.type != dev_type) continue;
         pthread_mutex_lock(&p->mu);
-        if (p->st.bytes_in_use) {
-            pthread_mutex_unlock(&p->mu);
+        uint64_t in_use = p->st.bytes_in_use;
+        pthread_mutex_unlock(&p->mu);
+        if (in_use) {
             pthread_mutex_unlock(&registry_mu);
             return mxp__error(MXP_EBUSY, "storage: device type %d still has %llu bytes in use",
-                              (int)dev_type, (unsigned long long)p->st.bytes_in_use);
+                              (int)dev_type, (unsigned long long)in_use);
         }
-        if (backends[dev_type].alloc) release_cached_locked(p, &backends[dev_type]);
-        pthread_mutex_unlock(&p->mu);
     }
+    /* Detach the backend first, then give cached blocks back without
+     * registry_mu: a device's free may itself allocate or free host memory
+     * through this module (a pack's arena lives in host memory). */
+    mxp_storage_backend be = backends[dev_type];
     memset(&backends[dev_type], 0, sizeof backends[dev_type]);
+    pool *head = pools; /* pools are only ever prepended, never unlinked */
     pthread_mutex_unlock(&registry_mu);
+    if (be.alloc) {
+        for (pool *p = head; p; p = p->next) {
+            if (p->dev.type != dev_type) continue;
+            pthread_mutex_lock(&p->mu);
+            release_cached_locked(p, &be);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
     return MXP_OK;
 }
 
