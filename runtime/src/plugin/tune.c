@@ -11,7 +11,9 @@
  * it up in the cache.  On a miss it times each candidate on the calling
  * thread, synchronously, without the engine: workspace + create once, then
  * forward on scratch tensors of the node's shapes (inputs uniform in
- * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs, median.  A
+ * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs, median; for a
+ * training signature (is_train) each run is forward + backward (every
+ * input gradient written), as a training step pays for both.  A
  * candidate whose timing fails is skipped; when none could be timed (or
  * the device is not the CPU, or the impl is asynchronous, or
  * $MXP_TUNE_NO_TIMING forbids timing) the auto choice (index 0) is used and
@@ -544,6 +546,20 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
         else if (i >= q->n_in + q->n_out) fill_values(t[i].data, dt, numel, 1.0, 0);
     }
     for (uint32_t i = 0; i < q->n_out && req; i++) req[i] = MXP_REQ_WRITE;
+    /* Training signature: time forward + backward (all gradients), since
+     * that is what a training step pays for. */
+    int bwd = q->is_train && impl->backward && !(ref->def->flags & MXP_OP_NO_GRADIENT);
+    mxp_tensor *g = bwd && !rc ? calloc((size_t)(q->n_out + q->n_in) + 1, sizeof *g) : NULL;
+    int32_t *breq = bwd && !rc ? calloc((size_t)q->n_in + 1, sizeof *breq) : NULL;
+    if (bwd && !rc && (!g || !breq)) rc = mxp__error_oom("tune");
+    for (uint32_t i = 0; bwd && !rc && i < q->n_out + q->n_in; i++) {
+        const mxp_tensor *like = i < q->n_out ? &t[q->n_in + i] : &t[i - q->n_out];
+        size_t bytes = (size_t)mxp_tensor_numel(like) * mxp_dtype_size(like->dtype);
+        g[i] = *like;
+        if (!(g[i].data = calloc(bytes + 64, 1))) rc = mxp__error_oom("tune scratch");
+        else if (i < q->n_out) fill_values(g[i].data, like->dtype, mxp_tensor_numel(like), -1, 100 + i);
+    }
+    for (uint32_t i = 0; breq && i < q->n_in; i++) breq[i] = MXP_REQ_WRITE;
     mxp_impl_query_args qa;
     uint64_t ws_bytes = 0;
     void *state = NULL, *ws = NULL;
@@ -593,6 +609,20 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
             double t0 = now_ms();
             mxp__error_clear();
             rc = impl->forward(&fa);
+            if (!rc && bwd) {
+                mxp_backward_args ba;
+                memset(&ba, 0, sizeof ba);
+                ba.hdr = (mxp_header)MXP_HEADER(mxp_backward_args);
+                ba.ctx = &c;
+                ba.params = q->params;
+                ba.state = state;
+                ba.user_data = impl->user_data;
+                ba.n_in = q->n_in; ba.n_out = q->n_out; ba.n_aux = q->n_aux;
+                ba.out_grad = g; ba.in = t; ba.out = t + q->n_in; ba.in_grad = g + q->n_out;
+                ba.aux = t + q->n_in + q->n_out;
+                ba.req = breq;
+                rc = impl->backward(&ba);
+            }
             double dt = now_ms() - t0;
             atomic_fetch_add(&g_timing_runs, 1);
             if (rc) {
@@ -614,6 +644,9 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
         impl->destroy(&da);
     }
     free(ws);
+    for (uint32_t i = 0; g && i < q->n_out + q->n_in; i++) free(g[i].data);
+    free(g);
+    free(breq);
     for (uint32_t i = 0; t && i < nt; i++) free(t[i].data);
     free(t);
     free(req);
@@ -723,7 +756,8 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
         pthread_mutex_unlock(&g_tune_mu);
         sb_add(&note, "tune: '%s' timed now (", e.choice);
         note_times(&note, &e);
-        sb_add(&note, ")%s%s", failed.b ? failed.b : "", wrc ? "; not saved: " : "; saved to ");
+        sb_add(&note, ")%s%s%s", q->is_train ? "; runs are forward+backward (training)" : "",
+               failed.b ? failed.b : "", wrc ? "; not saved: " : "; saved to ");
         sb_add(&note, "%s", wrc ? mxp_last_error() : path);
         if (wrc) MXP_LOGW("plugin", "op '%s': tune result not saved: %s", op->name, mxp_last_error());
         mxp__error_clear();
