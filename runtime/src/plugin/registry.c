@@ -298,21 +298,29 @@ int mxp_registry_add_manifest(const char *path) {
 }
 
 /* ------------------------------------------------------------ init/shutdown */
+/* Set on the thread running discovery: eager packs it loads call back into
+ * the registry, which must not wait for the init in progress. */
+static _Thread_local int tl_in_init;
+
 int mxp__registry_ensure(void) {
-    if (atomic_load_explicit(&g_init_done, memory_order_acquire)) return MXP_OK;
+    if (atomic_load_explicit(&g_init_done, memory_order_acquire) || tl_in_init) return MXP_OK;
     return mxp_registry_init();
 }
 
 int mxp_registry_init(void) {
+    if (tl_in_init) return MXP_OK;
     pthread_mutex_lock(&g_init_lock);
     if (atomic_load(&g_init_done)) {
         pthread_mutex_unlock(&g_init_lock);
         return MXP_OK;
     }
-    /* Mark done first: discovery loads eager packs, which call back in. */
-    atomic_store_explicit(&g_init_done, 1, memory_order_release);
+    /* Other threads wait on g_init_lock until discovery is complete; only
+     * then is "done" published, so no lookup sees a half-filled registry. */
+    tl_in_init = 1;
     g_mxp_reg.initialized = 1;
     int rc = mxp__discover_all();
+    atomic_store_explicit(&g_init_done, 1, memory_order_release);
+    tl_in_init = 0;
     pthread_mutex_unlock(&g_init_lock);
     return rc;
 }

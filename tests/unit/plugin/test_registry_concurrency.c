@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 static char *g_dir;
 static atomic_int g_stop;
@@ -50,6 +51,11 @@ Test(registry_concurrency, lookups_during_reload) {
     for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, worker, NULL);
     int reloads = 0;
     for (int i = 0; i < 20; i++) {
+        /* Interleave for real: let the workers complete a call on the
+         * current pack before replacing it (reloads alone take ~0.5 ms). */
+        long before = atomic_load(&g_calls);
+        for (int spin = 0; atomic_load(&g_calls) == before && spin < 5000; spin++) usleep(1000);
+        cr_expect_gt(atomic_load(&g_calls), before, "workers made no call between reloads");
         uint64_t g = mxp_registry_generation();
         int rc = mxp_pack_reload("plugin-sel");
         cr_expect_eq(rc, MXP_OK, "%s", mxp_last_error());
