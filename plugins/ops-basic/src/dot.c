@@ -9,10 +9,12 @@
  * batch_dot multiplies (B, M, K) x (B, K, N) slice by slice.
  * Operands that are not dense are first copied to dense host buffers;
  * req add uses beta = 1; a non-dense output gets a temporary.
- * Threads: we call cblas from the engine worker as is.  Who owns the cores
- * (OpenBLAS single-threaded inside workers vs. one BLAS call on both cores)
- * is the runtime's decision, documented with the engine's thread policy —
- * this pack never calls openblas_set_num_threads. */
+ * Threads: the runtime owns the cores (docs/engine.md, "BLAS inside
+ * packs").  OpenBLAS's own pool would run inside engine workers that
+ * already occupy the cores and oversubscribe them, so registration makes
+ * OpenBLAS single-threaded (process-wide, once) and a large product is cut
+ * into 2-4 independent column/row blocks of C, each one single-threaded
+ * cblas call on a ctx->parallel_for chunk. */
 #include <cblas.h>
 
 #include "common.h"
@@ -37,6 +39,60 @@ static void gemm(int32_t dt, int ta, int tb, int64_t M, int64_t N, int64_t K, co
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     (int)M, (int)N, (int)K, 1.0, A, lda > 0 ? lda : 1, B, ldb > 0 ? ldb : 1,
                     beta, C, ldc > 0 ? ldc : 1);
+}
+
+/* C split into blocks on parallel_for: fewer, larger blocks (2-4) because
+ * each block re-packs the shared operand; below ~6 MFLOP one call. */
+#define DOT_PAR_MIN_FLOP 3.0e6
+typedef struct gemm_job {
+    int32_t dt; int ta, tb, by_cols;
+    int64_t M, N, K, step;
+    const char *A, *B;
+    double beta;
+    char *C;
+} gemm_job;
+
+static void gemm_block(int32_t dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int lda,
+                       const void *B, int ldb, double beta, void *C, int ldc) {
+    if (dt == MXP_DTYPE_F32)
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)M, (int)N, (int)K, 1.0f, A, lda, B, ldb, (float)beta, C, ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)M, (int)N, (int)K, 1.0, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void gemm_range(void *arg, int64_t b, int64_t e) {
+    const gemm_job *j = arg;
+    size_t es = mxp_dtype_size(j->dt);
+    int lda = (int)(j->ta ? j->M : j->K), ldb = (int)(j->tb ? j->K : j->N), ldc = (int)j->N;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t ext = j->by_cols ? j->N : j->M;
+        int64_t s0 = blk * j->step, s1 = s0 + j->step < ext ? s0 + j->step : ext;
+        if (s0 >= s1) continue;
+        if (j->by_cols)   /* columns s0..s1 of op(B) and C */
+            gemm_block(j->dt, j->ta, j->tb, j->M, s1 - s0, j->K, j->A, lda,
+                       j->B + (size_t)(j->tb ? s0 * ldb : s0) * es, ldb, j->beta, j->C + (size_t)s0 * es, ldc);
+        else              /* rows s0..s1 of op(A) and C */
+            gemm_block(j->dt, j->ta, j->tb, s1 - s0, j->N, j->K, j->A + (size_t)(j->ta ? s0 : s0 * lda) * es, lda,
+                       j->B, ldb, j->beta, j->C + (size_t)(s0 * ldc) * es, ldc);
+    }
+}
+
+/* gemm() on the host's threads when it is large enough. */
+static void gemm_par(const mxp_op_ctx *ctx, int32_t dt, int ta, int tb, int64_t M, int64_t N, int64_t K,
+                     const void *A, const void *B, double beta, void *C) {
+    double flop = 2.0 * (double)M * (double)N * (double)K;
+    int by_cols = N >= M;
+    int64_t ext = by_cols ? N : M, unit = by_cols ? 16 : 8;
+    if (!ctx || !ctx->parallel_for || K == 0 || flop < 2 * DOT_PAR_MIN_FLOP || ext < 2 * unit) {
+        gemm(dt, ta, tb, M, N, K, A, B, beta, C);
+        return;
+    }
+    int64_t nblk = flop >= 8 * DOT_PAR_MIN_FLOP ? 4 : 2;
+    int64_t step = ((ext + nblk - 1) / nblk + unit - 1) / unit * unit;
+    gemm_job j = { dt, ta, tb, by_cols, M, N, K, step, A, B, beta, C };
+    ctx->parallel_for(ctx, (ext + step - 1) / step, 1, gemm_range, &j);
 }
 
 /* Dense pointer to t's data: t itself, or a host copy in *tmp. */
@@ -149,7 +205,7 @@ static int check_float(const mxp_tensor *t, const char *op) {
 }
 
 /* One (batched) product: C[b] (req) = op(A[b]) op(B[b]). */
-static int product(int32_t dt, int ta, int tb, const dims3 *d, const mxp_tensor *A,
+static int product(const mxp_op_ctx *ctx, int32_t dt, int ta, int tb, const dims3 *d, const mxp_tensor *A,
                    const mxp_tensor *Bt, const mxp_tensor *C, int req) {
     if (req == MXP_REQ_NULL) return MXP_OK;
     void *ta_buf = NULL, *tb_buf = NULL;
@@ -161,7 +217,7 @@ static int product(int32_t dt, int ta, int tb, const dims3 *d, const mxp_tensor 
     if (!rc) {
         size_t es = mxp_dtype_size(dt);
         for (int64_t b = 0; b < d->B; b++)
-            gemm(dt, ta, tb, d->M, d->N, d->K, (const char *)pa + (size_t)(b * d->M * d->K) * es,
+            gemm_par(ctx, dt, ta, tb, d->M, d->N, d->K, (const char *)pa + (size_t)(b * d->M * d->K) * es,
                  (const char *)pb + (size_t)(b * d->K * d->N) * es, o.beta,
                  (char *)o.ptr + (size_t)(b * d->M * d->N) * es);
         rc = out_end(C, req, &o);
@@ -183,7 +239,7 @@ static int do_forward(const mxp_forward_args *a, int batch) {
     dims3 d;
     rc = batch ? batch_dims(p, l, r, &d) : dot_dims(p, l->ndim, l->shape, r->ndim, r->shape, &d);
     if (rc) return rc;
-    return product(l->dtype, p->transpose_a, p->transpose_b, &d, l, r, &a->out[0], a->req[0]);
+    return product(a->ctx, l->dtype, p->transpose_a, p->transpose_b, &d, l, r, &a->out[0], a->req[0]);
 }
 
 /* Gradients (G = out_grad, stored (M,N)):
@@ -199,18 +255,18 @@ static int do_backward(const mxp_backward_args *a, int batch) {
     dims3 da, db;
     if (!ta) {   /* dA (M,K) = G (M,N) x op(B)^T (N,K) */
         da = (dims3){d.M, d.K, d.N, d.B};
-        rc = product(l->dtype, 0, !tb, &da, g, r, &a->in_grad[0], a->req[0]);
+        rc = product(a->ctx, l->dtype, 0, !tb, &da, g, r, &a->in_grad[0], a->req[0]);
     } else {     /* dA^T (K,M) = op(B) (K,N) x G^T (N,M) */
         da = (dims3){d.K, d.M, d.N, d.B};
-        rc = product(l->dtype, tb, 1, &da, r, g, &a->in_grad[0], a->req[0]);
+        rc = product(a->ctx, l->dtype, tb, 1, &da, r, g, &a->in_grad[0], a->req[0]);
     }
     if (rc) return rc;
     if (!tb) {   /* dB (K,N) = op(A)^T (K,M) x G (M,N) */
         db = (dims3){d.K, d.N, d.M, d.B};
-        rc = product(l->dtype, !ta, 0, &db, l, g, &a->in_grad[1], a->req[1]);
+        rc = product(a->ctx, l->dtype, !ta, 0, &db, l, g, &a->in_grad[1], a->req[1]);
     } else {     /* dB^T (N,K) = G^T (N,M) x op(A) (M,K) */
         db = (dims3){d.N, d.K, d.M, d.B};
-        rc = product(l->dtype, 1, ta, &db, g, l, &a->in_grad[1], a->req[1]);
+        rc = product(a->ctx, l->dtype, 1, ta, &db, g, l, &a->in_grad[1], a->req[1]);
     }
     return rc;
 }
@@ -260,6 +316,10 @@ static const mxp_op_impl dot_impls[] = {
 };
 
 int ob_reg_dot(mxp_registrar *r) {
+    /* Registration runs once at pack init: make OpenBLAS single-threaded
+     * here (process-wide) so no BLAS pool ever runs inside engine workers;
+     * gemm_par gets both cores through parallel_for instead. */
+    openblas_set_num_threads(1);
     for (size_t i = 0; i < sizeof dot_defs / sizeof dot_defs[0]; i++) {
         int rc = ob_add_op(r, &dot_defs[i], &dot_impls[i]);
         if (rc) return rc;

@@ -1,8 +1,10 @@
 /* fc.c — FullyConnected (MXNet 1.x): out = data · weightᵀ + bias.
  * Params num_hidden, no_bias, flatten.  With flatten=True data is viewed as
  * (N, prod(rest)); with flatten=False the last axis is contracted and the
- * leading axes kept.  Forward and backward are single OpenBLAS GEMMs (f32
- * or f64) honouring req through beta; no state, no workspace. */
+ * leading axes kept.  Forward and backward are one GEMM each (f32 or f64)
+ * honouring req through beta, split into blocks on ctx->parallel_for when
+ * large (nn_gemm_par; OpenBLAS itself is single-threaded); no state, no
+ * workspace. */
 #include "nn_common.h"
 
 typedef struct fc_params {
@@ -64,7 +66,7 @@ static int fc_forward(const mxp_forward_args *a) {
     int64_t rows, k, h = p->num_hidden;
     fc_dims(p, &a->in[0], &rows, &k);
     void *y = nn_ptr(&a->out[0]);
-    nn_gemm(dt, 0, 1, rows, h, k, 1.0, nn_ptr(&a->in[0]), k, nn_ptr(&a->in[1]), k,
+    nn_gemm_par(a->ctx, dt, 0, 1, rows, h, k, 1.0, nn_ptr(&a->in[0]), k, nn_ptr(&a->in[1]), k,
             a->req[0] == MXP_REQ_ADD ? 1.0 : 0.0, y, h);
     if (!p->no_bias)
         NN_TYPED(dt, T, const T *b = nn_ptr(&a->in[2]); T *o = y;
@@ -82,10 +84,10 @@ static int fc_backward(const mxp_backward_args *a) {
     fc_dims(p, &a->in[0], &rows, &k);
     const void *dy = nn_ptr(&a->out_grad[0]);
     if (a->req[0] != MXP_REQ_NULL)  /* dx = dy · W */
-        nn_gemm(dt, 0, 0, rows, k, h, 1.0, dy, h, nn_ptr(&a->in[1]), k,
+        nn_gemm_par(a->ctx, dt, 0, 0, rows, k, h, 1.0, dy, h, nn_ptr(&a->in[1]), k,
                 a->req[0] == MXP_REQ_ADD ? 1.0 : 0.0, nn_ptr(&a->in_grad[0]), k);
     if (a->req[1] != MXP_REQ_NULL)  /* dW = dyᵀ · x */
-        nn_gemm(dt, 1, 0, h, k, rows, 1.0, dy, h, nn_ptr(&a->in[0]), k,
+        nn_gemm_par(a->ctx, dt, 1, 0, h, k, rows, 1.0, dy, h, nn_ptr(&a->in[0]), k,
                 a->req[1] == MXP_REQ_ADD ? 1.0 : 0.0, nn_ptr(&a->in_grad[1]), k);
     if (!p->no_bias && a->n_in > 2 && a->req[2] != MXP_REQ_NULL)
         NN_TYPED(dt, T, const T *g = dy; T *db = nn_ptr(&a->in_grad[2]);

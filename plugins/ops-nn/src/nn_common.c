@@ -1,6 +1,9 @@
 /* nn_common.c — helpers shared by the ops-nn op families: tensor checks,
  * shape unification with MXNet-style error messages, the parallel_for
- * wrapper and host scratch memory.  No op logic here. */
+ * wrapper, host scratch memory and the BLAS wrappers (nn_gemm: one
+ * single-threaded OpenBLAS call; nn_gemm_par: one GEMM split into
+ * independent column or row blocks run on ctx->parallel_for).  No op logic
+ * here. */
 #include "nn_common.h"
 
 int nn_check_contig(const char *op, const mxp_tensor *t, uint32_t n) {
@@ -78,3 +81,71 @@ void nn_gemm(int32_t dtype, int trans_a, int trans_b, int64_t m, int64_t n, int6
                     (blasint)m, (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb,
                     beta, c, (blasint)ldc);
 }
+
+/* ---------------------------------------------------------- parallel GEMM
+ * OpenBLAS is single-threaded in this process (nn_blas_init): the runtime
+ * owns the cores.  A GEMM big enough to be worth two cores is cut into
+ * independent blocks of C — column blocks when C is wide, row blocks when
+ * it is tall — and each block is one single-threaded sgemm/dgemm on a
+ * parallel_for chunk.  The block count is chosen here (2-4), not left to
+ * parallel_for, because every block re-packs the shared operand: fewer,
+ * bigger blocks waste less.  When no helper slot is free parallel_for runs
+ * all blocks on the caller, which then costs only the extra packing. */
+#define NN_GEMM_PAR_MIN_FLOP (3.0e6)  /* ~30 us on one core: below, one call */
+
+typedef struct gemm_job {
+    int32_t dt; int ta, tb, by_cols;
+    int64_t m, n, k, lda, ldb, ldc, step;
+    double alpha, beta;
+    const char *a, *b;
+    char *c;
+} gemm_job;
+
+static void gemm_block_range(void *arg, int64_t bb, int64_t be) {
+    const gemm_job *j = arg;
+    uint64_t es = j->dt == MXP_DTYPE_F32 ? 4 : 8;
+    for (int64_t blk = bb; blk < be; blk++) {
+        if (j->by_cols) {
+            int64_t c0 = blk * j->step, c1 = c0 + j->step < j->n ? c0 + j->step : j->n;
+            if (c0 >= c1) continue;
+            /* columns of op(B): B[:, c0:c1] (row-major, no trans) or rows c0:c1 of B (trans) */
+            const char *bp = j->b + (uint64_t)(j->tb ? c0 * j->ldb : c0) * es;
+            nn_gemm(j->dt, j->ta, j->tb, j->m, c1 - c0, j->k, j->alpha, j->a, j->lda, bp, j->ldb, j->beta,
+                    j->c + (uint64_t)c0 * es, j->ldc);
+        } else {
+            int64_t r0 = blk * j->step, r1 = r0 + j->step < j->m ? r0 + j->step : j->m;
+            if (r0 >= r1) continue;
+            const char *ap = j->a + (uint64_t)(j->ta ? r0 : r0 * j->lda) * es;
+            nn_gemm(j->dt, j->ta, j->tb, r1 - r0, j->n, j->k, j->alpha, ap, j->lda, j->b, j->ldb, j->beta,
+                    j->c + (uint64_t)(r0 * j->ldc) * es, j->ldc);
+        }
+    }
+}
+
+int nn_gemm_par(const mxp_op_ctx *ctx, int32_t dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                double beta, void *c, int64_t ldc) {
+    double flop = 2.0 * (double)m * (double)n * (double)k;
+    int by_cols = n >= m;
+    int64_t ext = by_cols ? n : m, unit = by_cols ? 16 : 8; /* keep blocks whole register tiles */
+    int64_t nblk = flop >= 8 * NN_GEMM_PAR_MIN_FLOP ? 4 : 2;
+    if (!ctx || !ctx->parallel_for || flop < 2 * NN_GEMM_PAR_MIN_FLOP || ext < 2 * unit) {
+        nn_gemm(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return MXP_OK;
+    }
+    int64_t step = (ext + nblk - 1) / nblk;
+    step = (step + unit - 1) / unit * unit;
+    nblk = (ext + step - 1) / step;
+    gemm_job j = { dtype, trans_a, trans_b, by_cols, m, n, k, lda, ldb, ldc, step, alpha, beta, a, b, c };
+    return ctx->parallel_for(ctx, nblk, 1, gemm_block_range, &j);
+}
+
+/* OpenBLAS's pthread build starts its own pool (one thread per core) and
+ * uses it for every large call.  Our kernels run on engine workers and
+ * parallel_for helpers that already occupy the cores, so a multithreaded
+ * BLAS call would oversubscribe them (perf-notes: 2-4x slower).  The
+ * runtime owns the cores: BLAS is made single-threaded once, at pack init
+ * (the setting is process-wide, so it covers threads started later), and
+ * parallelism comes from nn_gemm_par.  OPENBLAS_NUM_THREADS cannot do this
+ * after the library is loaded. */
+void nn_blas_init(void) { openblas_set_num_threads(1); }

@@ -103,6 +103,13 @@ int nn_register_deconv(mxp_registrar *r);
 void nn_gemm(int32_t dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
              double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
              double beta, void *c, int64_t ldc);
+/* The same GEMM split into 2-4 independent blocks of C on ctx->parallel_for
+ * (each block one single-threaded BLAS call); small GEMMs run as one call. */
+int nn_gemm_par(const mxp_op_ctx *ctx, int32_t dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                double beta, void *c, int64_t ldc);
+/* Makes OpenBLAS single-threaded (pack init; see nn_common.c for why). */
+void nn_blas_init(void);
 
 /* Softmax over the middle axis of an (O, K, S) view, f32/f64, parallel over
  * O*S rows; log_out gives log-softmax.  y may alias x.  (softmax.c) */

@@ -7,6 +7,7 @@ const mxp_host *nn_host;
 
 static int nn_init(const mxp_plugin_init_args *a) {
     nn_host = a->host;
+    nn_blas_init(); /* BLAS single-threaded: the runtime owns the cores */
     mxp_registrar *r = a->registrar;
     int st;
     if ((st = nn_register_fc(r)) < 0) return st;

@@ -93,3 +93,29 @@ Test(dot, req_add_accumulates) {
     for (int i = 0; i < 4; i++) cr_assert_eq(ph_get(&out[0], i), want[i]);
     ph_arr_free(&in[0]); ph_arr_free(&in[1]); ph_arr_free(&out[0]);
 }
+
+/* Products large enough (>= 6 MFLOP) to be split into column blocks (wide
+ * output) or row blocks (tall output) on the harness's parallel_for, every
+ * transpose combination, float32, against the float64 triple loop; a
+ * sample of entries including both ends of every block boundary region. */
+Test(dot, blocked_products) {
+    const int64_t sizes[2][3] = {{40, 700, 150}, {650, 24, 200}}; /* M, N, K: wide, tall */
+    for (int s = 0; s < 2; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+                ph_arr in[2] = {ph_arr_new(MXP_DTYPE_F32, 2, ta ? SHAPE(K, M) : SHAPE(M, K)),
+                                ph_arr_new(MXP_DTYPE_F32, 2, tb ? SHAPE(N, K) : SHAPE(K, N))};
+                ph_fill_uniform(&in[0], 11, -1, 1);
+                ph_fill_uniform(&in[1], 12, -1, 1);
+                const char *kw[] = {"transpose_a", ta ? "True" : "False", "transpose_b", tb ? "True" : "False", NULL};
+                ph_arr y = run1("dot", kw, 2, in);
+                cr_assert(y.ndim == 2 && y.shape[0] == M && y.shape[1] == N);
+                for (int64_t i = 0; i < M; i += (i % 16 == 15 || i % 16 == 0) ? 1 : 7)
+                    for (int64_t j = 0; j < N; j += (j % 16 == 15 || j % 16 == 0) ? 1 : 5)
+                        cr_assert(close_to(ph_get(&y, i * N + j), ref(&in[0], &in[1], ta, tb, M, N, K, i, j, 0, 0), 1e-4, 1e-4),
+                                  "size %d ta %d tb %d at (%lld,%lld)", s, ta, tb, (long long)i, (long long)j);
+                ph_arr_free(&y);
+                ph_arr_free(&in[0]); ph_arr_free(&in[1]);
+            }
+}

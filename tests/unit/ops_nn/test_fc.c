@@ -64,3 +64,42 @@ Test(fc, shape_errors, .init = setup, .fini = teardown) {
     cr_assert_lt(nnh_node_init(&n, pack, "FullyConnected", "default", "", MXP_DTYPE_F32), 0); /* num_hidden required */
     nnh_node_free(&n);
 }
+
+/* Shapes large enough that forward and both backward GEMMs are split into
+ * blocks on the harness's 2-thread parallel_for (nn_gemm_par: >= 6 MFLOP,
+ * column blocks when the output is wide, row blocks when it is tall, with
+ * ragged last blocks), checked against plain float64 loops.  LeNet's fc1
+ * (64x800 -> 500) is wide; 600x300 -> 40 is tall. */
+Test(fc, blocked_gemm_reference, .init = setup, .fini = teardown) {
+    const int64_t shapes[2][3] = {{64, 800, 500}, {600, 300, 40}}; /* rows, k, hidden */
+    for (int t = 0; t < 2; t++) for (int dti = 0; dti < 2; dti++) {
+        int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
+        int64_t R = shapes[t][0], K = shapes[t][1], H = shapes[t][2];
+        char kw[64]; snprintf(kw, sizeof kw, "num_hidden=%lld", (long long)H);
+        nnh_node n; int64_t d[2] = {R, K};
+        tu_node(&n, pack, "FullyConnected", kw, dt, 2, d, 1);
+        uint64_t r = 17 + (uint64_t)t;
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], dt, nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        tu_fill(n.out_grad[0], dt, R * H, &r, -1, 1);
+        double *x = tu_to_f64(n.in[0], dt, R * K), *w = tu_to_f64(n.in[1], dt, H * K);
+        double *b = tu_to_f64(n.in[2], dt, H), *dy = tu_to_f64(n.out_grad[0], dt, R * H);
+        double *y = calloc((size_t)(R * H), sizeof *y), *dx = calloc((size_t)(R * K), sizeof *dx);
+        double *dw = calloc((size_t)(H * K), sizeof *dw), *db = calloc((size_t)H, sizeof *db);
+        for (int64_t i = 0; i < R; i++) for (int64_t j = 0; j < H; j++) {
+            double s = b[j];
+            for (int64_t k = 0; k < K; k++) s += x[i * K + k] * w[j * K + k];
+            y[i * H + j] = s;
+            db[j] += dy[i * H + j];
+            for (int64_t k = 0; k < K; k++) { dx[i * K + k] += dy[i * H + j] * w[j * K + k]; dw[j * K + k] += dy[i * H + j] * x[i * K + k]; }
+        }
+        double tol = dt == MXP_DTYPE_F32 ? 1e-5 : 1e-13;
+        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+        cr_assert_leq(tu_relerr(n.out[0], dt, y, R * H), tol, "shape %d dt %d forward", t, dti);
+        cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+        cr_assert_leq(tu_relerr(n.in_grad[0], dt, dx, R * K), tol, "shape %d dt %d dx", t, dti);
+        cr_assert_leq(tu_relerr(n.in_grad[1], dt, dw, H * K), tol, "shape %d dt %d dw", t, dti);
+        cr_assert_leq(tu_relerr(n.in_grad[2], dt, db, H), tol, "shape %d dt %d db", t, dti);
+        free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
+        nnh_node_free(&n);
+    }
+}

@@ -9,9 +9,10 @@
  *     batched into one wide GEMM, col [K][nb*P] plus tmp [Mg][nb*P], and
  *     tmp is scattered to/gathered from NCHW;
  *   - otherwise one sample at a time, split over output rows when needed.
- * im2col/col2im and scatters run on ctx->parallel_for; each GEMM is one
- * OpenBLAS call from the calling thread (OpenBLAS uses its own threads: see
- * perf-notes on not nesting them). */
+ * im2col/col2im and scatters run on ctx->parallel_for; each GEMM is split
+ * into column/row blocks of single-threaded OpenBLAS calls on
+ * ctx->parallel_for too (nn_gemm_par): OpenBLAS's own pool is switched off
+ * at pack init because the runtime owns the cores (docs/engine.md). */
 #include "conv.h"
 
 #define CONV_WS_CAP (16ull << 20)
@@ -131,13 +132,13 @@ int conv_gemm_forward_impl(const mxp_forward_args *a) {
             const char *wg = w + (uint64_t)(gr * g.Mg * g.K) * es;
             char *yg = y + ((uint64_t)n0 * ys + (uint64_t)(gr * g.Mg * g.P)) * es;
             if (pl.one_by_one) {
-                nn_gemm(dt, 0, 0, g.Mg, g.P, g.K, 1.0, wg, g.K, xg, g.P, beta, yg, g.P);
+                nn_gemm_par(a->ctx, dt, 0, 0, g.Mg, g.P, g.K, 1.0, wg, g.K, xg, g.P, beta, yg, g.P);
             } else if (pl.nb > 1) {
                 int64_t ld = nb * g.P;
                 coljob cj = { dt, &g, xg, NULL, col, ld, 0, g.Ho, 0, es };
                 nn_parallel(a->ctx, nb * g.Cg, 1, im2col_range, &cj);
                 char *tmp = col + (uint64_t)(g.K * ld) * es;
-                nn_gemm(dt, 0, 0, g.Mg, ld, g.K, 1.0, wg, g.K, col, ld, 0.0, tmp, ld);
+                nn_gemm_par(a->ctx, dt, 0, 0, g.Mg, ld, g.K, 1.0, wg, g.K, col, ld, 0.0, tmp, ld);
                 scatjob sj = { dt, a->req[0], 0, &g, yg, tmp, nb, gr, es };
                 sj.y = y + (uint64_t)n0 * ys * es; /* scatter indexes the group itself */
                 nn_parallel(a->ctx, nb * g.Mg, 4, scatter_range, &sj);
@@ -146,7 +147,7 @@ int conv_gemm_forward_impl(const mxp_forward_args *a) {
                     int64_t r1 = r0 + pl.rb < g.Ho ? r0 + pl.rb : g.Ho, ld = (r1 - r0) * g.Wo;
                     coljob cj = { dt, &g, xg, NULL, col, ld, r0, r1, 0, es };
                     nn_parallel(a->ctx, g.Cg, 1, im2col_range, &cj);
-                    nn_gemm(dt, 0, 0, g.Mg, ld, g.K, 1.0, wg, g.K, col, ld, beta,
+                    nn_gemm_par(a->ctx, dt, 0, 0, g.Mg, ld, g.K, 1.0, wg, g.K, col, ld, beta,
                             yg + (uint64_t)(r0 * g.Wo) * es, g.P);
                 }
             }
@@ -199,9 +200,9 @@ int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx) {
                 const char *dyg = dy + ((uint64_t)n0 * ys + (uint64_t)(gr * g.Mg * g.P)) * es;
                 if (pl.one_by_one) {
                     if (rq_dw != MXP_REQ_NULL)
-                        nn_gemm(dt, 0, 1, g.Mg, g.Cg, g.P, 1.0, dyg, g.P, xg, g.P, 1.0, dwg, g.Cg);
+                        nn_gemm_par(a->ctx, dt, 0, 1, g.Mg, g.Cg, g.P, 1.0, dyg, g.P, xg, g.P, 1.0, dwg, g.Cg);
                     if (rq_dx != MXP_REQ_NULL)
-                        nn_gemm(dt, 1, 0, g.Cg, g.P, g.Mg, 1.0, wg, g.K, dyg, g.P,
+                        nn_gemm_par(a->ctx, dt, 1, 0, g.Cg, g.P, g.Mg, 1.0, wg, g.K, dyg, g.P,
                                 rq_dx == MXP_REQ_ADD ? 1.0 : 0.0, dxg, g.P);
                 } else if (pl.nb > 1) {
                     int64_t ld = nb * g.P;
@@ -211,10 +212,10 @@ int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx) {
                     coljob cj = { dt, &g, xg, dxg, col, ld, 0, g.Ho, 0, es };
                     if (rq_dw != MXP_REQ_NULL) {
                         nn_parallel(a->ctx, nb * g.Cg, 1, im2col_range, &cj);
-                        nn_gemm(dt, 0, 1, g.Mg, g.K, ld, 1.0, tmp, ld, col, ld, 1.0, dwg, g.K);
+                        nn_gemm_par(a->ctx, dt, 0, 1, g.Mg, g.K, ld, 1.0, tmp, ld, col, ld, 1.0, dwg, g.K);
                     }
                     if (rq_dx != MXP_REQ_NULL) {
-                        nn_gemm(dt, 1, 0, g.K, ld, g.Mg, 1.0, wg, g.K, tmp, ld, 0.0, col, ld);
+                        nn_gemm_par(a->ctx, dt, 1, 0, g.K, ld, g.Mg, 1.0, wg, g.K, tmp, ld, 0.0, col, ld);
                         nn_parallel(a->ctx, nb * g.Cg, 1, col2im_range, &cj);
                     }
                 } else {
@@ -224,10 +225,10 @@ int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx) {
                         coljob cj = { dt, &g, xg, dxg, col, ld, r0, r1, 0, es };
                         if (rq_dw != MXP_REQ_NULL) {
                             nn_parallel(a->ctx, g.Cg, 1, im2col_range, &cj);
-                            nn_gemm(dt, 0, 1, g.Mg, g.K, ld, 1.0, dyr, g.P, col, ld, 1.0, dwg, g.K);
+                            nn_gemm_par(a->ctx, dt, 0, 1, g.Mg, g.K, ld, 1.0, dyr, g.P, col, ld, 1.0, dwg, g.K);
                         }
                         if (rq_dx != MXP_REQ_NULL) {
-                            nn_gemm(dt, 1, 0, g.K, ld, g.Mg, 1.0, wg, g.K, dyr, g.P, 0.0, col, ld);
+                            nn_gemm_par(a->ctx, dt, 1, 0, g.K, ld, g.Mg, 1.0, wg, g.K, dyr, g.P, 0.0, col, ld);
                             nn_parallel(a->ctx, g.Cg, 1, col2im_range, &cj);
                         }
                     }
