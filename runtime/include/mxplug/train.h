@@ -214,8 +214,11 @@ typedef struct mxp_fit_opts {
     void *user;
 } mxp_fit_opts;
 
-/* data_names / label_names: the symbol's inputs fed by iterators (NULL:
- * {"data"} and {"softmax_label"}).  The module retains sym.  CPU only. */
+/* data_names / label_names: the symbol's inputs fed by iterators.  NULL
+ * data_names with n_data 0 or 1: {"data"}; NULL label_names with n_label 1:
+ * {"softmax_label"}, with n_label 0: no label; NULL names with a larger
+ * count, or a negative count: MXP_EINVAL.  The module retains sym.  CPU
+ * only. */
 MXP_API int mxp_module_create(mxp_symbol *sym, int n_data, const char *const *data_names, int n_label,
                               const char *const *label_names, mxp_module **out);
 MXP_API void mxp_module_free(mxp_module *mod);
@@ -230,11 +233,15 @@ MXP_API int mxp_module_fit(mxp_module *mod, mxp_iter *train, mxp_iter *val, cons
 
 /* Evaluate on every batch of iter's current epoch (padded rows ignored)
  * with metric `metric` ("acc", ...).  Uses an inference binding without
- * labels.  *out_value: the metric's value. */
+ * labels, bound on demand.  Parameters: those of a pending
+ * mxp_module_load_checkpoint (no fit needed; every parameter and aux state
+ * must be in it), else the trained ones; neither: MXP_EMISUSE.
+ * *out_value: the metric's value. */
 MXP_API int mxp_module_score(mxp_module *mod, mxp_iter *iter, const char *metric, double *out_value);
 
 /* Output 0 for every sample of iter's current epoch, padded rows dropped,
- * concatenated: out (n_samples, ...) new array (caller frees). */
+ * concatenated: out (n_samples, ...) new array (caller frees).  Parameters
+ * as mxp_module_score. */
 MXP_API int mxp_module_predict(mxp_module *mod, mxp_iter *iter, mxp_ndarray **out);
 
 /* Parameters (owned by the module; valid while it lives) by name. NULL if
@@ -249,7 +256,8 @@ MXP_API int mxp_module_save_checkpoint(mxp_module *mod, const char *prefix, int 
 /* Remember a checkpoint to load: its parameters replace the initialized
  * ones at the next fit (after initialization, so the RNG advances as in
  * the original run), and with load_states the optimizer's states and RNG
- * position are restored then.  Checks the files exist now. */
+ * position are restored then.  Until that fit, score and predict use the
+ * checkpoint's parameters.  Checks the files exist now. */
 MXP_API int mxp_module_load_checkpoint(mxp_module *mod, const char *prefix, int epoch, int load_states);
 
 #ifdef __cplusplus

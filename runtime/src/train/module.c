@@ -8,7 +8,8 @@
  * Training executor: every argument gets a gradient except data and
  * labels.  Inference executor (score/predict): bound on demand with data
  * shapes only and no gradients; parameters are copied into it before each
- * pass.  Optimizer index i = parameter i in list_arguments order minus
+ * pass (from a pending load_checkpoint instead, read from the file, so a
+ * fresh module can score/predict a checkpoint without fit).  Optimizer index i = parameter i in list_arguments order minus
  * data/label (MXNet's Module order).
  *
  * Resume: load_checkpoint only records prefix/epoch; fit seeds and
@@ -80,8 +81,17 @@ int mxp_module_create(mxp_symbol *sym, int n_data, const char *const *data_names
     *out = NULL;
     if (!sym) return mxp__error(MXP_EINVAL, "mxp_module_create: symbol is NULL");
     static const char *const def_data[] = {"data"}, *const def_label[] = {"softmax_label"};
+    if (n_data < 0 || n_label < 0)
+        return mxp__error(MXP_EINVAL, "mxp_module_create: negative name count (%d data, %d label)", n_data, n_label);
+    /* NULL names: the default list, when the count asks for at most one
+     * name (data: 0 or 1 -> {"data"}; label: 1 -> {"softmax_label"},
+     * 0 -> no label).  A larger count with NULL names has no meaning. */
+    if (!data_names && n_data > 1)
+        return mxp__error(MXP_EINVAL, "mxp_module_create: %d data names expected, names are NULL", n_data);
+    if (!label_names && n_label > 1)
+        return mxp__error(MXP_EINVAL, "mxp_module_create: %d label names expected, names are NULL", n_label);
     if (!data_names) data_names = def_data, n_data = 1;
-    if (!label_names && n_label != 0) label_names = def_label, n_label = 1;
+    if (!label_names && n_label == 1) label_names = def_label;
     mxp_module *m = calloc(1, sizeof *m);
     if (!m) return mxp__error_oom("module");
     m->sym = mxp_symbol_retain(sym);
@@ -297,12 +307,45 @@ static int sync_infer(mxp_module *m) {
     return rc;
 }
 
-/* Run inference over iter's current epoch; per batch call fn(out0, batch). */
+/* Copy a pending checkpoint's parameters and aux states into the inference
+ * binding (score/predict after load_checkpoint, with or without a fit
+ * before).  Unlike apply_checkpoint every parameter and aux state must be
+ * present: nothing was initialized to fall back on. */
+static int load_infer(mxp_module *m) {
+    int na, nx, n_aux = 0;
+    char **an, **xn;
+    mxp_ndarray **aa, **xa, *const *aux = NULL;
+    int rc = mxp_checkpoint_load_params(m->load_prefix, m->load_epoch, &na, &an, &aa, &nx, &xn, &xa);
+    if (rc) return rc;
+    if (m->n_aux) rc = mxp_executor_aux(m->infer_ex, &n_aux, &aux);
+    for (int i = 0; rc == MXP_OK && i < m->n_args + m->n_aux; i++) {
+        if (i < m->n_args && !m->is_param[i]) continue;
+        const char *nm = i < m->n_args ? m->arg_names[i] : m->aux_names[i - m->n_args];
+        int j = i < m->n_args ? in_list(an, na, nm) : in_list(xn, nx, nm);
+        mxp_ndarray *dst = i < m->n_args ? ex_arg(m->infer_ex, i) : i - m->n_args < n_aux ? aux[i - m->n_args] : NULL;
+        if (j < 0)
+            rc = mxp__error(MXP_ENOENT, "checkpoint '%s' epoch %d lacks %s '%s'", m->load_prefix, m->load_epoch,
+                            i < m->n_args ? "parameter" : "aux state", nm);
+        else if (!dst)
+            rc = mxp__error(MXP_EINVAL, "module: no inference array for '%s'", nm);
+        else if ((rc = mxp_ndarray_copy(i < m->n_args ? aa[j] : xa[j], dst)))
+            rc = mxp__error_prefix(rc, "checkpoint parameter '%s'", nm);
+    }
+    mxp_ndarray_list_free(na, aa, an);
+    mxp_ndarray_list_free(nx, xa, xn);
+    return rc;
+}
+
+/* Run inference over iter's current epoch; per batch call fn(out0, batch).
+ * Parameters come from a pending load_checkpoint if any (the module is
+ * bound for inference on demand, no fit needed), else from training. */
 typedef int (*batch_fn)(void *ctx, mxp_ndarray *out, mxp_iter *it);
 static int infer_loop(mxp_module *m, mxp_iter *it, batch_fn fn, void *ctx) {
-    if (!m->train_ex) return mxp__error(MXP_EMISUSE, "module: not trained or loaded yet (call mxp_module_fit first)");
+    if (!m->train_ex && !m->load_pending)
+        return mxp__error(MXP_EMISUSE, "module: not trained or loaded yet (call mxp_module_fit or "
+                                       "mxp_module_load_checkpoint first)");
     int rc = bind_infer(m, it);
-    if (rc == MXP_OK) rc = sync_infer(m);
+    if (rc == MXP_OK) rc = m->load_pending ? load_infer(m) : sync_infer(m);
     for (;;) {
         int has = 0;
         if (rc == MXP_OK) rc = mxp_iter_next(it, &has);
