@@ -161,6 +161,10 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
         {3, 1, 28, 28, 20, 1, 5, 5, 1, 1, 0, 0, 1, 1, 0},
         {2, 8, 12, 12, 10, 2, 5, 5, 1, 1, 0, 0, 1, 1, 1},
         {1, 12, 20, 19, 8, 1, 3, 3, 1, 1, 2, 2, 1, 1, 0},
+        /* batches the gemm impl cuts into several sample blocks (ragged
+         * last block, groups, no_bias) */
+        {21, 4, 10, 11, 6, 2, 3, 2, 1, 1, 1, 0, 1, 1, 0},
+        {9, 6, 12, 12, 10, 1, 5, 5, 1, 1, 0, 0, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         if (fixed[i].kh == 3 && fixed[i].G == 1) eligible_wino++;
