@@ -10,6 +10,7 @@
  * Invariant: states[i].n_state arrays are non-NULL once states[i].used. */
 #include "train/train.h"
 
+#include "op/op.h"
 #include "resource/resource.h"
 
 #include <inttypes.h>
@@ -21,10 +22,20 @@
 
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_RMSPROP = 2 };
 
+/* node: the update op for this parameter, kept between steps with the
+ * kwargs it was created with (k_lr, k_wd: the only ones that vary; the
+ * rest are fixed at create) and the weight signature it was inferred for,
+ * so a step with unchanged lr pushes through a bound node instead of
+ * parsing kwargs, selecting and binding a temporary one (mxp_invoke).
+ * Like an executor's nodes it pins the ops pack while it lives. */
 typedef struct pstate {
     int used;
     int64_t count;
     mxp_ndarray *s[2];
+    mxp__node *node;
+    double k_lr, k_wd;
+    int k_ndim, k_dtype;
+    int64_t k_shape[MXP_MAX_NDIM];
 } pstate;
 
 struct mxp_optimizer {
@@ -93,6 +104,7 @@ static void free_states(mxp_optimizer *o) {
     for (int i = 0; i < o->n_states; i++) {
         mxp_ndarray_free(o->states[i].s[0]);
         mxp_ndarray_free(o->states[i].s[1]);
+        mxp__node_free(o->states[i].node);
     }
     free(o->states);
     o->states = NULL;
@@ -140,6 +152,75 @@ static int zeros_like(mxp_ndarray *w, mxp_ndarray **out) {
     return rc;
 }
 
+/* Is st->node the update for (lr, wd) on weight's signature? */
+static int node_fits(const pstate *st, double lr, double wd, mxp_ndarray *weight) {
+    int nd = mxp_ndarray_ndim(weight);
+    return st->node && st->k_lr == lr && st->k_wd == wd && st->k_dtype == mxp_ndarray_dtype(weight) &&
+           st->k_ndim == nd && !memcmp(st->k_shape, mxp_ndarray_shape(weight), (size_t)nd * sizeof(int64_t));
+}
+
+/* Replace st->node with a node for op(kv) inferred on in -> weight, or
+ * leave it NULL when the op's arity is not the plain in-place update this
+ * cache assumes (the caller then goes through mxp_invoke). */
+static int make_node(pstate *st, const char *op, int n_in, mxp_ndarray *const *in, mxp_ndarray *weight,
+                     const char *const *kv, double lr, double wd) {
+    mxp__node_free(st->node);
+    st->node = NULL;
+    const char *keys[16], *vals[16];
+    int n = 0;
+    while (kv[2 * n] && n < 16) {
+        keys[n] = kv[2 * n];
+        vals[n] = kv[2 * n + 1];
+        n++;
+    }
+    mxp__node *nd = NULL;
+    int rc = mxp__node_create(op, n, keys, vals, &nd);
+    if (rc) return rc;
+    if (mxp__node_num_inputs(nd) != n_in || mxp__node_num_outputs(nd) != 1 || mxp__node_num_aux(nd) != 0 || n_in > 4) {
+        mxp__node_free(nd);
+        return MXP_OK;
+    }
+    mxp_shape sh[5];
+    int32_t dt[5];
+    memset(sh, 0, sizeof sh);
+    for (int i = 0; i <= n_in; i++) {
+        mxp_ndarray *a = i < n_in ? in[i] : weight;
+        sh[i].ndim = mxp_ndarray_ndim(a);
+        memcpy(sh[i].dims, mxp_ndarray_shape(a), (size_t)sh[i].ndim * sizeof(int64_t));
+        dt[i] = mxp_ndarray_dtype(a);
+    }
+    rc = mxp__node_infer(nd, sh, dt, sh + n_in, dt + n_in, NULL, NULL);
+    if (rc) {
+        mxp__node_free(nd);
+        return rc;
+    }
+    st->node = nd;
+    st->k_lr = lr;
+    st->k_wd = wd;
+    st->k_dtype = mxp_ndarray_dtype(weight);
+    st->k_ndim = mxp_ndarray_ndim(weight);
+    memcpy(st->k_shape, mxp_ndarray_shape(weight), (size_t)st->k_ndim * sizeof(int64_t));
+    return MXP_OK;
+}
+
+/* Push op(kv) in place on weight: through the parameter's node (kept while
+ * lr and wd stay the same), else a one-off mxp_invoke. */
+static int push_update(pstate *st, const char *op, int n_in, mxp_ndarray *const *in, mxp_ndarray *weight,
+                       const char *const *kv, double lr, double wd) {
+    mxp_ndarray *out[1] = {weight};
+    if (!node_fits(st, lr, wd, weight)) {
+        int rc = make_node(st, op, n_in, in, weight, kv, lr, wd);
+        if (rc) return rc;
+        if (!st->node) return mxp__train_invoke(op, n_in, in, 1, out, kv);
+    }
+    int rc = mxp__node_forward(st->node, in, out, NULL, NULL, 0);
+    if (rc) {
+        mxp__node_free(st->node);
+        st->node = NULL;
+    }
+    return rc;
+}
+
 int mxp_optimizer_update(mxp_optimizer *opt, int index, const char *name, mxp_ndarray *weight, mxp_ndarray *grad) {
     if (!opt || !weight || !grad || index < 0) return mxp__error(MXP_EINVAL, "mxp_optimizer_update: bad argument");
     int rc = grow(opt, index);
@@ -156,54 +237,54 @@ int mxp_optimizer_update(mxp_optimizer *opt, int index, const char *name, mxp_nd
     if (st->count > opt->num_update) opt->num_update = st->count;
     double lr = mxp_lr_schedule_lr(opt->sched, opt->lr, opt->num_update);
     double wd = (name && !ends_with(name, "_weight") && !ends_with(name, "_gamma")) ? 0.0 : opt->wd;
-    char b_lr[32], b_wd[32], b_rs[32], b_cl[32], b_a[32], b_b[32], b_c[32], b_d[32];
-    mxp__train_fmt(b_wd, wd);
-    mxp__train_fmt(b_rs, opt->rescale_grad);
-    mxp__train_fmt(b_cl, opt->clip_gradient < 0 ? -1.0 : opt->clip_gradient);
-    mxp_ndarray *out[1] = {weight};
-    switch (opt->type) {
-    case OPT_SGD:
-        mxp__train_fmt(b_lr, lr);
-        if (ns == 0) {
-            mxp_ndarray *in[2] = {weight, grad};
-            const char *kv[] = {"lr", b_lr, "wd", b_wd, "rescale_grad", b_rs, "clip_gradient", b_cl, NULL};
-            rc = mxp__train_invoke("sgd_update", 2, in, 1, out, kv);
-        } else {
-            mxp_ndarray *in[3] = {weight, grad, st->s[0]};
-            const char *kv[] = {"lr", b_lr, "momentum", mxp__train_fmt(b_a, opt->momentum), "wd", b_wd,
-                                "rescale_grad", b_rs, "clip_gradient", b_cl, NULL};
-            rc = mxp__train_invoke("sgd_mom_update", 3, in, 1, out, kv);
-        }
-        break;
-    case OPT_ADAM: {
+    if (opt->type == OPT_ADAM) {
         double t = (double)st->count;
         double coef1 = 1.0 - pow(opt->beta1, t), coef2 = 1.0 - pow(opt->beta2, t);
         lr *= sqrt(coef2) / coef1;
-        mxp__train_fmt(b_lr, lr);
-        mxp_ndarray *in[4] = {weight, grad, st->s[0], st->s[1]};
-        const char *kv[] = {"lr", b_lr, "beta1", mxp__train_fmt(b_a, opt->beta1), "beta2",
-                            mxp__train_fmt(b_b, opt->beta2), "epsilon", mxp__train_fmt(b_c, opt->epsilon), "wd", b_wd,
-                            "rescale_grad", b_rs, "clip_gradient", b_cl, NULL};
-        rc = mxp__train_invoke("adam_update", 4, in, 1, out, kv);
-        break;
     }
-    default: {
+    mxp_ndarray *in[4] = {weight, grad, st->s[0], st->s[1]};
+    const char *op = opt->type == OPT_ADAM      ? "adam_update"
+                     : opt->type == OPT_RMSPROP ? "rmsprop_update"
+                     : ns == 0                  ? "sgd_update"
+                                                : "sgd_mom_update";
+    int n_in = opt->type == OPT_ADAM ? 4 : opt->type == OPT_RMSPROP ? 3 : ns == 0 ? 2 : 3;
+    if (node_fits(st, lr, wd, weight)) {
+        rc = push_update(st, op, n_in, in, weight, NULL, lr, wd);
+    } else {
+        /* Kwargs as text only when a node must be made. */
+        char b_lr[32], b_wd[32], b_rs[32], b_cl[32], b_a[32], b_b[32], b_c[32], b_d[32];
         mxp__train_fmt(b_lr, lr);
-        mxp_ndarray *in[3] = {weight, grad, st->s[0]};
-        const char *kv[] = {"lr", b_lr, "gamma1", mxp__train_fmt(b_a, opt->gamma1), "epsilon",
-                            mxp__train_fmt(b_b, opt->epsilon), "wd", b_wd, "rescale_grad", b_rs, "clip_gradient", b_cl,
-                            "clip_weights", mxp__train_fmt(b_d, opt->clip_weights < 0 ? -1.0 : opt->clip_weights), NULL};
-        (void)b_c;
-        rc = mxp__train_invoke("rmsprop_update", 3, in, 1, out, kv);
-        break;
-    }
+        mxp__train_fmt(b_wd, wd);
+        mxp__train_fmt(b_rs, opt->rescale_grad);
+        mxp__train_fmt(b_cl, opt->clip_gradient < 0 ? -1.0 : opt->clip_gradient);
+        const char *kv[20];
+        int k = 0;
+        kv[k++] = "lr", kv[k++] = b_lr;
+        switch (opt->type) {
+        case OPT_SGD:
+            if (ns) kv[k++] = "momentum", kv[k++] = mxp__train_fmt(b_a, opt->momentum);
+            break;
+        case OPT_ADAM:
+            kv[k++] = "beta1", kv[k++] = mxp__train_fmt(b_a, opt->beta1);
+            kv[k++] = "beta2", kv[k++] = mxp__train_fmt(b_b, opt->beta2);
+            kv[k++] = "epsilon", kv[k++] = mxp__train_fmt(b_c, opt->epsilon);
+            break;
+        default:
+            kv[k++] = "gamma1", kv[k++] = mxp__train_fmt(b_a, opt->gamma1);
+            kv[k++] = "epsilon", kv[k++] = mxp__train_fmt(b_b, opt->epsilon);
+            kv[k++] = "clip_weights", kv[k++] = mxp__train_fmt(b_d, opt->clip_weights < 0 ? -1.0 : opt->clip_weights);
+            break;
+        }
+        kv[k++] = "wd", kv[k++] = b_wd;
+        kv[k++] = "rescale_grad", kv[k++] = b_rs;
+        kv[k++] = "clip_gradient", kv[k++] = b_cl;
+        kv[k] = NULL;
+        rc = push_update(st, op, n_in, in, weight, kv, lr, wd);
     }
     if (rc) return mxp__error_prefix(rc, "optimizer '%s': update of parameter %d%s%s%s", type_names[opt->type], index,
                                      name ? " ('" : "", name ? name : "", name ? "')" : "");
     return MXP_OK;
 }
-
-/* ------------------------------------------------------------ states */
 
 static int i64_array(const int64_t *v, int n, mxp_ndarray **out) {
     int64_t shp[1] = {n};
