@@ -40,7 +40,10 @@ static void act_fwd_range(void *arg, int64_t b, int64_t e) {
     const act_job *j = arg;
     NN_TYPED(j->dt, T, const T *x = j->x; T *o = j->o;
         switch (j->type) {
-        case ACT_RELU:     for (int64_t i = b; i < e; i++) { T v = x[i] > 0 ? x[i] : 0; NN_STORE(j->req, o[i], v); } break;
+        case ACT_RELU: /* req hoisted out of the loop so both loops vectorize */
+            if (j->req == MXP_REQ_ADD) for (int64_t i = b; i < e; i++) o[i] += x[i] > 0 ? x[i] : 0;
+            else for (int64_t i = b; i < e; i++) o[i] = x[i] > 0 ? x[i] : 0;
+            break;
         case ACT_SIGMOID:  for (int64_t i = b; i < e; i++) { T v = (T)(1 / (1 + exp(-(double)x[i]))); NN_STORE(j->req, o[i], v); } break;
         case ACT_TANH:     for (int64_t i = b; i < e; i++) { T v = (T)tanh((double)x[i]); NN_STORE(j->req, o[i], v); } break;
         case ACT_SOFTRELU: for (int64_t i = b; i < e; i++) { double t = x[i];
@@ -53,7 +56,10 @@ static void act_bwd_range(void *arg, int64_t b, int64_t e) {
     const act_job *j = arg;
     NN_TYPED(j->dt, T, const T *y = j->y; const T *x = j->x; const T *dy = j->dy; T *o = j->o;
         switch (j->type) {
-        case ACT_RELU:     for (int64_t i = b; i < e; i++) { T v = y[i] > 0 ? dy[i] : 0; NN_STORE(j->req, o[i], v); } break;
+        case ACT_RELU:
+            if (j->req == MXP_REQ_ADD) for (int64_t i = b; i < e; i++) o[i] += y[i] > 0 ? dy[i] : 0;
+            else for (int64_t i = b; i < e; i++) o[i] = y[i] > 0 ? dy[i] : 0;
+            break;
         case ACT_SIGMOID:  for (int64_t i = b; i < e; i++) { T v = dy[i] * y[i] * (1 - y[i]); NN_STORE(j->req, o[i], v); } break;
         case ACT_TANH:     for (int64_t i = b; i < e; i++) { T v = dy[i] * (1 - y[i] * y[i]); NN_STORE(j->req, o[i], v); } break;
         case ACT_SOFTRELU: for (int64_t i = b; i < e; i++) { T v = (T)(dy[i] * -expm1(-(double)y[i])); NN_STORE(j->req, o[i], v); } break;

@@ -5,7 +5,8 @@
  * window (rescanning the input, so backward needs data but not output).
  * Window arithmetic follows MXNet's pool_*_2d kernels: windows are clipped
  * to the padded extent for the avg divisor (count_include_pad) and to the
- * data for the values. */
+ * data for the values.  Max pooling with non-overlapping windows inside the
+ * data (2x2 stride 2 and the like) has a fast path with the same results. */
 #include "nn_common.h"
 #include <float.h>
 
@@ -149,6 +150,66 @@ static void pool_bwd_range(void *arg, int64_t b, int64_t e) {
     });
 }
 
+/* Fast path: max pooling with non-overlapping windows inside the data
+ * (stride == kernel, no pad, Ho*kh <= H, Wo*kw <= W: LeNet's 2x2/2).  Same
+ * results as the generic loops (first maximum, NaN never taken) without
+ * the per-window clipping; backward writes every window element once
+ * instead of clearing the plane and then scattering. */
+static int pool_disjoint_max(const pgeom *g) {
+    return g->type == POOL_MAX && g->sh == g->kh && g->sw == g->kw && g->ph == 0 && g->pw == 0 &&
+           g->Ho * g->kh <= g->H && g->Wo * g->kw <= g->W;
+}
+
+static void pool_fwd_disjoint_range(void *arg, int64_t b, int64_t e) {
+    const pjob *j = arg; const pgeom *g = &j->g;
+    NN_TYPED(j->dt, T, for (int64_t pl = b; pl < e; pl++) {
+        const T *x = (const T *)j->x + pl * g->H * g->W;
+        T *y = (T *)j->y + pl * g->Ho * g->Wo;
+        T lowest = j->dt == MXP_DTYPE_F32 ? (T)-FLT_MAX : (T)-DBL_MAX;
+        for (int64_t oh = 0; oh < g->Ho; oh++) {
+            T *yr = y + oh * g->Wo;
+            if (g->kh == 2 && g->kw == 2) {
+                const T *r0 = x + (2 * oh) * g->W, *r1 = r0 + g->W;
+                for (int64_t ow = 0; ow < g->Wo; ow++) {
+                    T v = lowest;
+                    v = r0[2 * ow] > v ? r0[2 * ow] : v; v = r0[2 * ow + 1] > v ? r0[2 * ow + 1] : v;
+                    v = r1[2 * ow] > v ? r1[2 * ow] : v; v = r1[2 * ow + 1] > v ? r1[2 * ow + 1] : v;
+                    NN_STORE(j->req, yr[ow], v);
+                }
+                continue;
+            }
+            for (int64_t ow = 0; ow < g->Wo; ow++) {
+                T v = lowest;
+                for (int64_t h = oh * g->kh; h < (oh + 1) * g->kh; h++)
+                    for (int64_t w = ow * g->kw; w < (ow + 1) * g->kw; w++) v = x[h * g->W + w] > v ? x[h * g->W + w] : v;
+                NN_STORE(j->req, yr[ow], v);
+            }
+        }
+    });
+}
+
+static void pool_bwd_disjoint_range(void *arg, int64_t b, int64_t e) {
+    const pjob *j = arg; const pgeom *g = &j->g;
+    int add = j->req == MXP_REQ_ADD;
+    int partial = g->Ho * g->kh != g->H || g->Wo * g->kw != g->W; /* edge rows/cols no window covers */
+    NN_TYPED(j->dt, T, for (int64_t pl = b; pl < e; pl++) {
+        const T *x = (const T *)j->x + pl * g->H * g->W;
+        const T *dy = (const T *)j->dy + pl * g->Ho * g->Wo;
+        T *dx = (T *)j->dx + pl * g->H * g->W;
+        if (!add && partial) memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));
+        for (int64_t oh = 0; oh < g->Ho; oh++) for (int64_t ow = 0; ow < g->Wo; ow++) {
+            int64_t h0 = oh * g->kh, w0 = ow * g->kw, best = h0 * g->W + w0;
+            T v = x[best];
+            for (int64_t h = h0; h < h0 + g->kh; h++) for (int64_t w = w0; w < w0 + g->kw; w++)
+                if (x[h * g->W + w] > v) { v = x[h * g->W + w]; best = h * g->W + w; }
+            T gv = dy[oh * g->Wo + ow];
+            if (add) { dx[best] += gv; continue; }
+            for (int64_t h = h0; h < h0 + g->kh; h++) for (int64_t w = w0; w < w0 + g->kw; w++) dx[h * g->W + w] = 0;
+            dx[best] = gv;
+        }
+    });
+}
+
 static int pool_forward(const mxp_forward_args *a) {
     int32_t dt; int st;
     if ((st = nn_check_float("Pooling", a->in, 1, &dt)) < 0) return st;
@@ -158,7 +219,7 @@ static int pool_forward(const mxp_forward_args *a) {
     pjob j; memset(&j, 0, sizeof j);
     pool_geom(a->params, a->in[0].shape, &j.g, 0);
     j.dt = dt; j.req = a->req[0]; j.x = nn_ptr(&a->in[0]); j.y = nn_ptr(&a->out[0]);
-    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_fwd_range, &j);
+    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_disjoint_max(&j.g) ? pool_fwd_disjoint_range : pool_fwd_range, &j);
 }
 
 static int pool_backward(const mxp_backward_args *a) {
@@ -170,7 +231,7 @@ static int pool_backward(const mxp_backward_args *a) {
     j.dt = a->out_grad[0].dtype; j.req = a->req[0]; j.x = nn_ptr(&a->in[0]);
     j.dy = nn_ptr(&a->out_grad[0]); j.dx = nn_ptr(&a->in_grad[0]);
     if (j.g.type == POOL_MAX && !j.x) return NN_ERR(MXP_EINVAL, "Pooling: max backward needs data");
-    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_bwd_range, &j);
+    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_disjoint_max(&j.g) ? pool_bwd_disjoint_range : pool_bwd_range, &j);
 }
 
 static int pool_declare_backward(mxp_backward_deps_args *a) {

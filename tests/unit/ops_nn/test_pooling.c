@@ -31,7 +31,7 @@ Test(pooling, forward_and_fd, .init = setup, .fini = teardown) {
     pc cs[] = {
         {"max", 2, 2, 0, 0, 0, 1}, {"max", 3, 2, 1, 0, 0, 1}, {"avg", 3, 2, 1, 0, 0, 1}, {"avg", 3, 2, 1, 1, 0, 0},
         {"sum", 2, 1, 0, 0, 0, 1}, {"avg", 3, 3, 0, 1, 0, 1}, {"max", 3, 2, 1, 1, 0, 1}, {"avg", 1, 1, 0, 0, 1, 1},
-        {"max", 1, 1, 0, 0, 1, 1},
+        {"max", 1, 1, 0, 0, 1, 1}, {"max", 3, 3, 0, 0, 0, 1},
     };
     for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) for (int dti = 0; dti < 2; dti++) {
         const pc *c = &cs[t];
@@ -71,4 +71,38 @@ Test(pooling, params_and_shapes, .init = setup, .fini = teardown) {
     n.in_shape[0] = (mxp_shape){4, 0, {1, 1, 3, 3}};
     cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
     nnh_node_free(&n);
+}
+
+/* Max backward with non-overlapping windows that cover the data exactly
+ * (the 2x2 stride-2 fast path): req write must overwrite every element of
+ * a dx holding garbage, req add must accumulate; reference routes each
+ * output gradient to the first maximum of its window. */
+Test(pooling, max_disjoint_backward_req, .init = setup, .fini = teardown) {
+    for (int dti = 0; dti < 2; dti++) {
+        int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
+        int N = 2, C = 3, H = 8, W = 6, Ho = 4, Wo = 3;
+        nnh_node n; int64_t d[4] = {N, C, H, W};
+        tu_node(&n, pack, "Pooling", "pool_type=max kernel=(2,2) stride=(2,2)", dt, 4, d, 1);
+        uint64_t r = 99;
+        tu_fill(n.in[0], dt, N * C * H * W, &r, -1, 1);
+        tu_fill(n.out_grad[0], dt, N * C * Ho * Wo, &r, -1, 1);
+        double *ref = calloc((size_t)(N * C * H * W), sizeof(double));
+        for (int pl = 0; pl < N * C; pl++) for (int oh = 0; oh < Ho; oh++) for (int ow = 0; ow < Wo; ow++) {
+            int best = -1; double v = 0;
+            for (int i = 0; i < 2; i++) for (int j = 0; j < 2; j++) {
+                int idx = (pl * H + 2 * oh + i) * W + 2 * ow + j;
+                if (best < 0 || tu_get(n.in[0], dt, idx) > v) { v = tu_get(n.in[0], dt, idx); best = idx; }
+            }
+            ref[best] += tu_get(n.out_grad[0], dt, (pl * Ho + oh) * Wo + ow);
+        }
+        tu_fill(n.in_grad[0], dt, N * C * H * W, &r, 5, 6); /* garbage */
+        cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+        cr_assert_leq(tu_relerr(n.in_grad[0], dt, ref, N * C * H * W), 1e-15);
+        int32_t add[1] = {MXP_REQ_ADD};
+        cr_assert_eq(nnh_node_backward(&n, add), 0, "%s", nnh_error());
+        for (int i = 0; i < N * C * H * W; i++) ref[i] *= 2;
+        cr_assert_leq(tu_relerr(n.in_grad[0], dt, ref, N * C * H * W), 1e-15);
+        free(ref);
+        nnh_node_free(&n);
+    }
 }

@@ -19,7 +19,10 @@
             if (ih < 0 || ih >= g->H) { memset(dst, 0, (size_t)g->Wo * sizeof(T)); continue; } \
             const T *src = x + (c * g->H + ih) * g->W; \
             for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0; \
-            if (g->sw == 1) { if (hi > lo) memcpy(dst + lo, src + lo + jo, (size_t)(hi - lo) * sizeof(T)); } \
+            if (g->sw == 1) { \
+                /* short rows (small images): an inline loop, not a memcpy call per row */ \
+                if (hi - lo <= 32) for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow + jo]; \
+                else if (hi > lo) memcpy(dst + lo, src + lo + jo, (size_t)(hi - lo) * sizeof(T)); } \
             else for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->sw + jo]; \
             for (int64_t ow = hi; ow < g->Wo; ow++) dst[ow] = 0; \
         } \
