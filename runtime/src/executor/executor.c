@@ -336,6 +336,7 @@ static int bind_impl(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *c
         rc = mxp__node_create(n->op, n->n_attrs, (const char *const *)n->keys, (const char *const *)n->vals,
                               &ex->nodes[i]);
         if (rc) rc = mxp__error_prefix(rc, "node '%s'", n->name);
+        else mxp__node_set_label(ex->nodes[i], n->name); /* kernel errors name the node */
     }
     if (!rc) rc = mxp__executor_setup(ex, 0);
     if (rc) {

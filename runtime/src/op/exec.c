@@ -23,7 +23,7 @@
 
 typedef struct exec {
     node_inst *inst;
-    char name[MXP_NAME_MAX];
+    char name[MXP__NODE_LABEL_MAX]; /* the node's label (op.h) */
     int backward, is_train;
     mxp_device dev;
     uint32_t n_in, n_out, n_aux;
@@ -47,30 +47,34 @@ static void exec_free(exec *x) {
     if (!x) return;
     mxp__inst_release(x->inst);
     if (x->ws_host) mxp__host_table()->free_host(x->ws_host);
-    free(x->t);
-    free(x->shp);
-    free(x->tvar);
-    free(x->req);
-    free(x->vars);
     free(x);
 }
 
+/* One allocation per push: the record and its arrays (tensors, shapes,
+ * vars, req) behind it, each part aligned for its type. */
 static exec *exec_new(node_inst *inst, const char *name, int n_t, int n_req, int cap_vars) {
-    exec *x = calloc(1, sizeof *x);
-    if (!x) return NULL;
-    x->t = calloc((size_t)n_t + 1, sizeof *x->t);
-    x->shp = calloc(((size_t)n_t + 1) * MXP_MAX_NDIM, sizeof *x->shp);
-    x->tvar = calloc((size_t)n_t + 1, sizeof *x->tvar);
-    x->req = calloc((size_t)n_req + 1, sizeof *x->req);
-    x->vars = calloc((size_t)cap_vars + 1, sizeof *x->vars);
+#define EX_ALIGN(v) (((v) + 15) & ~(size_t)15)
+    size_t o_t = EX_ALIGN(sizeof(exec));
+    size_t o_shp = o_t + EX_ALIGN(((size_t)n_t + 1) * sizeof(mxp_tensor));
+    size_t o_tvar = o_shp + EX_ALIGN(((size_t)n_t + 1) * MXP_MAX_NDIM * sizeof(int64_t));
+    size_t o_vars = o_tvar + EX_ALIGN(((size_t)n_t + 1) * sizeof(mxp_var *));
+    size_t o_req = o_vars + EX_ALIGN(((size_t)cap_vars + 1) * sizeof(mxp_var *));
+    size_t total = o_req + ((size_t)n_req + 1) * sizeof(int32_t);
+#undef EX_ALIGN
+    char *b = calloc(1, total);
+    if (!b) return NULL;
+    exec *x = (exec *)b;
+    x->t = (mxp_tensor *)(b + o_t);
+    x->shp = (int64_t *)(b + o_shp);
+    x->tvar = (mxp_var **)(b + o_tvar);
+    x->vars = (mxp_var **)(b + o_vars);
+    x->req = (int32_t *)(b + o_req);
     x->cap_vars = cap_vars;
     x->n_t = n_t;
-    if (!x->t || !x->shp || !x->tvar || !x->req || !x->vars) {
-        exec_free(x);
-        return NULL;
-    }
     x->inst = mxp__inst_retain(inst);
-    snprintf(x->name, sizeof x->name, "%s", name);
+    size_t len = strlen(name);
+    if (len >= sizeof x->name) len = sizeof x->name - 1;
+    memcpy(x->name, name, len);
     return x;
 }
 
@@ -117,12 +121,13 @@ static void build_vars(exec *x, mxp_var *const *reads, int n_reads, mxp_var *con
         if (writes[i] && !has_var(w, nw, writes[i])) w[nw++] = writes[i];
     int nr = 0;
     mxp_var **r = x->vars;
-    mxp_var **tmp = malloc(((size_t)n_reads + 1) * sizeof *tmp);
+    mxp_var *small[64];
+    mxp_var **tmp = n_reads <= 64 ? small : malloc(((size_t)n_reads + 1) * sizeof *tmp);
     int nt = 0;
     for (int i = 0; i < n_reads; i++)
         if (reads[i] && !has_var(w, nw, reads[i]) && tmp && !has_var(tmp, nt, reads[i])) tmp[nt++] = reads[i];
     for (int i = 0; i < nt; i++) r[nr++] = tmp[i];
-    free(tmp);
+    if (tmp != small) free(tmp);
     /* Close the gap between reads and writes. */
     if (nr < n_reads) memmove(x->vars + nr, w, (size_t)nw * sizeof *w);
     x->n_const = nr;
@@ -366,7 +371,7 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
     }
     const mxp_op_def *def = cur->ref->def;
     int n_t = n_in + n_out + n_aux;
-    exec *x = exec_new(cur, op, n_t, n_out, 2 * n_t + (int)def->n_mutate_inputs + 2);
+    exec *x = exec_new(cur, mxp__node_label(n), n_t, n_out, 2 * n_t + (int)def->n_mutate_inputs + 2);
     if (!x) {
         free(rq);
         return mxp__error_oom("forward");
@@ -490,7 +495,7 @@ int mxp__node_backward(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray 
         return rc;
     }
     int n_t = 2 * n_out + 2 * n_in + n_aux;
-    exec *x = exec_new(cur, op, n_t, n_in, 2 * n_t + 2);
+    exec *x = exec_new(cur, mxp__node_label(n), n_t, n_in, 2 * n_t + 2);
     if (!x) {
         free(need);
         free(rq);

@@ -24,6 +24,7 @@
 struct mxp__node {
     struct mxp_op *op;
     char name[MXP_NAME_MAX];
+    char label[MXP__NODE_LABEL_MAX]; /* pushed work's name: "NODE (OP)" or OP */
     int n_kwargs;
     char **keys, **vals;
     mxp_pack *pinned;          /* defining pack, pinned while def is used   */
@@ -203,6 +204,7 @@ int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys,
     if (!n) return mxp__error_oom("node");
     n->op = op;
     snprintf(n->name, sizeof n->name, "%s", op->name);
+    snprintf(n->label, sizeof n->label, "%s", op->name);
     n->keys = calloc((size_t)n_kwargs + 1, sizeof *n->keys);
     n->vals = calloc((size_t)n_kwargs + 1, sizeof *n->vals);
     if (!n->keys || !n->vals) rc = mxp__error_oom("node kwargs");
@@ -240,6 +242,12 @@ void mxp__node_free(mxp__node *n) {
 }
 
 const char *mxp__node_op_name(const mxp__node *n) { return n ? n->name : NULL; }
+const char *mxp__node_label(const mxp__node *n) { return n ? n->label : NULL; }
+void mxp__node_set_label(mxp__node *n, const char *node_name) {
+    if (!n) return;
+    if (node_name && node_name[0]) snprintf(n->label, sizeof n->label, "%s (%s)", node_name, n->name);
+    else snprintf(n->label, sizeof n->label, "%s", n->name);
+}
 int mxp__node_num_inputs(const mxp__node *n) { return n ? n->n_in : 0; }
 int mxp__node_num_outputs(const mxp__node *n) { return n ? n->n_out : 0; }
 int mxp__node_num_visible_outputs(const mxp__node *n) { return n ? n->n_visible : 0; }

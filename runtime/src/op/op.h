@@ -47,6 +47,13 @@ void mxp__node_free(mxp__node *n);
 
 /* The op's canonical name (valid while n lives). */
 const char *mxp__node_op_name(const mxp__node *n);
+/* The name pushed work carries, which the engine puts in a failing op's
+ * error ("op 'LABEL' failed: ..."): "NODE (OP)" after set_label (a graph
+ * node's name: two nodes of one op, or values sharing storage, are then
+ * told apart), else the op name.  Truncated to MXP__NODE_LABEL_MAX - 1. */
+#define MXP__NODE_LABEL_MAX (2 * MXP_NAME_MAX + 4)
+const char *mxp__node_label(const mxp__node *n);
+void mxp__node_set_label(mxp__node *n, const char *node_name);
 /* Counts for the parsed params: inputs (args), outputs (all, including
  * internal ones), visible outputs, aux states. */
 int mxp__node_num_inputs(const mxp__node *n);
