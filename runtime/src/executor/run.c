@@ -45,7 +45,8 @@ int mxp_executor_forward(mxp_executor *ex, int is_train) {
         int k = st->n_in + st->n_out + st->n_aux + 1;
         if (k > cap) cap = k;
     }
-    mxp_ndarray **buf = calloc((size_t)cap * 3, sizeof *buf);
+    mxp_ndarray *small[96]; /* per-call scratch: the heap only for very wide nodes */
+    mxp_ndarray **buf = cap * 3 <= 96 ? small : calloc((size_t)cap * 3, sizeof *buf);
     if (!buf) return mxp__error_oom("forward");
     int rc = MXP_OK;
     ex->trained = 0;
@@ -59,7 +60,7 @@ int mxp_executor_forward(mxp_executor *ex, int is_train) {
         if (rc) rc = mxp__error_prefix(rc, "node '%s' (forward)", ex->g->nodes[st->node].g->name);
         if (!rc && ex->monitor) rc = run_monitor(ex, st);
     }
-    free(buf);
+    if (buf != small) free(buf);
     if (!rc) ex->trained = is_train ? 1 : 0;
     ex->ran_backward = 0;
     return rc;
@@ -102,7 +103,8 @@ int mxp_executor_backward(mxp_executor *ex, int n_head_grads, mxp_ndarray *const
         int k = st->n_in + st->n_out + st->n_aux + 1;
         if (k > cap) cap = k;
     }
-    mxp_ndarray **buf = calloc((size_t)cap * 6, sizeof *buf);
+    mxp_ndarray *small[192];
+    mxp_ndarray **buf = cap * 6 <= 192 ? small : calloc((size_t)cap * 6, sizeof *buf);
     if (!rc && !buf) rc = mxp__error_oom("backward");
     for (int s = p->n_fwd_steps; s < p->n_steps && !rc; s++) {
         const mxp__step *st = &p->steps[s];
@@ -127,7 +129,7 @@ int mxp_executor_backward(mxp_executor *ex, int n_head_grads, mxp_ndarray *const
             }
         }
     }
-    free(buf);
+    if (buf != small) free(buf);
     ex->ran_backward = 1;
     return rc;
 }

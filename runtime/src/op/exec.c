@@ -272,30 +272,41 @@ static int exec_push(exec *x) {
 /* ------------------------------------------------------------ checks */
 static int dev_eq(mxp_device a, mxp_device b) { return a.type == b.type && a.id == b.id; }
 
+/* The checks run on every push: the entry's description is formatted only
+ * when one fails. */
 static int check_array(const mxp__node *n, int sig, const mxp_ndarray *nd, mxp_device dev) {
     char what[96], a[128], b[128];
-    mxp__node_entry_desc(n, sig, what, sizeof what);
     const char *op = mxp__node_op_name(n);
-    if (mxp_ndarray_is_none(nd)) return mxp__error(MXP_EINVAL, "op '%s': %s is a none array", op, what);
+    if (mxp_ndarray_is_none(nd)) {
+        mxp__node_entry_desc(n, sig, what, sizeof what);
+        return mxp__error(MXP_EINVAL, "op '%s': %s is a none array", op, what);
+    }
     const mxp_shape *s = &mxp__node_shapes(n)[sig];
-    mxp_shape g = {.ndim = mxp_ndarray_ndim(nd)};
-    for (int k = 0; k < g.ndim && k < MXP_MAX_NDIM; k++) g.dims[k] = mxp_ndarray_shape(nd)[k];
-    int same = g.ndim == s->ndim;
-    for (int k = 0; same && k < g.ndim; k++) same = g.dims[k] == s->dims[k];
+    int ndim = mxp_ndarray_ndim(nd);
+    const int64_t *dims = mxp_ndarray_shape(nd);
+    int same = ndim == s->ndim;
+    for (int k = 0; same && k < ndim; k++) same = dims[k] == s->dims[k];
     if (!same) {
+        mxp_shape g = {.ndim = ndim};
+        for (int k = 0; k < g.ndim && k < MXP_MAX_NDIM; k++) g.dims[k] = dims[k];
+        mxp__node_entry_desc(n, sig, what, sizeof what);
         mxp__shape_str(&g, a, sizeof a);
         mxp__shape_str(s, b, sizeof b);
         return mxp__error(MXP_ESHAPE, "op '%s': %s has shape %s, expected %s", op, what, a, b);
     }
     int32_t dt = mxp__node_dtypes(n)[sig];
-    if (mxp_ndarray_dtype(nd) != dt)
+    if (mxp_ndarray_dtype(nd) != dt) {
+        mxp__node_entry_desc(n, sig, what, sizeof what);
         return mxp__error(MXP_ETYPE, "op '%s': %s has dtype %s, expected %s", op, what,
                           mxp_dtype_name(mxp_ndarray_dtype(nd)) ? mxp_dtype_name(mxp_ndarray_dtype(nd)) : "?",
                           mxp_dtype_name(dt) ? mxp_dtype_name(dt) : "?");
+    }
     mxp_device d = mxp_ndarray_device(nd);
-    if (!dev_eq(d, dev))
+    if (!dev_eq(d, dev)) {
+        mxp__node_entry_desc(n, sig, what, sizeof what);
         return mxp__error(MXP_EINVAL, "op '%s': %s is on device %d(%d), the op runs on %d(%d)", op, what, d.type, d.id,
                           dev.type, dev.id);
+    }
     return MXP_OK;
 }
 
@@ -335,18 +346,20 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
         int rc = check_array(n, i, in[i], dev);
         if (rc) return rc;
     }
-    int32_t *rq = malloc(((size_t)n_out + 1) * sizeof *rq);
+    /* Per-push scratch on the stack when small (the common case). */
+    int32_t rq_small[32];
+    int32_t *rq = n_out < 32 ? rq_small : malloc(((size_t)n_out + 1) * sizeof *rq);
     if (!rq) return mxp__error_oom("forward");
     for (int i = 0; i < n_out; i++) {
         rq[i] = req ? req[i] : MXP_REQ_WRITE;
         if (rq[i] < MXP_REQ_NULL || rq[i] > MXP_REQ_ADD) {
             int bad = rq[i];
-            free(rq);
+            if (rq != rq_small) free(rq);
             return mxp__error(MXP_EINVAL, "op '%s': req %d of output %d is not a valid mxp_req", op, bad, i);
         }
         if (!out[i]) {
             if (rq[i] != MXP_REQ_NULL) {
-                free(rq);
+                if (rq != rq_small) free(rq);
                 mxp__node_entry_desc(n, n_in + i, what, sizeof what);
                 return mxp__error(MXP_EINVAL, "op '%s': %s is NULL but its req is not null", op, what);
             }
@@ -354,7 +367,7 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
         }
         int rc = check_array(n, n_in + i, out[i], dev);
         if (rc) {
-            free(rq);
+            if (rq != rq_small) free(rq);
             return rc;
         }
         if (rq[i] == MXP_REQ_WRITE)
@@ -365,7 +378,7 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
         int rc = aux[i] ? check_array(n, n_in + n_out + i, aux[i], dev)
                         : mxp__error(MXP_EINVAL, "op '%s': aux state %d is NULL", op, i);
         if (rc) {
-            free(rq);
+            if (rq != rq_small) free(rq);
             return rc;
         }
     }
@@ -373,7 +386,7 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
     int n_t = n_in + n_out + n_aux;
     exec *x = exec_new(cur, mxp__node_label(n), n_t, n_out, 2 * n_t + (int)def->n_mutate_inputs + 2);
     if (!x) {
-        free(rq);
+        if (rq != rq_small) free(rq);
         return mxp__error_oom("forward");
     }
     x->is_train = is_train ? 1 : 0;
@@ -382,7 +395,7 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
     x->n_out = (uint32_t)n_out;
     x->n_aux = (uint32_t)n_aux;
     memcpy(x->req, rq, (size_t)n_out * sizeof *rq);
-    free(rq);
+    if (rq != rq_small) free(rq);
     const mxp_shape *sh = cur->shapes;
     const int32_t *dt = cur->dtypes;
     for (int i = 0; i < n_in; i++) set_view(x, i, in[i], &sh[i], dt[i]);
@@ -394,10 +407,12 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
         exec_free(x);
         return rc;
     }
-    mxp_var **reads = calloc((size_t)n_t + 1, sizeof *reads), **writes = calloc((size_t)n_t + def->n_mutate_inputs + 2, sizeof *writes);
+    mxp_var *rd_small[32], *wr_small[36];
+    int big = n_t >= 32 || (size_t)n_t + def->n_mutate_inputs + 2 > 36;
+    mxp_var **reads = big ? calloc((size_t)n_t + 1, sizeof *reads) : rd_small,
+            **writes = big ? calloc((size_t)n_t + def->n_mutate_inputs + 2, sizeof *writes) : wr_small;
     if (!reads || !writes) {
-        free(reads);
-        free(writes);
+        if (big) free(reads), free(writes);
         exec_free(x);
         return mxp__error_oom("forward");
     }
@@ -412,8 +427,7 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
     }
     if (temp) writes[nw++] = temp;
     build_vars(x, reads, nr, writes, nw);
-    free(reads);
-    free(writes);
+    if (big) free(reads), free(writes);
     return exec_push(x);
 }
 
