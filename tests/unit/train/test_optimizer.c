@@ -260,3 +260,31 @@ Test(train_optimizer, create_errors) {
     const char *v2[] = {"abc"};
     cr_assert_eq(mxp_optimizer_create("sgd", 1, k2, v2, &o), MXP_EINVAL);
 }
+
+/* The update op kept per parameter index must follow the arrays it is
+ * given: the same index with a weight of another shape (and fresh grad
+ * arrays every step) still updates exactly w -= lr * g. */
+Test(train_optimizer, same_index_new_shape_is_updated_correctly) {
+    mxp_optimizer *o = NULL;
+    const char *k[] = {"learning_rate"};
+    const char *v[] = {"0.5"};
+    cr_assert_eq(mxp_optimizer_create("sgd", 1, k, v, &o), MXP_OK, "%s", mxp_last_error());
+    float w7[N], g7[N], w3[3] = {1, 2, 3}, g3[3] = {0.25f, -1, 4};
+    for (int i = 0; i < N; i++) w7[i] = W0[i], g7[i] = (float)i;
+    mxp_ndarray *a = trt_vec(N, w7), *b = trt_vec(3, w3);
+    for (int step = 0; step < 2; step++) {
+        mxp_ndarray *ga = trt_vec(N, g7), *gb = trt_vec(3, g3);
+        cr_assert_eq(mxp_optimizer_update(o, 0, "x_bias", a, ga), MXP_OK, "%s", mxp_last_error());
+        cr_assert_eq(mxp_optimizer_update(o, 0, "x_bias", b, gb), MXP_OK, "%s", mxp_last_error());
+        mxp_ndarray_free(ga);
+        mxp_ndarray_free(gb);
+    }
+    float *ra = trt_get(a), *rb = trt_get(b);
+    for (int i = 0; i < N; i++) cr_assert_float_eq(ra[i], W0[i] - 2 * 0.5 * g7[i], 1e-6, "a[%d]", i);
+    for (int i = 0; i < 3; i++) cr_assert_float_eq(rb[i], w3[i] - 2 * 0.5 * g3[i], 1e-6, "b[%d]", i);
+    free(ra);
+    free(rb);
+    mxp_ndarray_free(a);
+    mxp_ndarray_free(b);
+    mxp_optimizer_free(o);
+}
