@@ -57,8 +57,9 @@ static void act_bwd_range(void *arg, int64_t b, int64_t e) {
     NN_TYPED(j->dt, T, const T *y = j->y; const T *x = j->x; const T *dy = j->dy; T *o = j->o;
         switch (j->type) {
         case ACT_RELU:
-            if (j->req == MXP_REQ_ADD) for (int64_t i = b; i < e; i++) o[i] += y[i] > 0 ? dy[i] : 0;
-            else for (int64_t i = b; i < e; i++) o[i] = y[i] > 0 ? dy[i] : 0;
+            /* dy loaded unconditionally: a select, so the loop vectorizes */
+            if (j->req == MXP_REQ_ADD) for (int64_t i = b; i < e; i++) { T g = dy[i]; o[i] += y[i] > 0 ? g : 0; }
+            else for (int64_t i = b; i < e; i++) { T g = dy[i]; o[i] = y[i] > 0 ? g : 0; }
             break;
         case ACT_SIGMOID:  for (int64_t i = b; i < e; i++) { T v = dy[i] * y[i] * (1 - y[i]); NN_STORE(j->req, o[i], v); } break;
         case ACT_TANH:     for (int64_t i = b; i < e; i++) { T v = dy[i] * (1 - y[i] * y[i]); NN_STORE(j->req, o[i], v); } break;

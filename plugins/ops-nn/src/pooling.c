@@ -197,6 +197,22 @@ static void pool_bwd_disjoint_range(void *arg, int64_t b, int64_t e) {
         const T *dy = (const T *)j->dy + pl * g->Ho * g->Wo;
         T *dx = (T *)j->dx + pl * g->H * g->W;
         if (!add && partial) memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));
+        if (g->kh == 2 && g->kw == 2 && !add) {
+            for (int64_t oh = 0; oh < g->Ho; oh++) {
+                const T *r0 = x + 2 * oh * g->W, *r1 = r0 + g->W;
+                T *d0 = dx + 2 * oh * g->W, *d1 = d0 + g->W;
+                for (int64_t ow = 0; ow < g->Wo; ow++) {
+                    T a = r0[2 * ow], bb = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1], gv = dy[oh * g->Wo + ow];
+                    int k = 0; T v = a;   /* first maximum in window order a, bb, c, d */
+                    if (bb > v) { v = bb; k = 1; }
+                    if (c > v) { v = c; k = 2; }
+                    if (d > v) { k = 3; }
+                    d0[2 * ow] = k == 0 ? gv : 0; d0[2 * ow + 1] = k == 1 ? gv : 0;
+                    d1[2 * ow] = k == 2 ? gv : 0; d1[2 * ow + 1] = k == 3 ? gv : 0;
+                }
+            }
+            continue;
+        }
         for (int64_t oh = 0; oh < g->Ho; oh++) for (int64_t ow = 0; ow < g->Wo; ow++) {
             int64_t h0 = oh * g->kh, w0 = ow * g->kw, best = h0 * g->W + w0;
             T v = x[best];
