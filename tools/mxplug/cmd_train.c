@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 static void usage(FILE *f) {
@@ -35,7 +36,8 @@ static void usage(FILE *f) {
             "  --wd W              weight decay (default 0)\n"
             "  --seed S            initialization and shuffling seed (default 0)\n"
             "  --model-prefix P    write P-symbol.json, P-%%04d.params, P-%%04d.states\n"
-            "                      after every epoch (default: the net's name)\n"
+            "                      after every epoch (default: the net's base name, in\n"
+            "                      the current directory)\n"
             "  --load-epoch E      resume from P's epoch-E checkpoint\n"
             "  --flat | --no-flat  force (N,784) / (N,1,28,28) input (default: inferred)\n"
             "  --no-progress       no live progress bar even on a terminal\n"
@@ -58,12 +60,24 @@ static void on_epoch(void *user, int epoch, const char *metric, double train_val
     progress_epoch_end(&c->prog, epoch, metric, train_value, val_value);
 }
 
-/* Default prefix: the net file's name without "-symbol.json" / ".json". */
+/* Default prefix: the net file's base name without "-symbol.json" /
+ * ".json", in the current directory (never next to the net, which is often
+ * a file under version control). */
 static void default_prefix(const char *net, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s", net);
+    const char *base = strrchr(net, '/');
+    snprintf(buf, cap, "%s", base ? base + 1 : net);
     size_t n = strlen(buf);
     if (n > 12 && !strcmp(buf + n - 12, "-symbol.json")) buf[n - 12] = 0;
     else if (n > 5 && !strcmp(buf + n - 5, ".json")) buf[n - 5] = 0;
+}
+
+/* True when the checkpoint's PREFIX-symbol.json is the net file itself:
+ * writing it would overwrite the user's input. */
+static int prefix_overwrites_net(const char *prefix, const char *net) {
+    char sym[4096], a[PATH_MAX], b[PATH_MAX];
+    snprintf(sym, sizeof sym, "%s-symbol.json", prefix);
+    if (!realpath(sym, a) || !realpath(net, b)) return 0;
+    return strcmp(a, b) == 0;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -123,6 +137,9 @@ int cmd_train(int argc, char **argv) {
         default_prefix(net, prefix_buf, sizeof prefix_buf);
         prefix = prefix_buf;
     }
+    if (prefix_overwrites_net(prefix, net))
+        return cli_usage_error(cmd, "--model-prefix '%s' would overwrite the net file '%s' with "
+                               "'%s-symbol.json'; choose another prefix", prefix, net, prefix);
     if (load_epoch >= epochs)
         return cli_usage_error(cmd, "--load-epoch %lld: nothing to train with --epochs %lld", load_epoch, epochs);
 
