@@ -31,6 +31,17 @@ void mxp__error_clear(void);
 /* Unrecoverable corruption: log, call the hook if set, then abort. */
 _Noreturn void mxp__fatal(const char *fmt, ...) MXP_PRINTF(1, 2);
 
+/* A growable NUL-terminated string (strbuf.c).  Zero-initialise; the caller
+ * frees `buf` with free().  Appends after a failed allocation are no-ops
+ * and leave `oom` set. */
+typedef struct mxp__strbuf {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} mxp__strbuf;
+void mxp__strbuf_addf(mxp__strbuf *s, const char *fmt, ...) MXP_PRINTF(2, 3);
+void mxp__strbuf_vaddf(mxp__strbuf *s, const char *fmt, va_list ap);
+
 #ifdef NDEBUG
 #define MXP_ASSERT(cond) ((void)0)
 #else

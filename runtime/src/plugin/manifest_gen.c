@@ -12,25 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct out_buf { char *buf; size_t len, cap; int oom; } out_buf;
-
-static void put(out_buf *o, const char *fmt, ...) MXP_PRINTF(2, 3);
-static void put(out_buf *o, const char *fmt, ...) {
-    if (o->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(o->buf ? o->buf + o->len : NULL, o->buf ? o->cap - o->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) { o->oom = 1; return; }
-        if (o->buf && o->len + (size_t)n < o->cap) { o->len += (size_t)n; return; }
-        size_t ncap = (o->cap ? o->cap * 2 : 1024) + (size_t)n;
-        char *nb = realloc(o->buf, ncap);
-        if (!nb) { o->oom = 1; return; }
-        o->buf = nb;
-        o->cap = ncap;
-    }
-}
 
 /* Quote a scalar when YAML would misread it. */
 static const char *q(const char *s, char *buf, size_t cap) {
@@ -74,17 +55,17 @@ int mxp_pack_manifest_gen(const char *library_path, char **out_yaml) {
     if (rc) rc = mxp__error(rc < 0 ? rc : MXP_EPLUGIN, "pack '%s' (%s): init failed: %s", d->name, library_path,
                             *mxp_last_error() ? mxp_last_error() : "(no message)");
     else if ((rc = mxp__stage_validate(st))) rc = mxp__error_prefix(rc, "%s", library_path);
-    out_buf o = {NULL, 0, 0, 0};
+    mxp__strbuf o = {NULL, 0, 0, 0};
     if (!rc) {
         char b1[256], b2[256], b3[256];
         const char *base = strrchr(library_path, '/');
         base = base ? base + 1 : library_path;
-        put(&o, "- name: %s\n", q(d->name, b1, sizeof b1));
-        put(&o, "  version: %s\n", q(d->version ? d->version : "0.0.0", b1, sizeof b1));
-        put(&o, "  abi: {major: %u, minor: %u, min_host_minor: %u}\n", d->hdr.abi_major, d->hdr.abi_minor,
+        mxp__strbuf_addf(&o, "- name: %s\n", q(d->name, b1, sizeof b1));
+        mxp__strbuf_addf(&o, "  version: %s\n", q(d->version ? d->version : "0.0.0", b1, sizeof b1));
+        mxp__strbuf_addf(&o, "  abi: {major: %u, minor: %u, min_host_minor: %u}\n", d->hdr.abi_major, d->hdr.abi_minor,
             d->min_host_minor);
-        put(&o, "  library: %s\n", q(base, b1, sizeof b1));
-        put(&o, "  load: lazy\n");
+        mxp__strbuf_addf(&o, "  library: %s\n", q(base, b1, sizeof b1));
+        mxp__strbuf_addf(&o, "  load: lazy\n");
         int n_ops = mxp__stage_n_ops(st), n_impls = mxp__stage_n_impls(st);
         int n_other = 0;
         for (int i = 0; i < n_impls; i++) {
@@ -95,44 +76,44 @@ int mxp_pack_manifest_gen(const char *library_path, char **out_yaml) {
         }
         int nf[4] = {0, mxp__stage_n_features(st, MXP_FEATURE_DEVICE), mxp__stage_n_features(st, MXP_FEATURE_KVSTORE),
                      mxp__stage_n_features(st, MXP_FEATURE_ITER)};
-        put(&o, "  provides:\n");
-        if (n_ops) put(&o, "    ops:\n");
+        mxp__strbuf_addf(&o, "  provides:\n");
+        if (n_ops) mxp__strbuf_addf(&o, "    ops:\n");
         for (int k = 0; k < n_ops; k++) {
             const mxp_op_def *od = mxp__stage_op(st, k);
-            put(&o, "      - name: %s\n", q(od->name, b1, sizeof b1));
+            mxp__strbuf_addf(&o, "      - name: %s\n", q(od->name, b1, sizeof b1));
             if (od->aliases && od->aliases[0]) {
-                put(&o, "        aliases: [");
-                for (int a = 0; od->aliases[a]; a++) put(&o, "%s%s", a ? ", " : "", q(od->aliases[a], b1, sizeof b1));
-                put(&o, "]\n");
+                mxp__strbuf_addf(&o, "        aliases: [");
+                for (int a = 0; od->aliases[a]; a++) mxp__strbuf_addf(&o, "%s%s", a ? ", " : "", q(od->aliases[a], b1, sizeof b1));
+                mxp__strbuf_addf(&o, "]\n");
             }
             int any = 0;
             for (int i = 0; i < n_impls; i++) {
                 const mxp_op_impl *im = mxp__stage_impl(st, i);
                 if (strcmp(im->op_name, od->name)) continue;
-                if (!any++) put(&o, "        impls:\n");
-                put(&o, "          - {name: %s, device: %s, rank: %d}\n", q(im->impl_name, b2, sizeof b2),
+                if (!any++) mxp__strbuf_addf(&o, "        impls:\n");
+                mxp__strbuf_addf(&o, "          - {name: %s, device: %s, rank: %d}\n", q(im->impl_name, b2, sizeof b2),
                     q(im->device, b3, sizeof b3), im->rank);
             }
-            if (!any) put(&o, "        impls: []\n");
+            if (!any) mxp__strbuf_addf(&o, "        impls: []\n");
         }
-        if (n_other) put(&o, "    impls:\n");
+        if (n_other) mxp__strbuf_addf(&o, "    impls:\n");
         for (int i = 0; i < n_impls; i++) {
             const mxp_op_impl *im = mxp__stage_impl(st, i);
             int own = 0;
             for (int k = 0; k < n_ops && !own; k++) own = !strcmp(mxp__stage_op(st, k)->name, im->op_name);
             if (own) continue;
-            put(&o, "      - {op: %s, name: %s, device: %s, rank: %d}\n", q(im->op_name, b1, sizeof b1),
+            mxp__strbuf_addf(&o, "      - {op: %s, name: %s, device: %s, rank: %d}\n", q(im->op_name, b1, sizeof b1),
                 q(im->impl_name, b2, sizeof b2), q(im->device, b3, sizeof b3), im->rank);
         }
         static const char *keys[4] = {"", "devices", "kvstores", "iterators"};
         for (int kind = 1; kind <= 3; kind++) {
             if (!nf[kind]) continue;
-            put(&o, "    %s: [", keys[kind]);
+            mxp__strbuf_addf(&o, "    %s: [", keys[kind]);
             for (int i = 0; i < nf[kind]; i++)
-                put(&o, "%s%s", i ? ", " : "", q(mxp__stage_feature_name(st, kind, i), b1, sizeof b1));
-            put(&o, "]\n");
+                mxp__strbuf_addf(&o, "%s%s", i ? ", " : "", q(mxp__stage_feature_name(st, kind, i), b1, sizeof b1));
+            mxp__strbuf_addf(&o, "]\n");
         }
-        if (!n_ops && !n_other && !nf[1] && !nf[2] && !nf[3]) put(&o, "    {}\n");
+        if (!n_ops && !n_other && !nf[1] && !nf[2] && !nf[3]) mxp__strbuf_addf(&o, "    {}\n");
         if (o.oom) rc = mxp__error_oom("manifest gen");
     }
     if (init_ok && MXP_HAS_FIELD(d, mxp_plugin_desc, fini) && d->fini) {

@@ -302,27 +302,14 @@ static int cmp_entry(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-typedef struct report { char *buf; size_t len, cap; } report;
+typedef mxp__strbuf report;
 static void rep(report *r, const char *fmt, ...) MXP_PRINTF(2, 3);
 static void rep(report *r, const char *fmt, ...) {
     if (!r) return;
     va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int n = r->buf ? vsnprintf(r->buf + r->len, r->cap - r->len, fmt, ap) : -1;
-        va_end(ap);
-        if (n >= 0 && r->len + (size_t)n < r->cap) {
-            r->len += (size_t)n;
-            return;
-        }
-        size_t ncap = r->cap ? r->cap * 2 : 1024;
-        if (n >= 0 && ncap < r->len + (size_t)n + 1) ncap = r->len + (size_t)n + 1;
-        char *nb = realloc(r->buf, ncap);
-        if (!nb) return;
-        r->buf = nb;
-        r->cap = ncap;
-        if (r->len == 0) r->buf[0] = '\0';
-    }
+    va_start(ap, fmt);
+    mxp__strbuf_vaddf(r, fmt, ap);
+    va_end(ap);
 }
 
 /* supports(): 1 accept, 0 refuse (reason), <0 error. */
@@ -350,7 +337,7 @@ static int ask_supports(const mxp_impl_ref *ref, const mxp_select_query *q, char
 int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref **out, char **explain) {
     *out = NULL;
     if (explain) *explain = NULL;
-    report R = {NULL, 0, 0}, *rp = explain ? &R : NULL;
+    report R = {0}, *rp = explain ? &R : NULL;
     const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
     const char *pol, *src;
     mxp__select_policy(op->name, &pol, &src);
@@ -618,7 +605,7 @@ int mxp_op_explain(const char *op_name, const char *device, const char *const *s
         mxp_impl_ref *ref = NULL;
         int src = mxp__select_impl(op, &q, &ref, &rep_text);
         mxp__impl_ref_release(ref);
-        report R = {NULL, 0, 0};
+        report R = {0};
         rep(&R, "%s", rep_text ? rep_text : "");
         if (!shapes_known) rep(&R, "  (shapes incomplete: supports() saw unknown shapes)\n");
         if (src) rep(&R, "  result: %s\n", mxp_last_error());

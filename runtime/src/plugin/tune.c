@@ -368,27 +368,6 @@ void mxp__tune_reset(void) {
 }
 
 /* ------------------------------------------------------------ signature */
-typedef struct sbuf { char *b; size_t n, cap; } sbuf;
-static void sb_add(sbuf *s, const char *fmt, ...) MXP_PRINTF(2, 3);
-static void sb_add(sbuf *s, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = s->b ? vsnprintf(s->b + s->n, s->cap - s->n, fmt, ap) : -1;
-        va_end(ap);
-        if (k >= 0 && s->n + (size_t)k < s->cap) {
-            s->n += (size_t)k;
-            return;
-        }
-        size_t nc = s->cap ? s->cap * 2 : 512;
-        if (k >= 0 && nc < s->n + (size_t)k + 1) nc = s->n + (size_t)k + 1;
-        char *nb = realloc(s->b, nc);
-        if (!nb) return;
-        s->b = nb;
-        s->cap = nc;
-        s->b[s->n] = '\0';
-    }
-}
 
 static void cpu_model(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown");
@@ -412,21 +391,21 @@ static void cpu_model(char *buf, size_t cap) {
     fclose(f);
 }
 
-static void add_tensors(sbuf *s, const char *what, uint32_t n, const mxp_shape *sh, const int32_t *dt) {
-    sb_add(s, "|%s=", what);
+static void add_tensors(mxp__strbuf *s, const char *what, uint32_t n, const mxp_shape *sh, const int32_t *dt) {
+    mxp__strbuf_addf(s, "|%s=", what);
     for (uint32_t i = 0; i < n; i++) {
-        sb_add(s, "%s%s(", i ? ";" : "", dt ? mxp_dtype_name(dt[i]) : "?");
-        for (int k = 0; sh && k < sh[i].ndim; k++) sb_add(s, "%s%lld", k ? "," : "", (long long)sh[i].dims[k]);
-        sb_add(s, ")");
+        mxp__strbuf_addf(s, "%s%s(", i ? ";" : "", dt ? mxp_dtype_name(dt[i]) : "?");
+        for (int k = 0; sh && k < sh[i].ndim; k++) mxp__strbuf_addf(s, "%s%lld", k ? "," : "", (long long)sh[i].dims[k]);
+        mxp__strbuf_addf(s, ")");
     }
 }
 
 static char *make_signature(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *const *refs, int n) {
-    sbuf s = {NULL, 0, 0};
+    mxp__strbuf s = {0};
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
-    sb_add(&s, "%s|%s:%d|train=%d|threads=%d|cpu=%s|packs=", op->name, dev, (int)q->device.id, q->is_train ? 1 : 0,
+    mxp__strbuf_addf(&s, "%s|%s:%d|train=%d|threads=%d|cpu=%s|packs=", op->name, dev, (int)q->device.id, q->is_train ? 1 : 0,
            mxp_num_threads(), cpu);
     const mxp_pack *seen[65];
     int n_seen = 0;
@@ -436,32 +415,32 @@ static char *make_signature(struct mxp_op *op, const mxp_select_query *q, mxp_im
         for (int k = 0; k < n_seen; k++) dup |= seen[k] == p;
         if (dup || !p || n_seen == 64) continue;
         seen[n_seen++] = p;
-        sb_add(&s, "%s%s@%s", n_seen > 1 ? "," : "", p->man->name, p->man->version ? p->man->version : "?");
+        mxp__strbuf_addf(&s, "%s%s@%s", n_seen > 1 ? "," : "", p->man->name, p->man->version ? p->man->version : "?");
     }
     /* Candidate names in name order (refs come in rank order). */
-    sb_add(&s, "|impls=");
+    mxp__strbuf_addf(&s, "|impls=");
     int used[64] = {0};
     for (int k = 0; k < n && k < 64; k++) {
         int best = -1;
         for (int i = 0; i < n && i < 64; i++)
             if (!used[i] && (best < 0 || strcmp(refs[i]->entry->name, refs[best]->entry->name) < 0)) best = i;
         used[best] = 1;
-        sb_add(&s, "%s%s", k ? "," : "", refs[best]->entry->name);
+        mxp__strbuf_addf(&s, "%s%s", k ? "," : "", refs[best]->entry->name);
     }
-    sb_add(&s, "|params=");
+    mxp__strbuf_addf(&s, "|params=");
     const mxp_op_def *def = refs[0]->def;
     for (uint32_t i = 0; def && q->params && i < def->n_params; i++) {
         const mxp_param_def *pd = mxp__param_def_at(def->params, i);
         char val[512];
         if (mxp__params_format(pd, q->params, val, sizeof val)) snprintf(val, sizeof val, "?");
-        sb_add(&s, "%s%s=%s", i ? ";" : "", pd->name, val);
+        mxp__strbuf_addf(&s, "%s%s=%s", i ? ";" : "", pd->name, val);
     }
     add_tensors(&s, "in", q->n_in, q->in_shapes, q->in_dtypes);
     add_tensors(&s, "out", q->n_out, q->out_shapes, q->out_dtypes);
     add_tensors(&s, "aux", q->n_aux, q->aux_shapes, q->aux_dtypes);
-    for (char *p = s.b; p && *p; p++)
+    for (char *p = s.buf; p && *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
-    return s.b;
+    return s.buf;
 }
 
 /* ------------------------------------------------------------ timing */
@@ -662,8 +641,8 @@ static int timing_forbidden(void) {
 }
 
 /* ------------------------------------------------------------ pick */
-static void note_times(sbuf *s, const tune_entry *e) {
-    for (int i = 0; i < e->n_times; i++) sb_add(s, "%s%s %.3f ms", i ? ", " : "", e->names[i], e->ms[i]);
+static void note_times(mxp__strbuf *s, const tune_entry *e) {
+    for (int i = 0; i < e->n_times; i++) mxp__strbuf_addf(s, "%s%s %.3f ms", i ? ", " : "", e->names[i], e->ms[i]);
 }
 
 int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *const *refs, int n, int *out_index,
@@ -671,7 +650,7 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     *out_index = 0;
     if (out_note) *out_note = NULL;
     if (n <= 0) return mxp__error(MXP_EINVAL, "tune: no candidates");
-    sbuf note = {NULL, 0, 0};
+    mxp__strbuf note = {0};
     char *sig = make_signature(op, q, refs, n);
     if (!sig) return mxp__error_oom("tune signature");
     char path[1024] = "";
@@ -685,28 +664,28 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
         for (int i = 0; i < n; i++)
             if (!strcmp(refs[i]->entry->name, hit->choice)) idx = i;
     if (idx >= 0) {
-        sb_add(&note, "tune: '%s' from the cache %s (", hit->choice, path);
+        mxp__strbuf_addf(&note, "tune: '%s' from the cache %s (", hit->choice, path);
         note_times(&note, hit);
-        sb_add(&note, ")");
+        mxp__strbuf_addf(&note, ")");
     }
     pthread_mutex_unlock(&g_tune_mu);
     if (idx >= 0) {
         MXP_LOGD("plugin", "op '%s': tune cache hit: %s", op->name, refs[idx]->entry->name);
         *out_index = idx;
         free(sig);
-        if (out_note) *out_note = note.b; else free(note.b);
+        if (out_note) *out_note = note.buf; else free(note.buf);
         return MXP_OK;
     }
-    free(note.b);
-    note = (sbuf){NULL, 0, 0};
+    free(note.buf);
+    note = (mxp__strbuf){0};
     const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
     if (timing_forbidden() || q->device.type != MXP_DEV_CPU || n == 1) {
         const char *why = n == 1 ? "only one candidate accepts"
                           : q->device.type != MXP_DEV_CPU ? "timing runs on the CPU only"
                                                           : "timing forbidden by MXP_TUNE_NO_TIMING";
-        sb_add(&note, "tune: not timed (%s, device %s): '%s' as auto", why, dev, refs[0]->entry->name);
+        mxp__strbuf_addf(&note, "tune: not timed (%s, device %s): '%s' as auto", why, dev, refs[0]->entry->name);
         free(sig);
-        if (out_note) *out_note = note.b; else free(note.b);
+        if (out_note) *out_note = note.buf; else free(note.buf);
         return MXP_OK;
     }
     /* Time every candidate. */
@@ -723,14 +702,14 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     }
     int best = -1;
     double best_ms = 0;
-    sbuf failed = {NULL, 0, 0};
+    mxp__strbuf failed = {0};
     for (int i = 0; i < n; i++) {
         double ms;
         int trc = time_one(refs[i], q, &ms);
         if (trc) {
             MXP_LOGW("plugin", "op '%s': tune could not time impl '%s': %s", op->name, refs[i]->entry->name,
                      mxp_last_error());
-            sb_add(&failed, "; '%s' not timed: %s", refs[i]->entry->name, mxp_last_error());
+            mxp__strbuf_addf(&failed, "; '%s' not timed: %s", refs[i]->entry->name, mxp_last_error());
             continue;
         }
         e.names[e.n_times] = (char *)refs[i]->entry->name;
@@ -743,8 +722,8 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     }
     mxp__error_clear();
     if (best < 0) {
-        sb_add(&note, "tune: no candidate could be timed: '%s' as auto%s", refs[0]->entry->name,
-               failed.b ? failed.b : "");
+        mxp__strbuf_addf(&note, "tune: no candidate could be timed: '%s' as auto%s", refs[0]->entry->name,
+               failed.buf ? failed.buf : "");
         *out_index = 0;
     } else {
         e.choice = (char *)refs[best]->entry->name;
@@ -754,19 +733,19 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
         int prc = table_put(&g_tab, &e);
         int wrc = prc ? prc : cache_write();
         pthread_mutex_unlock(&g_tune_mu);
-        sb_add(&note, "tune: '%s' timed now (", e.choice);
+        mxp__strbuf_addf(&note, "tune: '%s' timed now (", e.choice);
         note_times(&note, &e);
-        sb_add(&note, ")%s%s%s", q->is_train ? "; runs are forward+backward (training)" : "",
-               failed.b ? failed.b : "", wrc ? "; not saved: " : "; saved to ");
-        sb_add(&note, "%s", wrc ? mxp_last_error() : path);
+        mxp__strbuf_addf(&note, ")%s%s%s", q->is_train ? "; runs are forward+backward (training)" : "",
+               failed.buf ? failed.buf : "", wrc ? "; not saved: " : "; saved to ");
+        mxp__strbuf_addf(&note, "%s", wrc ? mxp_last_error() : path);
         if (wrc) MXP_LOGW("plugin", "op '%s': tune result not saved: %s", op->name, mxp_last_error());
         mxp__error_clear();
         MXP_LOGI("plugin", "op '%s': tune chose '%s'", op->name, e.choice);
     }
-    free(failed.b);
+    free(failed.buf);
     free(e.names);
     free(e.ms);
     free(sig);
-    if (out_note) *out_note = note.b; else free(note.b);
+    if (out_note) *out_note = note.buf; else free(note.buf);
     return MXP_OK;
 }
