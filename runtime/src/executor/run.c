@@ -48,6 +48,7 @@ int mxp_executor_forward(mxp_executor *ex, int is_train) {
     mxp_ndarray *small[96]; /* per-call scratch: the heap only for very wide nodes */
     mxp_ndarray **buf = cap * 3 <= 96 ? small : calloc((size_t)cap * 3, sizeof *buf);
     if (!buf) return mxp__error_oom("forward");
+    if (buf == small) memset(small, 0, (size_t)cap * 3 * sizeof *small); /* as calloc: unset slots NULL */
     int rc = MXP_OK;
     ex->trained = 0;
     for (int s = 0; s < p->n_fwd_steps && !rc; s++) {
@@ -106,6 +107,7 @@ int mxp_executor_backward(mxp_executor *ex, int n_head_grads, mxp_ndarray *const
     mxp_ndarray *small[192];
     mxp_ndarray **buf = cap * 6 <= 192 ? small : calloc((size_t)cap * 6, sizeof *buf);
     if (!rc && !buf) rc = mxp__error_oom("backward");
+    if (buf == small) memset(small, 0, (size_t)cap * 6 * sizeof *small);
     for (int s = p->n_fwd_steps; s < p->n_steps && !rc; s++) {
         const mxp__step *st = &p->steps[s];
         mxp_ndarray **og = buf, **in = buf + cap, **out = buf + 2 * cap, **ig = buf + 3 * cap, **aux = buf + 4 * cap,
