@@ -221,7 +221,9 @@ static int gemm_backward_blocks(const mxp_backward_args *a, const conv_geom *g, 
     uint64_t dwn = (uint64_t)(g->M * g->K);
     char *part = nn_alloc((uint64_t)nblk * (dwn * j.es + (uint64_t)g->M * sizeof(double)));
     if (!part) return NN_ERR(MXP_ENOMEM, "Convolution(gemm): no memory for per-block gradients");
-    j.dwp = part; j.dbp = part + (uint64_t)nblk * dwn * j.es;
+    /* Bias partials (double) first, so they are 8-byte aligned whatever the
+     * size of the float dW partials that follow. */
+    j.dbp = part; j.dwp = part + (uint64_t)nblk * (uint64_t)g->M * sizeof(double);
     int st = nn_parallel(a->ctx, nblk, 1, bwd_block_range, &j);
     if (st == MXP_OK && rq_dw != MXP_REQ_NULL) {
         redjob r = { dt, rq_dw, nblk, (int64_t)dwn, j.dwp, nn_ptr(&a->in_grad[1]) };
