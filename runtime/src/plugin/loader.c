@@ -189,11 +189,14 @@ static int load_locked(mxp_pack *p) {
 int mxp__pack_load(mxp_pack *p) {
     int rc = mxp__registry_ensure();
     if (rc) return rc;
-    /* Fast path: already loaded. */
+    /* Fast path: already loaded.  Not while a reload is under way: between
+     * its unpublish and its new load the state still reads LOADED but the
+     * pack's defs are gone, so callers must queue on the load lock, which
+     * the reload holds until the new defs are published. */
     mxp__registry_rdlock();
     int st = p->state;
     mxp__registry_unlock();
-    if (st == PACK_LOADED) return MXP_OK;
+    if (st == PACK_LOADED && !atomic_load(&p->reloading)) return MXP_OK;
     mxp__registry_load_lock();
     rc = load_locked(p);
     mxp__registry_load_unlock();
