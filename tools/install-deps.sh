@@ -7,11 +7,13 @@
 # installs just the missing packages (as root, or through sudo).
 #   --if-missing   accepted for clarity (the behaviour is always "if missing")
 #   --list         print the package list and exit
-# MXP_EXTRA_DEPS="pkg ..." adds packages (e.g. tools/demo.sh asks for
-# dataset-fashion-mnist).  Does not upgrade or remove anything.
+# dataset-fashion-mnist is listed because the training tests (make test)
+# and the demo read it.  MXP_EXTRA_DEPS="pkg ..." adds packages.  Does not
+# upgrade or remove anything.
 set -eu
 PKGS="gcc make pkg-config clang libclang-rt-14-dev binutils libyaml-dev libjansson-dev
-libopenblas-dev libcriterion-dev zlib1g-dev"
+libopenblas-dev libcriterion-dev zlib1g-dev
+dataset-fashion-mnist"
 PKGS="$PKGS ${MXP_EXTRA_DEPS:-}"
 case "${1:-}" in
     --list) echo $PKGS; exit 0 ;;
