@@ -31,6 +31,12 @@ void mxp__error_clear(void);
 /* Unrecoverable corruption: log, call the hook if set, then abort. */
 _Noreturn void mxp__fatal(const char *fmt, ...) MXP_PRINTF(1, 2);
 
+/* Shapes (shape.c): all dims known (ndim >= 0, every dim > 0); equal;
+ * printed as MXNet does, "(2, 3)", "(5,)", "?" for an unknown rank. */
+int mxp__shape_known(const mxp_shape *s);
+int mxp__shape_eq(const mxp_shape *a, const mxp_shape *b);
+void mxp__shape_str(const mxp_shape *s, char *buf, size_t cap);
+
 /* A growable NUL-terminated string (strbuf.c).  Zero-initialise; the caller
  * frees `buf` with free().  Appends after a failed allocation are no-ops
  * and leave `oom` set. */

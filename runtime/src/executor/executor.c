@@ -230,7 +230,7 @@ static int unknown_error(const mxp_executor *ex, const char *what) {
         if (!bad) continue;
         char nm[160], sh[160];
         mxp__igraph_entry_name(ex->g, e, nm, sizeof nm);
-        mxp__graph_shape_str(&ex->shapes[e], sh, sizeof sh);
+        mxp__shape_str(&ex->shapes[e], sh, sizeof sh);
         return mxp__error(MXP_EINCOMPLETE, "bind: cannot infer the %s of '%s' (got %s); give more input shapes", what,
                           nm, sh);
     }
@@ -268,8 +268,8 @@ static int infer_all(mxp_executor *ex) {
             mxp_shape gs = shape_of(ex->grads[i]);
             if (!shape_eq(&gs, &s) || mxp_ndarray_dtype(ex->grads[i]) != ex->dtypes[e]) {
                 char a[160], b[160];
-                mxp__graph_shape_str(&gs, a, sizeof a);
-                mxp__graph_shape_str(&s, b, sizeof b);
+                mxp__shape_str(&gs, a, sizeof a);
+                mxp__shape_str(&s, b, sizeof b);
                 rc = mxp__error(MXP_ESHAPE, "bind: gradient of '%s' has shape %s (%s), the argument %s (%s)",
                                 g->nodes[g->args[i]].g->name, a, mxp_dtype_name(mxp_ndarray_dtype(ex->grads[i])), b,
                                 mxp_dtype_name(ex->dtypes[e]));

@@ -122,8 +122,6 @@ void mxp__igraph_entry_name(const mxp__igraph *g, int e, char *buf, size_t cap);
  * Errors: MXP_ESHAPE / MXP_ETYPE naming node, op, entry and both values. */
 int mxp__graph_infer_shapes(const mxp__igraph *g, mxp_shape *shapes, int *out_unknown);
 int mxp__graph_infer_types(const mxp__igraph *g, int32_t *dtypes, int *out_unknown);
-int mxp__shape_known(const mxp_shape *s);
-void mxp__graph_shape_str(const mxp_shape *s, char *buf, size_t cap);
 
 /* ------------------------------------------------------------ training program */
 typedef enum mxp__val_kind {

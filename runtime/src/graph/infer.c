@@ -17,24 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int mxp__shape_known(const mxp_shape *s) {
-    if (s->ndim < 0) return 0;
-    for (int i = 0; i < s->ndim; i++)
-        if (s->dims[i] <= 0) return 0;
-    return 1;
-}
-
-void mxp__graph_shape_str(const mxp_shape *s, char *buf, size_t cap) {
-    if (s->ndim < 0) {
-        snprintf(buf, cap, "?");
-        return;
-    }
-    size_t off = (size_t)snprintf(buf, cap, "(");
-    for (int i = 0; i < s->ndim && off < cap; i++)
-        off += (size_t)snprintf(buf + off, cap - off, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
-    if (off < cap) snprintf(buf + off, cap - off, s->ndim == 1 ? ",)" : ")");
-}
-
 /* Parse "(0, 3, 28)" / "[2,3]" / "(5,)" into s.  MXP_EINVAL when malformed. */
 static int parse_shape(const char *txt, mxp_shape *s) {
     memset(s, 0, sizeof *s);
@@ -147,8 +129,8 @@ static int shape_node(const mxp__igraph *g, int id, const mxp__opinfo *oi, mxp_s
         int m = merge_shape(cur, &s[k]);
         if (m < 0) {
             char a1[160], b1[160];
-            mxp__graph_shape_str(&before, a1, sizeof a1);
-            mxp__graph_shape_str(&s[k], b1, sizeof b1);
+            mxp__shape_str(&before, a1, sizeof a1);
+            mxp__shape_str(&s[k], b1, sizeof b1);
             free(s);
             return mxp__error(MXP_ESHAPE, "node '%s' (op '%s'): %s '%s' has shape %s, but the op infers %s",
                               n->g->name, n->g->op, slot_kind(n, k), slot_name(n, k), a1, b1);
@@ -172,8 +154,8 @@ static int apply_var_attrs_shape(const mxp__igraph *g, mxp_shape *shapes) {
         mxp_shape before = *cur;
         if (merge_shape(cur, &s) < 0) {
             char a1[160], b1[160];
-            mxp__graph_shape_str(&before, a1, sizeof a1);
-            mxp__graph_shape_str(&s, b1, sizeof b1);
+            mxp__shape_str(&before, a1, sizeof a1);
+            mxp__shape_str(&s, b1, sizeof b1);
             return mxp__error(MXP_ESHAPE, "variable '%s': given shape %s, but its __shape__ is %s", n->g->name, a1, b1);
         }
     }

@@ -34,6 +34,5 @@ const int32_t *mxp__node_dtypes(const mxp__node *n);
 node_inst *mxp__node_current(const mxp__node *n);
 const mxp_op_def *mxp__node_def(const mxp__node *n);
 void mxp__node_entry_desc(const mxp__node *n, int i, char *buf, size_t cap);
-void mxp__shape_str(const mxp_shape *s, char *buf, size_t cap);
 
 #endif /* MXP_OP_EXEC_H */

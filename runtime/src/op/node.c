@@ -63,31 +63,6 @@ node_inst *mxp__inst_retain(node_inst *in) {
 }
 
 /* ------------------------------------------------------------ helpers */
-static int shape_known(const mxp_shape *s) {
-    if (s->ndim < 0) return 0;
-    for (int i = 0; i < s->ndim; i++)
-        if (s->dims[i] <= 0) return 0;
-    return 1;
-}
-
-static int shape_eq(const mxp_shape *a, const mxp_shape *b) {
-    if (a->ndim != b->ndim) return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->dims[i] != b->dims[i]) return 0;
-    return 1;
-}
-
-void mxp__shape_str(const mxp_shape *s, char *buf, size_t cap) {
-    if (s->ndim < 0) {
-        snprintf(buf, cap, "?");
-        return;
-    }
-    size_t off = (size_t)snprintf(buf, cap, "(");
-    for (int i = 0; i < s->ndim && off < cap; i++)
-        off += (size_t)snprintf(buf + off, cap - off, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
-    if (off < cap) snprintf(buf + off, cap - off, s->ndim == 1 ? ",)" : ")");
-}
-
 static const char *dtype_str(int32_t d) {
     const char *s = mxp_dtype_name(d);
     return s ? s : "unknown";
@@ -334,13 +309,13 @@ int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_
     }
     for (int i = 0; i < tot; i++) {
         entry_desc(n, i, what, sizeof what);
-        if (given[i].ndim >= 0 && shape_known(&given[i]) && !shape_eq(&given[i], &n->shapes[i])) {
+        if (given[i].ndim >= 0 && mxp__shape_known(&given[i]) && !mxp__shape_eq(&given[i], &n->shapes[i])) {
             mxp__shape_str(&given[i], a, sizeof a);
             mxp__shape_str(&n->shapes[i], b, sizeof b);
             rc = mxp__error(MXP_ESHAPE, "op '%s': %s has shape %s, but the op infers %s", n->name, what, a, b);
             goto done;
         }
-        if (!shape_known(&n->shapes[i])) {
+        if (!mxp__shape_known(&n->shapes[i])) {
             mxp__shape_str(&n->shapes[i], a, sizeof a);
             rc = mxp__error(MXP_ESHAPE, "op '%s': cannot infer the shape of %s (got %s)", n->name, what, a);
             goto done;
@@ -407,7 +382,7 @@ static int inst_matches(const node_inst *in, const mxp__node *n, mxp_device dev,
     if (in->dev.type != dev.type || in->dev.id != dev.id || in->is_train != is_train) return 0;
     if (in->generation != n->generation) return 0;
     for (int i = 0; i < tot; i++)
-        if (!shape_eq(&in->shapes[i], &n->shapes[i]) || in->dtypes[i] != n->dtypes[i]) return 0;
+        if (!mxp__shape_eq(&in->shapes[i], &n->shapes[i]) || in->dtypes[i] != n->dtypes[i]) return 0;
     return 1;
 }
 

@@ -30,14 +30,6 @@ static int known(const mxp_shape *s) {
     return 1;
 }
 
-static void shape_str(const mxp_shape *s, char *buf, size_t cap) {
-    if (s->ndim < 0) { snprintf(buf, cap, "?"); return; }
-    size_t off = (size_t)snprintf(buf, cap, "(");
-    for (int i = 0; i < s->ndim && off < cap; i++)
-        off += (size_t)snprintf(buf + off, cap - off, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
-    if (off < cap) snprintf(buf + off, cap - off, s->ndim == 1 ? ",)" : ")");
-}
-
 int mxp__simple_broadcast_shape(const mxp_shape *a, const mxp_shape *b, mxp_shape *out) {
     memset(out, 0, sizeof *out);
     out->ndim = -1;
@@ -53,8 +45,8 @@ int mxp__simple_broadcast_shape(const mxp_shape *a, const mxp_shape *b, mxp_shap
         else if (db == 1) d = da;
         else {
             char sa[128], sb[128];
-            shape_str(a, sa, sizeof sa);
-            shape_str(b, sb, sizeof sb);
+            mxp__shape_str(a, sa, sizeof sa);
+            mxp__shape_str(b, sb, sizeof sb);
             return mxp__error(MXP_ESHAPE, "shapes %s and %s cannot be broadcast together (dimension %d: %lld vs %lld)",
                               sa, sb, i, (long long)da, (long long)db);
         }
@@ -85,8 +77,8 @@ static int infer_shape(mxp_infer_shape_args *a) {
         if (known(&a->in[i]) && (a->in[i].ndim != s.ndim ||
                                  memcmp(a->in[i].dims, s.dims, sizeof(int64_t) * (size_t)s.ndim))) {
             char sa[128], sb[128];
-            shape_str(&a->in[i], sa, sizeof sa);
-            shape_str(&s, sb, sizeof sb);
+            mxp__shape_str(&a->in[i], sa, sizeof sa);
+            mxp__shape_str(&s, sb, sizeof sb);
             return mxp__error(MXP_ESHAPE, "op '%s': input %u has shape %s, expected %s (equal shapes)", name, i, sa, sb);
         }
         a->in[i] = s;
