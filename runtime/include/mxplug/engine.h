@@ -101,6 +101,14 @@ MXP_API int mxp_engine_push(const mxp_engine_push_args *args);
  * its previous pushes completed; the var rules order them. */
 MXP_API int mxp_engine_new_op(const mxp_engine_push_args *args, mxp_engine_op **out);
 MXP_API int mxp_engine_push_op(mxp_engine_op *op, int priority);
+/* Push a pre-created op with an argument of this push's own: the function
+ * gets `arg` (not the op's), and release(arg), if not NULL, is called
+ * exactly once after this push ran or was skipped (on the thread that
+ * completes it, before the op's vars let dependants go).  Pushes are
+ * ordered by the op's vars, so arguments reach the function in push order
+ * however many are in flight.  On an error return nothing was pushed and
+ * the caller still owns `arg`. */
+MXP_API int mxp_engine_push_op_arg(mxp_engine_op *op, int priority, void *arg, mxp_engine_free_fn release);
 /* Delete after every push of it has completed.  NULL is a no-op. */
 MXP_API void mxp_engine_delete_op(mxp_engine_op *op);
 

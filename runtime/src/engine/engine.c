@@ -418,8 +418,11 @@ void eng_opr_release(eng_engine *e, eng_opr *o) {
 
 /* Make one push of o with block b: count it, register its var uses, and
  * release the push guard (which dispatches it if every var was free). */
-static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane *l) {
+static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane *l, void *arg,
+                   mxp_engine_free_fn release) {
     b->opr = o;
+    b->arg = arg;
+    b->release = release;
     b->priority = priority;
     b->err = NULL;
     b->next = NULL;
@@ -471,7 +474,7 @@ int mxp_engine_push(const mxp_engine_push_args *args) {
         eng_pool_put(&e->pools[POOL_OPR], o);
         return rc;
     }
-    submit(e, o, &o->blk, args->priority, l);
+    submit(e, o, &o->blk, args->priority, l, o->arg, NULL);
     return MXP_OK;
 }
 
@@ -492,8 +495,7 @@ int mxp_engine_new_op(const mxp_engine_push_args *args, mxp_engine_op **out) {
     return MXP_OK;
 }
 
-int mxp_engine_push_op(mxp_engine_op *op, int priority) {
-    if (!op) return mxp__error(MXP_EINVAL, "mxp_engine_push_op: op is NULL");
+static int push_op(mxp_engine_op *op, int priority, bool own_arg, void *arg, mxp_engine_free_fn release) {
     eng_opr *o = (eng_opr *)op;
     eng_engine *e = eng_get();
     if (!e) return mxp__error_oom("engine");
@@ -503,8 +505,18 @@ int mxp_engine_push_op(mxp_engine_op *op, int priority) {
     eng_blk *b = eng_pool_get(&e->pools[POOL_BLK]);
     if (!b) return mxp__error_oom("engine block");
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
-    submit(e, o, b, priority, l);
+    submit(e, o, b, priority, l, own_arg ? arg : o->arg, own_arg ? release : NULL);
     return MXP_OK;
+}
+
+int mxp_engine_push_op(mxp_engine_op *op, int priority) {
+    if (!op) return mxp__error(MXP_EINVAL, "mxp_engine_push_op: op is NULL");
+    return push_op(op, priority, false, NULL, NULL);
+}
+
+int mxp_engine_push_op_arg(mxp_engine_op *op, int priority, void *arg, mxp_engine_free_fn release) {
+    if (!op) return mxp__error(MXP_EINVAL, "mxp_engine_push_op_arg: op is NULL");
+    return push_op(op, priority, true, arg, release);
 }
 
 void mxp_engine_delete_op(mxp_engine_op *op) {
@@ -554,7 +566,7 @@ void mxp_engine_delete_var(mxp_var *var) {
         MXP_LOGE("engine", "mxp_engine_delete_var: out of memory; var %p leaked", (void *)var);
         return;
     }
-    submit(e, o, &o->blk, 0, NULL);
+    submit(e, o, &o->blk, 0, NULL, o->arg, NULL);
 }
 
 typedef struct var_waiter {
@@ -586,7 +598,7 @@ int mxp_engine_wait_for_var(mxp_var *var) {
         if (!o) return mxp__error_oom("engine wait");
         o->sync_fn = wake_waiter;
         o->arg = &w;
-        submit(e, o, &o->blk, 0, NULL);
+        submit(e, o, &o->blk, 0, NULL, o->arg, NULL);
         pthread_mutex_lock(&w.mu);
         while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
         pthread_mutex_unlock(&w.mu);

@@ -9,7 +9,9 @@
  *                  push completes; a pre-created one (mxp_engine_op) is
  *                  reference counted (owner + one per in-flight push).
  *   eng_blk        one push of an operator: the atomic wait counter, priority,
- *                  the error it carries.  Temporary oprs embed their block.
+ *                  the error it carries, the argument this run gets (the
+ *                  opr's, or a per-push one with its release function).
+ *                  Temporary oprs embed their block.
  *   eng_vblk       one pending (not yet triggered) use of a var by a block.
  *   err_rec        a shared, reference-counted error record; every var the
  *                  failing op wrote and every skipped dependant points at the
@@ -86,6 +88,8 @@ struct eng_blk {
     struct eng_engine *eng;
     uint64_t seq;        /* push order within a priority lane */
     atomic_int *naive_done;  /* naive engine: set when an async run completes */
+    void *arg;           /* what the function gets: the opr's arg, or a push's own */
+    mxp_engine_free_fn release; /* per-push arg's release (push_op_arg), or NULL */
 };
 
 struct eng_opr {

@@ -278,13 +278,13 @@ void eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx) {
     tl_depth++;
     if (o->sync_fn) {
         mxp__error_clear();
-        int rc = o->sync_fn(o->arg, ctx);
+        int rc = o->sync_fn(b->arg, ctx);
         if (rc != MXP_OK) set_failure(b, rc, mxp_last_error());
         tl_depth--;
         eng_blk_complete(b, e);
     } else {
         mxp_engine_callback cb = {async_done, b};
-        o->async_fn(o->arg, ctx, cb);
+        o->async_fn(b->arg, ctx, cb);
         tl_depth--;
     }
 }
@@ -309,6 +309,7 @@ void eng_blk_complete(eng_blk *b, eng_engine *e) {
     atomic_int *naive_done = b->naive_done;
     b->err = NULL;
     if (o->temporary && o->free_arg) o->free_arg(o->arg);
+    if (b->release) b->release(b->arg); /* a per-push arg: after its run or skip, before the vars move on */
     for (int i = 0; i < o->n_const; i++) eng_var_complete_read(o->vars[o->n_mutate + i], e);
     for (int i = 0; i < o->n_mutate; i++) {
         mxp_var *v = o->vars[i];
