@@ -1,230 +1,255 @@
-/* conv_winograd.c — Convolution impl "winograd": F(2x2,3x3) for float32
- * 3x3 kernels with stride 1, dilation 1 and pad <= 2 (any groups).  Its
- * `supports` refuses every other configuration and says why.
+/* conv_winograd.c — Convolution impl "winograd": F(4x4,3x3) for float32
+ * 3x3 kernels with stride 1, dilation 1 and pad <= 2 (any groups), forward
+ * and backward (data, weight, bias gradients).  Its `supports` refuses every
+ * other configuration and says why.  The vector kernels (transforms, the
+ * 8-row product) are in conv_winograd_kern.c; the weight gradient is in
+ * conv_winograd_wgrad.c.
  *
- * Forward, per block of nb samples and per group:
- *   U[xi][m][c] = (G g Gᵀ)[xi]          (16 x Mg x Cg, per call)
- *   V[xi][c][t] = (Bᵀ d B)[xi]          input tiles 4x4, stride 2
- *   M[xi]       = U[xi] · V[xi]         16 batched products, computed with
- *                                       the 8x16 FMA microkernel (no BLAS:
- *                                       OpenBLAS's own threads would fight
- *                                       the host's parallel_for workers)
- *   y tile      = Aᵀ M A                2x2 outputs per tile
- * The transforms are written row-wise (vertical part over whole rows, then
- * horizontal per tile) so the compiler vectorizes them.  Everything runs on
- * ctx->parallel_for: transforms over (sample, channel), products over
- * (xi, column chunk).  Row strides of V and M are padded to 16.
- * Backward data is the same algorithm on dy with the kernels flipped and
- * transposed and pad 2-p (hence pad <= 2); weight and bias gradients reuse
- * the gemm impl's code (conv_gemm_backward_impl with skip_dx), so the
- * workspace is the max of both needs. */
+ * Forward: the output is cut into 4x4 tiles, numbered over (sample, tile
+ * row, tile column), and the tiles into chunks of `tc` (a multiple of 16)
+ * sized so a chunk's transformed data stays in L2.  Chunks are parallel_for
+ * items; per chunk and group:
+ *   V[xi][c][t]  = (Bᵀ d B)[xi]        16 tiles per vector (lane = tile)
+ *   per 8 output channels mb:
+ *     M[xi][i][t] = Σ_c U[xi][mb][c][i] V[xi][c][t]   36 register-blocked
+ *                                      GEMMs (8 x tc, K = Cg)
+ *     y tiles     = Aᵀ M A (+ bias)    scattered to NCHW, req honoured
+ * U (= G g Gᵀ, packed 8 output channels at a time, zero-padded) is
+ * computed once per call.  Each chunk touches only its own output tiles,
+ * so no two threads write one value.
+ * Backward data is the same pipeline on dy with the kernels flipped and
+ * transposed (C <-> M) and pad 2-p (hence pad <= 2).
+ * Everything allocates its scratch from the host pool (no workspace);
+ * float32 only (`supports` refuses float64: the gemm impl serves it). */
 #include "conv.h"
+#include "conv_winograd.h"
 
-#define WINO_CAP (16ull << 20)
+/* multiplications, not divisions (no -ffast-math to turn them into each other) */
+#define K6 (1.0f / 6.0f)
+#define K12 (1.0f / 12.0f)
+#define K24 (1.0f / 24.0f)
 
-typedef struct wgeom {
-    int64_t N, C, H, W, M, G, Cg, Mg, ph, pw, Ho, Wo, th, tw, T, nb;
-    int64_t nmb, Mgp, ldmax; /* 8-row blocks of Mg, Mg padded, padded row stride for nb samples */
-} wgeom;
-#define WCHUNK 256
-static int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
+/* ---- plan ---- */
 
-static void wgeom_make(wgeom *w, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G,
-                       int64_t ph, int64_t pw) {
-    memset(w, 0, sizeof *w);
-    w->N = N; w->C = C; w->H = H; w->W = W; w->M = M; w->G = G; w->Cg = C / G; w->Mg = M / G;
-    w->ph = ph; w->pw = pw; w->Ho = H + 2 * ph - 2; w->Wo = W + 2 * pw - 2;
-    w->th = (w->Ho + 1) / 2; w->tw = (w->Wo + 1) / 2; w->T = w->th * w->tw;
-    uint64_t per = 16ull * (uint64_t)w->T * (uint64_t)(w->Cg + w->Mg) * 4;
-    int64_t nb = (int64_t)(WINO_CAP / (per ? per : 1));
-    w->nb = nb < 1 ? 1 : nb > N ? N : nb;
-    w->nmb = (w->Mg + 7) / 8; w->Mgp = w->nmb * 8; w->ldmax = pad16(w->nb * w->T);
+void wino_plan_make(wplan *p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G,
+                    int64_t ph, int64_t pw, int64_t chunk_bytes) {
+    memset(p, 0, sizeof *p);
+    p->N = N; p->C = C; p->H = H; p->W = W; p->M = M; p->G = G; p->Cg = C / G; p->Mg = M / G;
+    p->ph = ph; p->pw = pw; p->Ho = H + 2 * ph - 2; p->Wo = W + 2 * pw - 2;
+    p->th = (p->Ho + 3) / 4; p->tw = (p->Wo + 3) / 4; p->T = N * p->th * p->tw;
+    p->nmb = (p->Mg + 7) / 8; p->Mgp = p->nmb * 8;
+    int64_t tc = chunk_bytes / (36 * 4 * p->Cg) / 16 * 16;
+    if (tc < 16) tc = 16;
+    if (tc > 384) tc = 384;
+    int64_t tall = (p->T + 15) / 16 * 16;
+    if (tc > tall) tc = tall;
+    /* at least 4 chunks when there are tiles for it (two threads, dynamic balance) */
+    while (tc > 16 && (p->T + tc - 1) / tc < 4) tc -= 16;
+    p->tc = tc;
+    p->nchunk = (p->T + tc - 1) / tc;
 }
-static uint64_t wgeom_ws(const wgeom *w) {
-    return 4ull * (16ull * (uint64_t)(w->G * w->Mgp * w->Cg) + 16ull * (uint64_t)w->ldmax * (uint64_t)(w->Cg + w->Mgp) + 64);
-}
 
-/* ---- weight transform: U[g][xi][mb][c][8] (m = mb*8+i, zero padded)
- * from wt [M][Cg][3][3] ---- */
-static void transform_weights(const wgeom *w, const float *wt, float *U) {
-    memset(U, 0, (size_t)(w->G * 16 * w->Mgp * w->Cg) * sizeof(float));
-    for (int64_t m = 0; m < w->M; m++) for (int64_t c = 0; c < w->Cg; c++) {
-        const float *k = wt + (m * w->Cg + c) * 9;
-        float t[4][3], u[4][4];
-        for (int j = 0; j < 3; j++) {
-            t[0][j] = k[j]; t[1][j] = 0.5f * (k[j] + k[3 + j] + k[6 + j]);
-            t[2][j] = 0.5f * (k[j] - k[3 + j] + k[6 + j]); t[3][j] = k[6 + j];
-        }
-        for (int i = 0; i < 4; i++) {
-            u[i][0] = t[i][0]; u[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-            u[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]); u[i][3] = t[i][2];
-        }
-        int64_t gr = m / w->Mg, mm = m % w->Mg, mb = mm / 8, i = mm % 8;
-        for (int xi = 0; xi < 16; xi++)
-            U[((((gr * 16 + xi) * w->nmb + mb) * w->Cg + c) * 8) + i] = u[xi / 4][xi % 4];
+void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
+    int64_t per = p->th * p->tw;
+    for (int64_t i = 0; i < nt; i++) {
+        int64_t t = t0 + i, n = t / per, r = t % per, ty = r / p->tw, tx = r % p->tw;
+        tl[i].n = n; tl[i].oh = 4 * ty; tl[i].ow = 4 * tx;
+        tl[i].ih = 4 * ty - p->ph; tl[i].iw = 4 * tx - p->pw;
+        tl[i].inner = tl[i].ih >= 0 && tl[i].ih + 6 <= p->H && tl[i].iw >= 0 && tl[i].iw + 6 <= p->W;
     }
 }
 
-typedef struct wjob {
-    const wgeom *w;
-    const float *x;   /* block's first sample */
-    float *V, *Mx;
-    float *y;
-    const float *bias;
-    int64_t nb, grp, ld;   /* ld: padded row stride of V and Mx */
-    const float *U;
-    int32_t req;
-} wjob;
-
-/* V[xi][c][s*T + t] for items (s, c) of the block. */
-static void input_range(void *arg, int64_t b, int64_t e) {
-    const wjob *j = arg; const wgeom *w = j->w;
-    int64_t Hp = 2 * w->th + 2, Wp = 2 * w->tw + 2, ldv = j->ld;
-    float *pl = nn_alloc((uint64_t)(Hp * Wp + 4 * Wp) * sizeof(float));
-    if (!pl) return; /* cannot report from here; the caller checks allocation up front */
-    float *t0 = pl + Hp * Wp, *t1 = t0 + Wp, *t2 = t1 + Wp, *t3 = t2 + Wp;
-    for (int64_t it = b; it < e; it++) {
-        int64_t s = it / w->Cg, c = it % w->Cg;
-        const float *src = j->x + ((s * w->C + j->grp * w->Cg + c) * w->H) * w->W;
-        memset(pl, 0, (size_t)(Hp * Wp) * sizeof(float));
-        for (int64_t h = 0; h < w->H; h++) {
-            int64_t ph = h + w->ph;
-            if (ph >= Hp) break;
-            int64_t n = w->W; if (w->pw + n > Wp) n = Wp - w->pw;
-            memcpy(pl + ph * Wp + w->pw, src + h * w->W, (size_t)n * sizeof(float));
+/* dst[(i*6+j)*16] = plane[ih+i][iw+j], zero outside the plane. */
+void wino_gather6(const wplan *p, const float *plane, const wtile *t, float *dst) {
+    if (t->inner) {
+        const float *s = plane + t->ih * p->W + t->iw;
+        for (int i = 0; i < 6; i++, s += p->W)
+            for (int j = 0; j < 6; j++) dst[(i * 6 + j) * 16] = s[j];
+        return;
+    }
+    for (int i = 0; i < 6; i++) {
+        int64_t h = t->ih + i;
+        if (h < 0 || h >= p->H) { for (int j = 0; j < 6; j++) dst[(i * 6 + j) * 16] = 0.0f; continue; }
+        const float *s = plane + h * p->W;
+        for (int j = 0; j < 6; j++) {
+            int64_t w = t->iw + j;
+            dst[(i * 6 + j) * 16] = (w >= 0 && w < p->W) ? s[w] : 0.0f;
         }
-        float *Vc = j->V + c * ldv + s * w->T;
-        int64_t xs = w->Cg * ldv;
-        for (int64_t ty = 0; ty < w->th; ty++) {
-            const float *r0 = pl + 2 * ty * Wp, *r1 = r0 + Wp, *r2 = r1 + Wp, *r3 = r2 + Wp;
-            for (int64_t q = 0; q < Wp; q++) {
-                t0[q] = r0[q] - r2[q]; t1[q] = r1[q] + r2[q];
-                t2[q] = r2[q] - r1[q]; t3[q] = r1[q] - r3[q];
+    }
+}
+
+/* ---- weight transform: U[g][xi][ob][i][k8] for output channel o = ob*8+k8
+ * and input channel i (per group), zero for padded o.  flip: the filter of
+ * (o, i) is the 180°-rotated forward filter of (output i, input o) — the
+ * data-gradient pass, where o runs over forward input channels. ---- */
+typedef struct ujob { const wplan *p; const float *wt; float *U; int flip; } ujob;
+typedef float v8 __attribute__((vector_size(32)));
+
+/* g (3 rows of 8 lanes) -> G g (6 rows): u = G g for one column of 3. */
+#define G6(g0, g1, g2, u0, u1, u2, u3, u4, u5) do { \
+    u0 = 0.25f * (g0); u1 = -((g0) + (g1) + (g2)) * K6; u2 = -((g0) - (g1) + (g2)) * K6; \
+    u3 = (g0) * K24 + (g1) * K12 + (g2) * K6; u4 = (g0) * K24 - (g1) * K12 + (g2) * K6; u5 = (g2); \
+} while (0)
+
+/* Items (g, ob): 8 output channels at once, one per vector lane, so each
+ * U[g][xi][ob][i][0..8) is one 32-byte store (scattered float stores over
+ * the 36 frequency planes thrash the cache). */
+static void u_range(void *arg, int64_t b, int64_t e) {
+    const ujob *j = arg; const wplan *p = j->p;
+    int64_t Og = p->Mg, Ig = p->Cg; /* of this pass */
+    for (int64_t it = b; it < e; it++) {
+        int64_t g = it / p->nmb, ob = it % p->nmb;
+        for (int64_t i = 0; i < Ig; i++) {
+            v8 k[9];
+            for (int l = 0; l < 8; l++) {
+                int64_t o = ob * 8 + l;
+                for (int q = 0; q < 9; q++)
+                    k[q][l] = o >= Og ? 0.0f
+                            : !j->flip ? j->wt[((g * Og + o) * Ig + i) * 9 + q]
+                                       : j->wt[((g * Ig + i) * Og + o) * 9 + 8 - q];
             }
-            const float *tr[4] = {t0, t1, t2, t3};
-            for (int i = 0; i < 4; i++) {
-                const float *tt = tr[i];
-                float *v0 = Vc + (i * 4 + 0) * xs + ty * w->tw, *v1 = v0 + xs, *v2 = v1 + xs, *v3 = v2 + xs;
-                for (int64_t tx = 0; tx < w->tw; tx++) {
-                    float a0 = tt[2 * tx], a1 = tt[2 * tx + 1], a2 = tt[2 * tx + 2], a3 = tt[2 * tx + 3];
-                    v0[tx] = a0 - a2; v1[tx] = a1 + a2; v2[tx] = a2 - a1; v3[tx] = a1 - a3;
+            v8 t[6][3], u[6][6];
+            for (int c = 0; c < 3; c++) G6(k[c], k[3 + c], k[6 + c], t[0][c], t[1][c], t[2][c], t[3][c], t[4][c], t[5][c]);
+            for (int r = 0; r < 6; r++) G6(t[r][0], t[r][1], t[r][2], u[r][0], u[r][1], u[r][2], u[r][3], u[r][4], u[r][5]);
+            float *dst = j->U + ((g * 36 * p->nmb + ob) * Ig + i) * 8;
+            for (int xi = 0; xi < 36; xi++) memcpy(dst + xi * p->nmb * Ig * 8, &u[xi / 6][xi % 6], sizeof(v8));
+        }
+    }
+}
+
+/* U for plan p from forward weights wt ([G*Mg][Cg][3][3] of the pass when
+ * !flip); NULL on allocation failure. */
+static float *weights_transform(const mxp_op_ctx *ctx, const wplan *p, const float *wt, int flip) {
+    uint64_t n = 36ull * (uint64_t)(p->G * p->Mgp * p->Cg);
+    float *U = nn_alloc(n * sizeof(float));
+    if (!U) return NULL;
+    ujob j = { p, wt, U, flip };
+    nn_parallel(ctx, p->G * p->nmb, 1, u_range, &j);
+    return U;
+}
+
+/* ---- forward pipeline ---- */
+typedef struct fjob {
+    const wplan *p;
+    const float *x, *U, *bias;
+    float *y;
+    int32_t req;
+} fjob;
+
+/* V[xi][c][ld] for the chunk's tiles (lanes beyond nt are zero). */
+static void input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl, int64_t nt, int64_t ld,
+                        float *V, float *tmp) {
+    uint64_t plane = (uint64_t)(p->H * p->W);
+    for (int64_t c = 0; c < p->Cg; c++) {
+        for (int64_t l0 = 0; l0 < ld; l0 += 16) {
+            int64_t nl = nt - l0 < 16 ? nt - l0 : 16;
+            if (nl < 16) memset(tmp, 0, 36 * 16 * sizeof(float));
+            for (int64_t l = 0; l < nl; l++) {
+                const wtile *t = &tl[l0 + l];
+                wino_gather6(p, x + (uint64_t)(t->n * p->C + g * p->Cg + c) * plane, t, tmp + l);
+            }
+            wino_in_tf(tmp, V + c * ld + l0, p->Cg * ld);
+        }
+    }
+}
+
+/* y tiles of output channels mb*8.. from Mx[xi][8][ld]. */
+static void output_chunk(const fjob *j, int64_t g, int64_t mb, const wtile *tl, int64_t nt, int64_t ld,
+                         const float *Mx, float *o) {
+    const wplan *p = j->p;
+    uint64_t plane = (uint64_t)(p->Ho * p->Wo);
+    for (int64_t i = 0; i < 8 && mb * 8 + i < p->Mg; i++) {
+        int64_t mo = g * p->Mg + mb * 8 + i;
+        float bv = j->bias ? j->bias[mo] : 0.0f;
+        for (int64_t l0 = 0; l0 < nt; l0 += 16) {
+            wino_out_tf(Mx + i * ld + l0, 8 * ld, o);
+            int64_t nl = nt - l0 < 16 ? nt - l0 : 16;
+            for (int64_t l = 0; l < nl; l++) {
+                const wtile *t = &tl[l0 + l];
+                float *yp = j->y + (uint64_t)(t->n * p->M + mo) * plane + t->oh * p->Wo + t->ow;
+                int64_t nr = p->Ho - t->oh < 4 ? p->Ho - t->oh : 4, ncol = p->Wo - t->ow < 4 ? p->Wo - t->ow : 4;
+                for (int64_t r = 0; r < nr; r++, yp += p->Wo) {
+                    const float *s = o + r * 4 * 16 + l;
+                    if (j->req == MXP_REQ_ADD) for (int64_t c = 0; c < ncol; c++) yp[c] += s[c * 16] + bv;
+                    else for (int64_t c = 0; c < ncol; c++) yp[c] = s[c * 16] + bv;
                 }
             }
         }
     }
-    nn_free(pl);
 }
 
-/* y from Mx[xi][m][s*T + t] for items (s, m). */
-static void output_range(void *arg, int64_t b, int64_t e) {
-    const wjob *j = arg; const wgeom *w = j->w;
-    int64_t ldm = j->ld, xs = w->Mgp * ldm, tw = w->tw;
-    float *buf = nn_alloc((uint64_t)(8 * tw + 4 * tw) * sizeof(float));
-    if (!buf) return;
-    float *u0 = buf, *u1 = buf + 4 * tw, *row = buf + 8 * tw; /* u*: [4][tw]; row: [2][2tw] */
-    for (int64_t it = b; it < e; it++) {
-        int64_t s = it / w->Mg, m = it % w->Mg, mo = j->grp * w->Mg + m;
-        float bv = j->bias ? j->bias[mo] : 0.0f;
-        float *yp = j->y + (s * w->M + mo) * w->Ho * w->Wo;
-        const float *Mm = j->Mx + m * ldm + s * w->T;
-        for (int64_t ty = 0; ty < w->th; ty++) {
-            for (int c = 0; c < 4; c++) {
-                const float *a0 = Mm + (0 * 4 + c) * xs + ty * tw, *a1 = Mm + (1 * 4 + c) * xs + ty * tw;
-                const float *a2 = Mm + (2 * 4 + c) * xs + ty * tw, *a3 = Mm + (3 * 4 + c) * xs + ty * tw;
-                float *p0 = u0 + c * tw, *p1 = u1 + c * tw;
-                for (int64_t tx = 0; tx < tw; tx++) { p0[tx] = a0[tx] + a1[tx] + a2[tx]; p1[tx] = a1[tx] - a2[tx] - a3[tx]; }
-            }
-            for (int64_t tx = 0; tx < tw; tx++) {
-                row[2 * tx]          = u0[tx] + u0[tw + tx] + u0[2 * tw + tx] + bv;
-                row[2 * tx + 1]      = u0[tw + tx] - u0[2 * tw + tx] - u0[3 * tw + tx] + bv;
-                row[2 * tw + 2 * tx]     = u1[tx] + u1[tw + tx] + u1[2 * tw + tx] + bv;
-                row[2 * tw + 2 * tx + 1] = u1[tw + tx] - u1[2 * tw + tx] - u1[3 * tw + tx] + bv;
-            }
-            for (int r = 0; r < 2; r++) {
-                int64_t oh = 2 * ty + r;
-                if (oh >= w->Ho) break;
-                float *yr = yp + oh * w->Wo; const float *sr = row + r * 2 * tw;
-                if (j->req == MXP_REQ_ADD) for (int64_t q = 0; q < w->Wo; q++) yr[q] += sr[q];
-                else memcpy(yr, sr, (size_t)w->Wo * sizeof(float));
+static void fwd_range(void *arg, int64_t b, int64_t e) {
+    const fjob *j = arg; const wplan *p = j->p;
+    int64_t tc = p->tc;
+    uint64_t nV = 36ull * (uint64_t)(p->Cg * tc), nM = 36ull * 8 * (uint64_t)tc;
+    float *buf = nn_alloc((nV + nM + 2 * 36 * 16) * sizeof(float) + (uint64_t)tc * sizeof(wtile));
+    if (!buf) return; /* cannot report from a chunk; the caller's pool does not fail in practice */
+    float *V = buf, *Mx = V + nV, *tmp = Mx + nM;
+    wtile *tl = (wtile *)(void *)(tmp + 2 * 36 * 16);
+    for (int64_t ch = b; ch < e; ch++) {
+        int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc, ld = (nt + 15) / 16 * 16;
+        wino_tiles_decode(p, t0, nt, tl);
+        for (int64_t g = 0; g < p->G; g++) {
+            input_chunk(p, j->x, g, tl, nt, ld, V, tmp);
+            for (int64_t mb = 0; mb < p->nmb; mb++) {
+                for (int xi = 0; xi < 36; xi++)
+                    wino_gemm8(p->Cg, j->U + ((g * 36 + xi) * p->nmb + mb) * p->Cg * 8, V + xi * p->Cg * ld, ld,
+                               Mx + xi * 8 * ld, ld, ld, 0);
+                output_chunk(j, g, mb, tl, nt, ld, Mx, tmp);
             }
         }
     }
     nn_free(buf);
 }
 
-/* Mx[xi][mb*8+i][t] = sum_c U[g][xi][mb][c][i] V[xi][c][t]; items (xi, chunk) */
-static void product_range(void *arg, int64_t b, int64_t e) {
-    const wjob *j = arg; const wgeom *w = j->w;
-    int64_t nch = (j->ld + WCHUNK - 1) / WCHUNK, zero = 0;
-    for (int64_t it = b; it < e; it++) {
-        int64_t xi = it / nch, t0 = (it % nch) * WCHUNK, t1 = t0 + WCHUNK < j->ld ? t0 + WCHUNK : j->ld;
-        const float *V = j->V + xi * w->Cg * j->ld;
-        for (int64_t mb = 0; mb < w->nmb; mb++) {
-            const float *U = j->U + ((j->grp * 16 + xi) * w->nmb + mb) * w->Cg * 8;
-            float *Mo = j->Mx + (xi * w->Mgp + mb * 8) * j->ld;
-            for (int64_t t = t0; t < t1; t += 16) conv_mk_8x16(V + t, j->ld, w->Cg, 1, &zero, U, Mo + t, j->ld);
-        }
-    }
-}
-
-/* y = winograd_conv(x, wt) (+ bias), honouring req. */
-static int wino_run(const mxp_op_ctx *ctx, const wgeom *w, const float *x, const float *wt,
-                    const float *bias, float *y, int32_t req) {
-    if (ctx->workspace_bytes < wgeom_ws(w))
-        return NN_ERR(MXP_EINVAL, "Convolution(winograd): workspace %llu bytes < %llu needed",
-                      (unsigned long long)ctx->workspace_bytes, (unsigned long long)wgeom_ws(w));
-    float *U = ctx->workspace;
-    float *V = U + 16 * w->G * w->Mgp * w->Cg;
-    float *Mx = V + 16 * w->Cg * w->ldmax + 16;
-    transform_weights(w, wt, U);
-    for (int64_t n0 = 0; n0 < w->N; n0 += w->nb) {
-        int64_t nb = w->N - n0 < w->nb ? w->N - n0 : w->nb, ld = pad16(nb * w->T);
-        for (int64_t gr = 0; gr < w->G; gr++) {
-            wjob j = { w, x + n0 * w->C * w->H * w->W, V, Mx, y + n0 * w->M * w->Ho * w->Wo, bias, nb, gr, ld, U, req };
-            /* padding columns of V feed only padding columns of Mx; zero them so no garbage (NaN) is computed */
-            if (ld > nb * w->T) for (int64_t r = 0; r < 16 * w->Cg; r++)
-                memset(V + r * ld + nb * w->T, 0, (size_t)(ld - nb * w->T) * sizeof(float));
-            int st = nn_parallel(ctx, nb * w->Cg, 1, input_range, &j);
-            if (st < 0) return st;
-            if ((st = nn_parallel(ctx, 16 * ((ld + WCHUNK - 1) / WCHUNK), 1, product_range, &j)) < 0) return st;
-            if ((st = nn_parallel(ctx, nb * w->Mg, 1, output_range, &j)) < 0) return st;
-        }
-    }
-    return MXP_OK;
+/* y (req) = winograd conv of x with the weights of U. */
+static int run_forward(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *U, const float *bias,
+                       float *y, int32_t req) {
+    fjob j = { p, x, U, bias, y, req };
+    return nn_parallel(ctx, p->nchunk, 1, fwd_range, &j);
 }
 
 static int wino_forward(const mxp_forward_args *a) {
-    const conv_params *p = a->params;
+    const conv_params *cp = a->params;
     int32_t dt; int st;
     if ((st = conv_check_fwd(a, &dt)) < 0) return st;
     if (dt != MXP_DTYPE_F32) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(winograd): float32 only");
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
-    conv_geom g; conv_geom_from_tensor(&g, p, &a->in[0]);
-    wgeom w; wgeom_make(&w, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw);
-    return wino_run(a->ctx, &w, nn_ptr(&a->in[0]), nn_ptr(&a->in[1]),
-                    p->no_bias ? NULL : nn_ptr(&a->in[2]), nn_ptr(&a->out[0]), a->req[0]);
+    conv_geom g; conv_geom_from_tensor(&g, cp, &a->in[0]);
+    wplan p; wino_plan_make(&p, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw, WINO_CHUNK_BYTES);
+    float *U = weights_transform(a->ctx, &p, nn_ptr(&a->in[1]), 0);
+    if (!U) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for transformed weights");
+    st = run_forward(a->ctx, &p, nn_ptr(&a->in[0]), U, cp->no_bias ? NULL : nn_ptr(&a->in[2]),
+                     nn_ptr(&a->out[0]), a->req[0]);
+    nn_free(U);
+    return st;
 }
 
 static int wino_backward(const mxp_backward_args *a) {
-    const conv_params *p = a->params;
+    const conv_params *cp = a->params;
     int32_t dt; int st;
     if ((st = conv_check_bwd(a, &dt)) < 0) return st;
     if (dt != MXP_DTYPE_F32) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(winograd): float32 only");
-    conv_geom g; conv_geom_from_tensor(&g, p, &a->in_grad[0]);
+    conv_geom g; conv_geom_from_tensor(&g, cp, &a->in_grad[0]);
+    const float *dy = nn_ptr(&a->out_grad[0]);
     if (a->req[0] != MXP_REQ_NULL) {
         /* dx = conv(dy, W') with W'[g*Cg+c][m] = flip(W[g*Mg+m][c]), pad 2-p */
-        wgeom w; wgeom_make(&w, g.N, g.M, g.Ho, g.Wo, g.C, g.G, 2 - g.ph, 2 - g.pw);
-        float *wf = nn_alloc((uint64_t)(g.M * g.Cg * 9) * sizeof(float));
-        if (!wf) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for flipped weights");
-        const float *wt = nn_ptr(&a->in[1]);
-        for (int64_t gr = 0; gr < g.G; gr++) for (int64_t m = 0; m < g.Mg; m++) for (int64_t c = 0; c < g.Cg; c++)
-            for (int k = 0; k < 9; k++)
-                wf[((gr * g.Cg + c) * g.Mg + m) * 9 + k] = wt[((gr * g.Mg + m) * g.Cg + c) * 9 + (8 - k)];
-        st = wino_run(a->ctx, &w, nn_ptr(&a->out_grad[0]), wf, NULL, nn_ptr(&a->in_grad[0]), a->req[0]);
-        nn_free(wf);
+        wplan p; wino_plan_make(&p, g.N, g.M, g.Ho, g.Wo, g.C, g.G, 2 - g.ph, 2 - g.pw, WINO_CHUNK_BYTES);
+        float *U = weights_transform(a->ctx, &p, nn_ptr(&a->in[1]), 1);
+        if (!U) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for transformed weights");
+        st = run_forward(a->ctx, &p, dy, U, NULL, nn_ptr(&a->in_grad[0]), a->req[0]);
+        nn_free(U);
         if (st < 0) return st;
     }
-    return conv_gemm_backward_impl(a, 1);
+    int32_t rq_db = (!cp->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL;
+    if (a->req[1] != MXP_REQ_NULL) {
+        wplan p; wino_plan_make(&p, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw, WINO_WGRAD_CHUNK_BYTES);
+        if ((st = wino_weight_grad(a->ctx, &p, nn_ptr(&a->in[0]), dy, nn_ptr(&a->in_grad[1]), a->req[1])) < 0)
+            return st;
+    }
+    if (rq_db != MXP_REQ_NULL)
+        return wino_bias_grad(a->ctx, g.N, g.M, g.Ho * g.Wo, dy, nn_ptr(&a->in_grad[2]), rq_db);
+    return MXP_OK;
 }
 
 static int wino_supports(mxp_impl_query_args *a) {
@@ -235,27 +260,13 @@ static int wino_supports(mxp_impl_query_args *a) {
     else if (p->stride.dims[0] != 1 || p->stride.dims[1] != 1) why = "needs stride 1 (3x3 kernel)";
     else if (p->dilate.dims[0] != 1 || p->dilate.dims[1] != 1) why = "needs dilation 1 (3x3 kernel)";
     else if (p->pad.dims[0] > 2 || p->pad.dims[1] > 2) why = "needs pad <= 2 (3x3 kernel)";
-    if (why) { snprintf(a->reason, a->reason_size, "winograd F(2x2,3x3): %s", why); return 0; }
+    if (why) { snprintf(a->reason, a->reason_size, "winograd F(4x4,3x3): %s", why); return 0; }
     return 1;
-}
-
-static int wino_workspace(mxp_impl_query_args *a) {
-    conv_geom g; conv_geom_init(&g, a->params, &a->in_shapes[0]);
-    wgeom f, b; wgeom_make(&f, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw);
-    wgeom_make(&b, g.N, g.M, g.Ho, g.Wo, g.C, g.G, 2 - g.ph, 2 - g.pw);
-    uint64_t ws = wgeom_ws(&f);
-    if (a->is_train) {
-        if (wgeom_ws(&b) > ws) ws = wgeom_ws(&b);
-        uint64_t gw = conv_gemm_workspace_bytes(&g, a->params, a->in_dtypes[0]);
-        if (gw > ws) ws = gw;
-    }
-    a->workspace_bytes = ws;
-    return MXP_OK;
 }
 
 const mxp_op_impl conv_winograd_impl = {
     .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "winograd", .device = "cpu",
-    .rank = MXP_RANK_SECONDARY, .doc = "Winograd F(2x2,3x3), 3x3 stride 1 dilation 1 pad<=2, float32",
-    .supports = wino_supports, .workspace = wino_workspace,
+    .rank = MXP_RANK_SECONDARY, .doc = "Winograd F(4x4,3x3), 3x3 stride 1 dilation 1 pad<=2, float32",
+    .supports = wino_supports,
     .forward = wino_forward, .backward = wino_backward,
 };

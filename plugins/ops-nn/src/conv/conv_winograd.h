@@ -1,0 +1,63 @@
+/* conv_winograd.h — shared declarations of the winograd Convolution impl:
+ * the tiling plan and tile helpers (conv_winograd.c), the weight and bias
+ * gradients (conv_winograd_wgrad.c) and the vector kernels
+ * (conv_winograd_kern.c): the F(4x4,3x3) tile transforms on 16 lanes (one
+ * lane = one tile, or one channel, as the caller lays them out) and the
+ * 8-row register-blocked product used for every per-frequency GEMM.
+ *
+ * Transforms (points 0, ±1, ±2, ∞):
+ *   input   V  = Bᵀ d B    6x6 data tile  -> 36 frequencies
+ *   output  y  = Aᵀ M A    36 frequencies -> 4x4 output tile
+ *   dy      D  = A dy Aᵀ   4x4 dy tile    -> 36 frequencies (weight gradient:
+ *                          dU = Σ_tiles D ⊙ V, dW = Gᵀ dU G)
+ * Lane l of element k lives at in[k*16 + l] in the small 16-lane buffers;
+ * frequency xi of a transformed tile at out[xi*stride + l]. */
+#ifndef NN_CONV_WINOGRAD_H
+#define NN_CONV_WINOGRAD_H
+
+#include "nn_common.h"
+
+/* Bytes of transformed data one chunk of tiles aims at (forward: V of the
+ * chunk; weight gradient: transformed x and dy of the chunk), so it and
+ * the products' operands stay in the 2 MiB L2. */
+#define WINO_CHUNK_BYTES (640ll << 10)
+#define WINO_WGRAD_CHUNK_BYTES (512ll << 10)
+
+/* One pass: y[N][M][Ho][Wo] = conv3x3(x[N][C][H][W]), pad (ph, pw), G
+ * groups; 4x4 output tiles numbered over (n, tile row, tile col). */
+typedef struct wplan {
+    int64_t N, C, H, W, M, G, Cg, Mg, ph, pw, Ho, Wo;
+    int64_t th, tw, T;    /* tile rows and columns per image, T = N*th*tw */
+    int64_t tc, nchunk;   /* tiles per chunk (multiple of 16), chunks     */
+    int64_t nmb, Mgp;     /* 8-channel blocks of Mg, Mg padded to them    */
+} wplan;
+
+typedef struct wtile {
+    int64_t n, oh, ow;    /* sample, output origin                        */
+    int64_t ih, iw;       /* input origin of the 6x6 tile (may be < 0)    */
+    int inner;            /* the 6x6 input tile lies inside the plane     */
+} wtile;
+
+/* chunk_bytes: what tc*36*Cg floats should take (rounded to 16 tiles). */
+void wino_plan_make(wplan *p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G,
+                    int64_t ph, int64_t pw, int64_t chunk_bytes);
+void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl);
+/* dst[(i*6+j)*16] = plane[ih+i][iw+j] (zero outside the H x W plane). */
+void wino_gather6(const wplan *p, const float *plane, const wtile *t, float *dst);
+
+/* dw (req) = dL/dW of pass p for x and dy, in the winograd domain. */
+int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *dy, float *dw, int32_t req);
+/* db[m] (req) = Σ_n Σ_q dy[n][m][q], q < P. */
+int wino_bias_grad(const mxp_op_ctx *ctx, int64_t N, int64_t M, int64_t P, const float *dy, float *db, int32_t req);
+
+/* out[xi*os + l] = (Bᵀ d B)[xi], d[i][j] = in[(i*6+j)*16 + l]. */
+void wino_in_tf(const float *in, float *out, int64_t os);
+/* out[(r*4+c)*16 + l] = (Aᵀ M A)[r][c], M[xi] = in[xi*is + l]. */
+void wino_out_tf(const float *in, int64_t is, float *out);
+/* out[xi*os + l] = (A dy Aᵀ)[xi], dy[r][c] = in[(r*4+c)*16 + l]. */
+void wino_dy_tf(const float *in, float *out, int64_t os);
+/* C[i*ldc + j] = (acc ? C[i*ldc + j] : 0) + Σ_k A[k*8 + i] B[k*ldb + j]
+ * for i < 8 and j < n; n must be a multiple of 16. */
+void wino_gemm8(int64_t K, const float *A, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t n, int acc);
+
+#endif
