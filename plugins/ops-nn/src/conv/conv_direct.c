@@ -1,38 +1,25 @@
 /* conv_direct.c — Convolution impl "direct": float32 direct convolution
  * without im2col or BLAS, forward and backward (data, weight, bias).
  *
- *   - 1x1 stride-1 unpadded kernels: a channel loop vectorized over pixels,
+ *   - stride 1 (any kernel, pad, dilation, groups), except the 1x1 forward:
+ *     conv_direct_fast.c (kw-shifted input copies, register-blocked
+ *     kernels for forward, data gradient and weight gradient).
+ *   - 1x1 stride-1 unpadded forward: a channel loop vectorized over pixels,
  *     8 output channels x 16 pixels of accumulators per step (weights packed
- *     [c][8]).
- *   - other stride-1 kernels (any pad/dilation): the input plane is copied
- *     zero-padded (width Wp) and the output computed in "padded-width"
- *     coordinates q = oh*Wp + ow, so every tap (ki,kj) is a contiguous load
- *     at q + ki*dh*Wp + kj*dw; columns ow >= Wo are computed and dropped.
- *     This vectorizes small-C_in layers (e.g. 1->20 5x5) along the width.
- *     Backward uses the same coordinates: dW as vector dot products, dx as
- *     axpys into a padded plane that is cropped at the end.
- *   - stride > 1: plain loops on the padded copy (correct, not fast).
+ *     [c][8]) on the shared microkernel.
+ *   - stride > 1: plain loops on a zero-padded copy (correct, not fast).
  * The vector kernels are compiled for AVX-512F, AVX2 and baseline x86-64
  * (target_clones, resolved at load), so the pack needs no CPU requirement.
- * Workspace: padded copies of x (and of dy when training). */
-#include "conv.h"
+ * Workspace: the padded copy of x for strides > 1; for stride-1 training,
+ * what conv_direct_fast.c asks for (shifted copies of x). */
+#include "conv_direct_fast.h"
 
-typedef float v16 __attribute__((vector_size(64)));
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TC
-#endif
 #define MR 8
 #define VL 16
 
-typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
-#define ld16(p) (*(const v16u *)(const void *)(p))
-#define st16(p, v) (*(v16u *)(void *)(p) = (v))
-
 typedef struct dgeom {
     conv_geom g;
-    int64_t Hp, Wp, plane, Q, Qpad; /* padded plane, flat output extent */
+    int64_t Hp, Wp, plane; /* zero-padded copy of one input plane */
     int pointwise, s1;
     int64_t nk;
 } dgeom;
@@ -43,17 +30,14 @@ static void dgeom_init(dgeom *d, const conv_geom *g) {
     d->Hp = g->H + 2 * g->ph; d->Wp = g->W + 2 * g->pw;
     d->s1 = g->sh == 1 && g->sw == 1;
     d->pointwise = d->s1 && g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0;
-    d->Q = g->Ho * d->Wp;
-    d->Qpad = (d->Q + VL - 1) / VL * VL;
     d->plane = d->Hp * d->Wp + (g->kw - 1) * g->dw + 2 * VL;
     d->nk = g->kh * g->kw;
 }
 
+/* Workspace of the stride > 1 paths: the padded copy of x. */
 static uint64_t direct_ws(const dgeom *d, int is_train) {
-    uint64_t ws = 0;
-    if (!d->pointwise || is_train) ws += (uint64_t)(d->g.N * d->g.C * d->plane);
-    if (is_train) ws += (uint64_t)(d->g.N * d->g.M * (d->Qpad + VL));
-    return ws * sizeof(float);
+    if (d->s1) return dfast_workspace(&d->g, is_train);
+    return (uint64_t)(d->g.N * d->g.C * d->plane) * sizeof(float);
 }
 
 /* ------------------------------------------------------ padded copies */
@@ -68,44 +52,10 @@ static void pad_range(void *arg, int64_t b, int64_t e) {
             memcpy(dst + (h + g->ph) * d->Wp + g->pw, src + h * g->W, (size_t)g->W * sizeof(float));
     }
 }
-/* dy [N][M][Ho][Wo] -> dyp [N][M][Qpad+VL] in padded-width coordinates. */
-typedef struct dypjob { const dgeom *d; const float *dy; float *dyp; } dypjob;
-static void dyp_range(void *arg, int64_t b, int64_t e) {
-    const dypjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
-    int64_t stride = d->Qpad + VL;
-    for (int64_t it = b; it < e; it++) {
-        float *dst = j->dyp + it * stride;
-        const float *src = j->dy + it * g->P;
-        memset(dst, 0, (size_t)stride * sizeof(float));
-        for (int64_t h = 0; h < g->Ho; h++) memcpy(dst + h * d->Wp, src + h * g->Wo, (size_t)g->Wo * sizeof(float));
-    }
-}
-
-/* ------------------------------------------------------ vector kernels */
-/* dot products: out[k] = sum_q a[q] * b[q + off[k]] for q in [0, n), n % 16 == 0 */
-TC static void dots(const float *a, const float *b, int64_t n, int64_t nk, const int64_t *off, double *out) {
-    for (int64_t k = 0; k < nk; k++) {
-        v16 s0 = {0}, s1 = {0};
-        const float *bb = b + off[k];
-        int64_t q = 0;
-        for (; q + 2 * VL <= n; q += 2 * VL) { s0 += ld16(a + q) * ld16(bb + q); s1 += ld16(a + q + VL) * ld16(bb + q + VL); }
-        for (; q < n; q += VL) s0 += ld16(a + q) * ld16(bb + q);
-        s0 += s1;
-        double t = 0;
-        for (int i = 0; i < VL; i++) t += s0[i];
-        out[k] += t;
-    }
-}
-
-/* y[q + off] += w * a[q] for q in [0, n) */
-TC static void axpy_off(float *y, const float *a, int64_t n, float w) {
-    for (int64_t q = 0; q < n; q++) y[q] += w * a[q];
-}
-
 /* ------------------------------------------------------ forward */
 typedef struct fjob {
     const dgeom *d;
-    const float *x, *xp, *wpk, *bias;
+    const float *x, *wpk, *bias;
     float *y;
     int64_t nmb, chunks, qchunk;
     int32_t req;
@@ -127,43 +77,6 @@ static float *pack_weights(const conv_geom *g, const float *w, int64_t *nmb_out)
 }
 
 static inline void put(float *dst, float v, int32_t req) { if (req == MXP_REQ_ADD) *dst += v; else *dst = v; }
-
-/* items: (n, group, q-chunk).  Each m-block's tiles go to a buffer in
- * padded-width coordinates, then the valid part of every output row in the
- * chunk is copied out (bias and req applied there). */
-static void fwd_flat_range(void *arg, int64_t b, int64_t e) {
-    const fjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
-    int64_t off[256];
-    for (int64_t ki = 0, k = 0; ki < g->kh; ki++) for (int64_t kj = 0; kj < g->kw; kj++, k++)
-        off[k] = ki * g->dh * d->Wp + kj * g->dw;
-    float *buf = nn_alloc((uint64_t)(MR * j->qchunk) * sizeof(float));
-    if (!buf) return;
-    for (int64_t it = b; it < e; it++) {
-        int64_t ch = it % j->chunks, ng = it / j->chunks, gr = ng % g->G, n = ng / g->G;
-        const float *xp = j->xp + (n * g->C + gr * g->Cg) * d->plane;
-        int64_t q0 = ch * j->qchunk, q1 = q0 + j->qchunk < d->Qpad ? q0 + j->qchunk : d->Qpad;
-        for (int64_t mb = 0; mb < j->nmb; mb++) {
-            const float *wpk = j->wpk + (gr * j->nmb + mb) * g->Cg * d->nk * MR;
-            int64_t mcount = g->Mg - mb * MR < MR ? g->Mg - mb * MR : MR;
-            for (int64_t q = q0; q < q1; q += VL)
-                conv_mk_8x16(xp + q, d->plane, g->Cg, d->nk, off, wpk, buf + (q - q0), j->qchunk);
-            int64_t qe = q1 < d->Q ? q1 : d->Q;
-            for (int64_t i = 0; i < mcount; i++) {
-                int64_t m = gr * g->Mg + mb * MR + i;
-                float bv = j->bias ? j->bias[m] : 0.0f;
-                float *yp = j->y + (n * g->M + m) * g->P;
-                const float *bi = buf + i * j->qchunk - q0;
-                for (int64_t oh = q0 / d->Wp; oh * d->Wp < qe; oh++) {
-                    int64_t s0 = oh * d->Wp > q0 ? oh * d->Wp : q0, s1 = oh * d->Wp + g->Wo < qe ? oh * d->Wp + g->Wo : qe;
-                    float *yr = yp + oh * g->Wo - oh * d->Wp;
-                    if (j->req == MXP_REQ_ADD) for (int64_t q = s0; q < s1; q++) yr[q] += bi[q] + bv;
-                    else for (int64_t q = s0; q < s1; q++) yr[q] = bi[q] + bv;
-                }
-            }
-        }
-    }
-    nn_free(buf);
-}
 
 /* 1x1: items (n, group, pixel-chunk) */
 static void fwd_pw_range(void *arg, int64_t b, int64_t e) {
@@ -236,24 +149,22 @@ static int direct_forward(const mxp_forward_args *a) {
         return NN_ERR(MXP_EINVAL, "Convolution(direct): workspace too small");
     const float *x = nn_ptr(&a->in[0]), *w = nn_ptr(&a->in[1]), *bias = p->no_bias ? NULL : nn_ptr(&a->in[2]);
     float *y = nn_ptr(&a->out[0]);
-    float *xp = a->ctx->workspace;
-    if (!d.pointwise) {
+    if (d.s1 && !d.pointwise) return dfast_forward(a, &g);
+    if (!d.s1) {
+        float *xp = a->ctx->workspace;
         padjob pj = { &d, x, xp };
         nn_parallel(a->ctx, g.N * g.C, 1, pad_range, &pj);
-    }
-    if (!d.s1) {
         gjob gj = { &d, xp, w, bias, y, a->req[0] };
         return nn_parallel(a->ctx, g.N * g.M, 1, fwd_generic_range, &gj);
     }
     int64_t nmb;
     float *wpk = pack_weights(&g, w, &nmb);
     if (!wpk) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for packed weights");
-    fjob j = { &d, x, xp, wpk, bias, y, nmb, 1, 0, a->req[0] };
-    int64_t extent = d.pointwise ? g.P : d.Qpad;
-    int64_t target = 1024; /* elements per chunk: enough work per item, many items */
-    j.qchunk = extent < target ? (extent + VL - 1) / VL * VL : target;
-    j.chunks = (extent + j.qchunk - 1) / j.qchunk;
-    st = nn_parallel(a->ctx, g.N * g.G * j.chunks, 1, d.pointwise ? fwd_pw_range : fwd_flat_range, &j);
+    fjob j = { &d, x, wpk, bias, y, nmb, 1, 0, a->req[0] };
+    int64_t target = 1024; /* pixels per chunk: enough work per item, many items */
+    j.qchunk = g.P < target ? (g.P + VL - 1) / VL * VL : target;
+    j.chunks = (g.P + j.qchunk - 1) / j.qchunk;
+    st = nn_parallel(a->ctx, g.N * g.G * j.chunks, 1, fwd_pw_range, &j);
     nn_free(wpk);
     return st;
 }
@@ -261,55 +172,10 @@ static int direct_forward(const mxp_forward_args *a) {
 /* ------------------------------------------------------ backward */
 typedef struct bjob {
     const dgeom *d;
-    const float *xp, *dyp, *w, *dy;
+    const float *xp, *w, *dy;
     float *dx, *dw, *db;
     int32_t req_dx, req_dw, req_db;
 } bjob;
-
-/* dW, items m: dw[m][c][k] = sum_n sum_q dyp[n][m][q] * xp[n][c][q + off[k]] */
-static void bwd_w_range(void *arg, int64_t b, int64_t e) {
-    const bjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
-    int64_t off[256];
-    for (int64_t ki = 0, k = 0; ki < g->kh; ki++) for (int64_t kj = 0; kj < g->kw; kj++, k++)
-        off[k] = ki * g->dh * d->Wp + kj * g->dw;
-    double acc[256];
-    int64_t ds = d->Qpad + VL;
-    for (int64_t m = b; m < e; m++) {
-        int64_t gr = m / g->Mg;
-        for (int64_t c = 0; c < g->Cg; c++) {
-            memset(acc, 0, sizeof(double) * (size_t)d->nk);
-            for (int64_t n = 0; n < g->N; n++)
-                dots(j->dyp + (n * g->M + m) * ds, j->xp + (n * g->C + gr * g->Cg + c) * d->plane, d->Qpad, d->nk, off, acc);
-            for (int64_t k = 0; k < d->nk; k++) put(&j->dw[(m * g->Cg + c) * d->nk + k], (float)acc[k], j->req_dw);
-        }
-    }
-}
-
-/* dx, items (n, c): dxp[q + off[k]] += w[m][c][k] * dyp[n][m][q], crop */
-static void bwd_x_range(void *arg, int64_t b, int64_t e) {
-    const bjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
-    float *dxp = nn_alloc((uint64_t)d->plane * sizeof(float));
-    if (!dxp) return;
-    int64_t ds = d->Qpad + VL;
-    for (int64_t it = b; it < e; it++) {
-        int64_t n = it / g->C, cc = it % g->C, gr = cc / g->Cg, c = cc % g->Cg;
-        memset(dxp, 0, (size_t)d->plane * sizeof(float));
-        for (int64_t mm = 0; mm < g->Mg; mm++) {
-            int64_t m = gr * g->Mg + mm;
-            const float *dym = j->dyp + (n * g->M + m) * ds;
-            const float *wk = j->w + (m * g->Cg + c) * d->nk;
-            for (int64_t ki = 0; ki < g->kh; ki++) for (int64_t kj = 0; kj < g->kw; kj++)
-                axpy_off(dxp + ki * g->dh * d->Wp + kj * g->dw, dym, d->Q, wk[ki * g->kw + kj]);
-        }
-        float *dst = j->dx + it * g->H * g->W;
-        for (int64_t h = 0; h < g->H; h++) {
-            const float *s = dxp + (h + g->ph) * d->Wp + g->pw;
-            if (j->req_dx == MXP_REQ_ADD) for (int64_t q = 0; q < g->W; q++) dst[h * g->W + q] += s[q];
-            else memcpy(dst + h * g->W, s, (size_t)g->W * sizeof(float));
-        }
-    }
-    nn_free(dxp);
-}
 
 /* stride > 1 backward: dx items (n, c) on a padded plane; dW items m. */
 static void bwd_x_generic_range(void *arg, int64_t b, int64_t e) {
@@ -372,25 +238,19 @@ static int direct_backward(const mxp_backward_args *a) {
     conv_geom g; conv_geom_from_tensor(&g, p, &a->in_grad[0]);
     dgeom d; dgeom_init(&d, &g);
     if (g.kh * g.kw > 256) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(direct): kernel larger than 256 taps");
+    if (d.s1) return dfast_backward(a, &g);
     if (a->ctx->workspace_bytes < direct_ws(&d, 1))
         return NN_ERR(MXP_EINVAL, "Convolution(direct): workspace too small (is_train was 0 at planning?)");
-    float *xp = a->ctx->workspace, *dyp = xp + g.N * g.C * d.plane;
-    bjob j = { &d, xp, dyp, nn_ptr(&a->in[1]), nn_ptr(&a->out_grad[0]), nn_ptr(&a->in_grad[0]),
+    float *xp = a->ctx->workspace;
+    bjob j = { &d, xp, nn_ptr(&a->in[1]), nn_ptr(&a->out_grad[0]), nn_ptr(&a->in_grad[0]),
                nn_ptr(&a->in_grad[1]), a->n_in > 2 ? nn_ptr(&a->in_grad[2]) : NULL,
                a->req[0], a->req[1], (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL };
     if (j.req_dw != MXP_REQ_NULL) {
         padjob pj = { &d, nn_ptr(&a->in[0]), xp };
         nn_parallel(a->ctx, g.N * g.C, 1, pad_range, &pj);
     }
-    if (d.s1) {
-        dypjob yj = { &d, j.dy, dyp };
-        nn_parallel(a->ctx, g.N * g.M, 1, dyp_range, &yj);
-        if (j.req_dw != MXP_REQ_NULL) nn_parallel(a->ctx, g.M, 1, bwd_w_range, &j);
-        if (j.req_dx != MXP_REQ_NULL) nn_parallel(a->ctx, g.N * g.C, 1, bwd_x_range, &j);
-    } else {
-        if (j.req_dw != MXP_REQ_NULL) nn_parallel(a->ctx, g.M, 1, bwd_w_generic_range, &j);
-        if (j.req_dx != MXP_REQ_NULL) nn_parallel(a->ctx, g.N * g.C, 1, bwd_x_generic_range, &j);
-    }
+    if (j.req_dw != MXP_REQ_NULL) nn_parallel(a->ctx, g.M, 1, bwd_w_generic_range, &j);
+    if (j.req_dx != MXP_REQ_NULL) nn_parallel(a->ctx, g.N * g.C, 1, bwd_x_generic_range, &j);
     if (j.req_db != MXP_REQ_NULL) nn_parallel(a->ctx, g.M, 1, bwd_b_range, &j);
     return MXP_OK;
 }

@@ -1,0 +1,401 @@
+/* conv_direct_fast.c — stride-1 float32 convolution of impl "direct":
+ * forward, data gradient and weight gradient on register-blocked kernels
+ * (conv_direct_kern.c), bias gradient as vector sums.
+ *
+ * Layout trick ("kw-shifted copies"): for a block of output rows, each
+ * input channel is copied kw times, copy kj holding the zero-padded input
+ * shifted left by kj*dw and cropped to the output width Wout:
+ *     buf[c][kj][r*Wout + ow] = xpad[c][r0 + r][ow + kj*dw].
+ * Then tap (ki, kj) of output pixel p = r*Wout + ow is buf[c][kj][p + ki*dh*Wout]:
+ * a contiguous load for 16 consecutive pixels, with no wasted columns
+ * however narrow the image (the padded-width scheme of conv_direct.c wastes
+ * (kw-1)/Wp of its work: a third on 12x12 inputs with 5x5 kernels).
+ *
+ * One engine ("vconv": a valid stride-1 correlation of a virtually padded
+ * source) serves two passes:
+ *   - forward:  source x padded by (ph, pw), weights w, output y;
+ *   - data gradient: dx is the full correlation of dy with the flipped,
+ *     transposed weights, i.e. vconv of dy padded by ((kh-1)*dh - ph,
+ *     (kw-1)*dw - pw) with w'[c][m][k] = w[m][c][nk-1-k], output dx.
+ * Work items are (sample, block of output rows); each builds its shifted
+ * copy in thread-local scratch and runs all output channels on it.
+ * Weight gradient: dW[m][c,k] = sum_n sum_p dy[n][m][p] * xs[n][c][kj][p + ki*dh*Wo]
+ * from shifted copies of every sample (workspace), items are blocks of
+ * (m, (c,k)) so no reduction across threads is needed.
+ * Not here: strides > 1 and 1x1 forward (conv_direct.c keeps those). */
+#include "conv_direct_fast.h"
+
+#include <stdlib.h>
+
+#define SLACK 16 /* floats after each shifted row plane: the last vector's overrun */
+
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define ld16(p) (*(const v16u *)(const void *)(p))
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Stride of one shifted plane holding R rows of width Wout. */
+static int64_t plane_stride(int64_t R, int64_t Wout) { return (R * Wout + SLACK + 15) / 16 * 16; }
+
+/* buf[c][kj][r*Wout + ow] = V[c][r0 + r][ow + kj*dw] for c < Ct, r < R, where
+ * V is src (Ct planes of Hs x Ws) shifted down by top and right by left,
+ * zero outside; the slack after each plane is zeroed. */
+static void build_shift(float *buf, const float *src, int64_t Ct, int64_t Hs, int64_t Ws, int64_t top, int64_t left,
+                        int64_t r0, int64_t R, int64_t Wout, int64_t kw, int64_t dw, int64_t S) {
+    for (int64_t c = 0; c < Ct; c++) {
+        const float *sc = src + c * Hs * Ws;
+        for (int64_t kj = 0; kj < kw; kj++) {
+            float *d = buf + (c * kw + kj) * S;
+            int64_t col0 = kj * dw - left; /* source column of ow = 0 */
+            int64_t a = min64(max64(0, -col0), Wout), z = max64(a, min64(Wout, Ws - col0));
+            for (int64_t r = 0; r < R; r++) {
+                float *dr = d + r * Wout;
+                int64_t row = r0 + r - top;
+                if (row < 0 || row >= Hs) { memset(dr, 0, (size_t)Wout * sizeof(float)); continue; }
+                const float *sr = sc + row * Ws + col0;
+                for (int64_t ow = 0; ow < a; ow++) dr[ow] = 0.0f;
+                memcpy(dr + a, sr + a, (size_t)(z - a) * sizeof(float));
+                for (int64_t ow = z; ow < Wout; ow++) dr[ow] = 0.0f;
+            }
+            memset(d + R * Wout, 0, (size_t)(S - R * Wout) * sizeof(float));
+        }
+    }
+}
+
+/* Packed weights, blocks of mb output channels: block (gr, m0) at
+ * (gr*Cout + m0)*Cin*nk, laid out [c][k][mbs].  flip: the data-gradient
+ * weights (output channel = w's input channel, taps reversed). */
+static float *pack(const float *w, int64_t G, int64_t Cout, int64_t Cin, int64_t nk, int mb, int flip) {
+    float *p = nn_alloc((uint64_t)(G * Cout * Cin * nk) * sizeof(float));
+    if (!p) return NULL;
+    for (int64_t gr = 0; gr < G; gr++)
+        for (int64_t m0 = 0; m0 < Cout; m0 += mb) {
+            int64_t mbs = min64(mb, Cout - m0);
+            float *blk = p + (gr * Cout + m0) * Cin * nk;
+            for (int64_t c = 0; c < Cin; c++) for (int64_t k = 0; k < nk; k++) for (int64_t i = 0; i < mbs; i++) {
+                int64_t o = m0 + i;
+                blk[(c * nk + k) * mbs + i] = flip ? w[((gr * Cin + c) * Cout + o) * nk + nk - 1 - k]
+                                                   : w[((gr * Cout + o) * Cin + c) * nk + k];
+            }
+        }
+    return p;
+}
+
+/* ------------------------------------------------------------ vconv */
+typedef struct vconv {
+    const float *src;                 /* [N][G*Cin][Hs][Ws] */
+    int64_t N, G, Cin, Cout, Hs, Ws, top, left, Hout, Wout, kh, kw, dh, dw, nk;
+    const float *wpk, *bias;          /* bias [G*Cout] or NULL */
+    float *out;                       /* [N][G*Cout][Hout][Wout] */
+    int32_t req;
+    int64_t rows, rblocks, S;         /* output rows per item, items per sample, plane stride */
+    int mb, nv;
+    int64_t off[256];
+} vconv;
+
+static void vconv_range(void *arg, int64_t b, int64_t e) {
+    const vconv *v = arg;
+    int64_t Ct = v->G * v->Cin, cs = v->kw * v->S, HW = v->Hout * v->Wout;
+    float *buf = nn_alloc((uint64_t)(Ct * cs) * sizeof(float));
+    if (!buf) return;
+    float tmp[DK_MB_MAX * 16 * DK_NV_MAX];
+    int add = v->req == MXP_REQ_ADD;
+    for (int64_t it = b; it < e; it++) {
+        int64_t n = it / v->rblocks, r0 = (it % v->rblocks) * v->rows, r1 = min64(r0 + v->rows, v->Hout);
+        int64_t R = r1 - r0 + (v->kh - 1) * v->dh, pix = (r1 - r0) * v->Wout;
+        build_shift(buf, v->src + n * Ct * v->Hs * v->Ws, Ct, v->Hs, v->Ws, v->top, v->left, r0, R, v->Wout, v->kw,
+                    v->dw, v->S);
+        for (int64_t gr = 0; gr < v->G; gr++)
+            for (int64_t m0 = 0; m0 < v->Cout; m0 += v->mb) {
+                int mbs = (int)min64(v->mb, v->Cout - m0);
+                const float *wp = v->wpk + (gr * v->Cout + m0) * v->Cin * v->nk;
+                const float *bp = v->bias ? v->bias + gr * v->Cout + m0 : NULL;
+                const float *xb = buf + gr * v->Cin * cs;
+                float *op = v->out + ((n * v->G + gr) * v->Cout + m0) * HW + r0 * v->Wout;
+                int64_t p = 0, step = 16 * v->nv;
+                for (; p + step <= pix; p += step)
+                    dk_fwd(mbs, v->nv, xb + p, cs, v->Cin, v->nk, v->off, wp, bp, op + p, HW, add);
+                if (p < pix) { /* ragged end: into tmp, then the valid part */
+                    int64_t rem = pix - p;
+                    int nvt = (int)((rem + 15) / 16);
+                    dk_fwd(mbs, nvt, xb + p, cs, v->Cin, v->nk, v->off, wp, bp, tmp, 16 * nvt, 0);
+                    for (int i = 0; i < mbs; i++) {
+                        float *o = op + i * HW + p;
+                        const float *t = tmp + i * 16 * nvt;
+                        if (add) for (int64_t l = 0; l < rem; l++) o[l] += t[l];
+                        else memcpy(o, t, (size_t)rem * sizeof(float));
+                    }
+                }
+            }
+    }
+    nn_free(buf);
+}
+
+/* Rows per item, plane stride, tap offsets, kernel block sizes. */
+static void vconv_plan(vconv *v) {
+    v->nk = v->kh * v->kw;
+    /* rows per item: enough items for both threads (about 4 each), and a
+     * shifted copy that stays within L2 */
+    int64_t Ct = v->G * v->Cin;
+    v->rows = v->Hout;
+    for (;;) {
+        int64_t R = v->rows + (v->kh - 1) * v->dh;
+        uint64_t bytes = (uint64_t)(Ct * v->kw * plane_stride(R, v->Wout)) * sizeof(float);
+        int64_t items = v->N * ((v->Hout + v->rows - 1) / v->rows);
+        if (v->rows <= 1 || (items >= 8 && bytes <= (512u << 10))) break;
+        v->rows = (v->rows + 1) / 2;
+    }
+    v->rblocks = (v->Hout + v->rows - 1) / v->rows;
+    v->S = plane_stride(v->rows + (v->kh - 1) * v->dh, v->Wout);
+    for (int64_t ki = 0, k = 0; ki < v->kh; ki++)
+        for (int64_t kj = 0; kj < v->kw; kj++, k++) v->off[k] = kj * v->S + ki * v->dh * v->Wout;
+    int64_t pix = v->rows * v->Wout;
+    v->nv = (int)min64(DK_NV_MAX, (pix + 15) / 16);
+    int mmax = v->nv >= 4 ? 6 : 8;
+    if (v->Cout <= mmax) v->mb = (int)v->Cout;
+    else {
+        v->mb = mmax;
+        for (int t = mmax; t >= mmax - 2; t--)
+            if (v->Cout % t == 0) { v->mb = t; break; }
+    }
+}
+
+static int vconv_run(const mxp_op_ctx *ctx, vconv *v, const float *w, int flip) {
+    vconv_plan(v);
+    float *wpk = pack(w, v->G, v->Cout, v->Cin, v->nk, v->mb, flip);
+    if (!wpk) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for packed weights");
+    v->wpk = wpk;
+    int st = nn_parallel(ctx, v->N * v->rblocks, 1, vconv_range, v);
+    nn_free(wpk);
+    return st;
+}
+
+int dfast_forward(const mxp_forward_args *a, const conv_geom *g) {
+    const conv_params *p = a->params;
+    vconv *v = calloc(1, sizeof *v);
+    if (!v) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory");
+    v->src = nn_ptr(&a->in[0]);
+    v->N = g->N; v->G = g->G; v->Cin = g->Cg; v->Cout = g->Mg;
+    v->Hs = g->H; v->Ws = g->W; v->top = g->ph; v->left = g->pw;
+    v->Hout = g->Ho; v->Wout = g->Wo; v->kh = g->kh; v->kw = g->kw; v->dh = g->dh; v->dw = g->dw;
+    v->bias = p->no_bias ? NULL : nn_ptr(&a->in[2]);
+    v->out = nn_ptr(&a->out[0]);
+    v->req = a->req[0];
+    int st = vconv_run(a->ctx, v, nn_ptr(&a->in[1]), 0);
+    free(v);
+    return st;
+}
+
+/* ------------------------------------------------------------ backward */
+typedef struct shjob {
+    const float *x; float *xs;
+    int64_t Ct, H, W, ph, pw, Rf, Wo, kw, dw, S;
+} shjob;
+static void shift_all_range(void *arg, int64_t b, int64_t e) {
+    const shjob *j = arg;
+    for (int64_t it = b; it < e; it++) /* it = n*Ct + c */
+        build_shift(j->xs + it * j->kw * j->S, j->x + it * j->H * j->W, 1, j->H, j->W, j->ph, j->pw, 0, j->Rf,
+                    j->Wo, j->kw, j->dw, j->S);
+}
+typedef struct dyzjob { const float *dy; float *dyz; int64_t P, Ppad; } dyzjob;
+static void dyz_range(void *arg, int64_t b, int64_t e) {
+    const dyzjob *j = arg;
+    for (int64_t it = b; it < e; it++) {
+        memcpy(j->dyz + it * j->Ppad, j->dy + it * j->P, (size_t)j->P * sizeof(float));
+        memset(j->dyz + it * j->Ppad + j->P, 0, (size_t)(j->Ppad - j->P) * sizeof(float));
+    }
+}
+
+typedef struct dwjob {
+    const float *xs, *dy;
+    float *dw;
+    int64_t N, G, Cg, Mg, K, xsn, ldy, dys, nvec, mbl, kbl, cstride;
+    int32_t req;
+    int64_t *roff;
+} dwjob;
+static void dw_range(void *arg, int64_t b, int64_t e) {
+    const dwjob *j = arg;
+    float res[DK_DWM_MAX * DK_DWK_MAX];
+    for (int64_t t = b; t < e; t++) {
+        int64_t gr = t / (j->mbl * j->kbl), mi = t / j->kbl % j->mbl, kk = t % j->kbl;
+        int64_t m0 = mi * DK_DWM_MAX, r0 = kk * DK_DWK_MAX;
+        int mbs = (int)min64(DK_DWM_MAX, j->Mg - m0), kbs = (int)min64(DK_DWK_MAX, j->K - r0);
+        dk_dw(mbs, kbs, j->dy + (gr * j->Mg + m0) * j->ldy, j->ldy, j->dys, j->xs + gr * j->Cg * j->cstride,
+              j->roff + r0, j->xsn, j->N, j->nvec, res);
+        for (int i = 0; i < mbs; i++)
+            for (int r = 0; r < kbs; r++) {
+                float *d = &j->dw[(gr * j->Mg + m0 + i) * j->K + r0 + r];
+                if (j->req == MXP_REQ_ADD) *d += res[i * DK_DWK_MAX + r];
+                else *d = res[i * DK_DWK_MAX + r];
+            }
+    }
+}
+
+typedef struct dbjob { const float *dy; float *db; int64_t N, M, P; int32_t req; } dbjob;
+static void db_range(void *arg, int64_t b, int64_t e) {
+    const dbjob *j = arg;
+    for (int64_t m = b; m < e; m++) {
+        double acc = 0;
+        for (int64_t n = 0; n < j->N; n++) {
+            const float *s = j->dy + (n * j->M + m) * j->P;
+            v16 v0 = {0}, v1 = {0};
+            int64_t q = 0;
+            for (; q + 32 <= j->P; q += 32) { v0 += ld16(s + q); v1 += ld16(s + q + 16); }
+            for (; q + 16 <= j->P; q += 16) v0 += ld16(s + q);
+            v0 += v1;
+            float t = 0;
+            for (; q < j->P; q++) t += s[q];
+            for (int l = 0; l < 16; l++) t += v0[l];
+            acc += t;
+        }
+        if (j->req == MXP_REQ_ADD) j->db[m] += (float)acc;
+        else j->db[m] = (float)acc;
+    }
+}
+
+/* Data gradient of small images as columns: dcol[(c,ki,kj)][p] = sum_m w[m][c,ki,kj] * dy[m][p]
+ * (the forward kernel with one tap, rows (c,k) as outputs), then added
+ * into dx at (oh - ph + ki*dh, ow - pw + kj*dw).  Needs Cg*nk*P multiplies
+ * per sample where the full correlation needs Cg*nk*H*W, i.e. fewer when
+ * the output is much smaller than the input (unpadded 5x5 on 12x12: 64
+ * vs 144 pixels).  Items are samples (columns of one sample overlap in dx). */
+typedef struct dcjob {
+    const float *dy, *wpk;
+    float *dx;
+    int64_t G, Cg, Mg, K, nk, P, Ppad, H, W, Ho, Wo, kw, dh, dw, ph, pw;
+    int mb, nv;
+    int32_t req;
+} dcjob;
+
+static void dcol_range(void *arg, int64_t b, int64_t e) {
+    const dcjob *j = arg;
+    int64_t C = j->G * j->Cg, M = j->G * j->Mg, zero = 0;
+    float *dcol = nn_alloc((uint64_t)(j->K * j->Ppad) * sizeof(float));
+    float *dyz = j->P % 16 ? nn_alloc((uint64_t)(j->Mg * j->Ppad) * sizeof(float)) : NULL;
+    if (!dcol || (j->P % 16 && !dyz)) { nn_free(dcol); nn_free(dyz); return; }
+    for (int64_t n = b; n < e; n++) {
+        float *dxn = j->dx + n * C * j->H * j->W;
+        if (j->req != MXP_REQ_ADD) memset(dxn, 0, (size_t)(C * j->H * j->W) * sizeof(float));
+        for (int64_t gr = 0; gr < j->G; gr++) {
+            const float *src = j->dy + (n * M + gr * j->Mg) * j->P;
+            int64_t cs = j->P;
+            if (dyz) { /* whole vectors per channel: zero-padded copy */
+                for (int64_t m = 0; m < j->Mg; m++) {
+                    memcpy(dyz + m * j->Ppad, src + m * j->P, (size_t)j->P * sizeof(float));
+                    memset(dyz + m * j->Ppad + j->P, 0, (size_t)(j->Ppad - j->P) * sizeof(float));
+                }
+                src = dyz; cs = j->Ppad;
+            }
+            for (int64_t r0 = 0; r0 < j->K; r0 += j->mb) {
+                int rbs = (int)min64(j->mb, j->K - r0);
+                const float *wp = j->wpk + (gr * j->K + r0) * j->Mg;
+                for (int64_t p = 0; p < j->Ppad; p += 16 * j->nv) {
+                    int nvt = (int)min64(j->nv, (j->Ppad - p) / 16);
+                    dk_fwd(rbs, nvt, src + p, cs, j->Mg, 1, &zero, wp, NULL, dcol + r0 * j->Ppad + p, j->Ppad, 0);
+                }
+            }
+            for (int64_t r = 0; r < j->K; r++) { /* col2im */
+                int64_t c = r / j->nk, ki = r % j->nk / j->kw, kj = r % j->kw;
+                int64_t owa = max64(0, j->pw - kj * j->dw), owz = min64(j->Wo, j->W + j->pw - kj * j->dw);
+                float *dxc = dxn + (gr * j->Cg + c) * j->H * j->W + (kj * j->dw - j->pw);
+                const float *row = dcol + r * j->Ppad;
+                for (int64_t oh = 0; oh < j->Ho; oh++) {
+                    int64_t ih = oh - j->ph + ki * j->dh;
+                    if (ih < 0 || ih >= j->H) continue;
+                    float *d = dxc + ih * j->W;
+                    const float *s = row + oh * j->Wo;
+                    for (int64_t ow = owa; ow < owz; ow++) d[ow] += s[ow];
+                }
+            }
+        }
+    }
+    nn_free(dcol);
+    nn_free(dyz);
+}
+
+/* The column form when it saves a seventh or more of the multiplies and
+ * one sample's columns stay within L2. */
+static int use_dcol(const conv_geom *g) {
+    int64_t K = g->Cg * g->kh * g->kw, Ppad = (g->P + 15) / 16 * 16;
+    return g->H * g->W * 6 > g->P * 7 && K * Ppad <= (256 << 10);
+}
+
+static int dcol_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *w, const float *dy, float *dx,
+                    int32_t req) {
+    dcjob j = { dy, NULL, dx, g->G, g->Cg, g->Mg, g->Cg * g->kh * g->kw, g->kh * g->kw, g->P,
+                (g->P + 15) / 16 * 16, g->H, g->W, g->Ho, g->Wo, g->kw, g->dh, g->dw, g->ph, g->pw, 0, 0, req };
+    j.nv = (int)min64(DK_NV_MAX, j.Ppad / 16);
+    int mmax = j.nv >= 4 ? 6 : 8;
+    j.mb = mmax;
+    if (j.K <= mmax) j.mb = (int)j.K;
+    else for (int t = mmax; t >= mmax - 2; t--) if (j.K % t == 0) { j.mb = t; break; }
+    float *wpk = pack(w, g->G, j.K, g->Mg, 1, j.mb, 1); /* rows (c,k), inputs m: w transposed */
+    if (!wpk) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for packed weights");
+    j.wpk = wpk;
+    int st = nn_parallel(ctx, g->N, 1, dcol_range, &j);
+    nn_free(wpk);
+    return st;
+}
+
+static int64_t full_rows(const conv_geom *g) { return g->Ho + (g->kh - 1) * g->dh; }
+
+uint64_t dfast_workspace(const conv_geom *g, int is_train) {
+    if (!is_train) return 0;
+    uint64_t f = (uint64_t)(g->N * g->C * g->kw * plane_stride(full_rows(g), g->Wo));
+    if (g->P % 16) f += (uint64_t)(g->N * g->M * ((g->P + 15) / 16 * 16));
+    return f * sizeof(float);
+}
+
+int dfast_backward(const mxp_backward_args *a, const conv_geom *g) {
+    const conv_params *p = a->params;
+    int32_t req_dx = a->req[0], req_dw = a->req[1];
+    int32_t req_db = (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL;
+    const float *x = nn_ptr(&a->in[0]), *w = nn_ptr(&a->in[1]), *dy = nn_ptr(&a->out_grad[0]);
+    int st = MXP_OK;
+    if (req_db != MXP_REQ_NULL) {
+        dbjob bj = { dy, nn_ptr(&a->in_grad[2]), g->N, g->M, g->P, req_db };
+        if ((st = nn_parallel(a->ctx, g->M, 1, db_range, &bj)) < 0) return st;
+    }
+    if (req_dw != MXP_REQ_NULL) {
+        if (a->ctx->workspace_bytes < dfast_workspace(g, 1))
+            return NN_ERR(MXP_EINVAL, "Convolution(direct): workspace too small (is_train was 0 at planning?)");
+        int64_t Rf = full_rows(g), S = plane_stride(Rf, g->Wo), nk = g->kh * g->kw, K = g->Cg * nk;
+        float *xs = a->ctx->workspace;
+        shjob sj = { x, xs, g->C, g->H, g->W, g->ph, g->pw, Rf, g->Wo, g->kw, g->dw, S };
+        if ((st = nn_parallel(a->ctx, g->N * g->C, 1, shift_all_range, &sj)) < 0) return st;
+        dwjob j = { xs, dy, nn_ptr(&a->in_grad[1]), g->N, g->G, g->Cg, g->Mg, K, g->C * g->kw * S, g->P,
+                    g->M * g->P, (g->P + 15) / 16, (g->Mg + DK_DWM_MAX - 1) / DK_DWM_MAX,
+                    (K + DK_DWK_MAX - 1) / DK_DWK_MAX, g->kw * S, req_dw, NULL };
+        if (g->P % 16) { /* pixels padded to whole vectors with zeros */
+            int64_t Ppad = j.nvec * 16;
+            float *dyz = xs + g->N * g->C * g->kw * S;
+            dyzjob zj = { dy, dyz, g->P, Ppad };
+            if ((st = nn_parallel(a->ctx, g->N * g->M, 1, dyz_range, &zj)) < 0) return st;
+            j.dy = dyz; j.ldy = Ppad; j.dys = g->M * Ppad;
+        }
+        j.roff = malloc((size_t)K * sizeof(int64_t));
+        if (!j.roff) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory");
+        for (int64_t c = 0, r = 0; c < g->Cg; c++)
+            for (int64_t ki = 0; ki < g->kh; ki++)
+                for (int64_t kj = 0; kj < g->kw; kj++, r++) j.roff[r] = (c * g->kw + kj) * S + ki * g->dh * g->Wo;
+        st = nn_parallel(a->ctx, g->G * j.mbl * j.kbl, 1, dw_range, &j);
+        free(j.roff);
+        if (st < 0) return st;
+    }
+    if (req_dx != MXP_REQ_NULL && use_dcol(g)) return dcol_run(a->ctx, g, w, dy, nn_ptr(&a->in_grad[0]), req_dx);
+    if (req_dx != MXP_REQ_NULL) {
+        vconv *v = calloc(1, sizeof *v);
+        if (!v) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory");
+        v->src = dy;
+        v->N = g->N; v->G = g->G; v->Cin = g->Mg; v->Cout = g->Cg;
+        v->Hs = g->Ho; v->Ws = g->Wo; v->top = (g->kh - 1) * g->dh - g->ph; v->left = (g->kw - 1) * g->dw - g->pw;
+        v->Hout = g->H; v->Wout = g->W; v->kh = g->kh; v->kw = g->kw; v->dh = g->dh; v->dw = g->dw;
+        v->out = nn_ptr(&a->in_grad[0]);
+        v->req = req_dx;
+        st = vconv_run(a->ctx, v, w, 1);
+        free(v);
+    }
+    return st;
+}

@@ -1,0 +1,134 @@
+/* conv_direct_kern.c — the float32 register-blocked kernels of the direct
+ * convolution's stride-1 path (conv_direct_fast.c):
+ *
+ *   dk_fwd: mb output channels x nv vectors of 16 pixels, accumulated over
+ *     input channels and taps from an input whose every tap is a contiguous
+ *     load at x + c*cs + off[k] (the kw-shifted layout of conv_direct_fast.c);
+ *     weights packed [c][k][mb] so each tap broadcasts mb scalars.
+ *   dk_dw: mb rows of dy x kb rows of (shifted) x, dot products along
+ *     pixels summed over samples: the weight gradient as a GEMM whose
+ *     operands are both contiguous along the reduction.
+ *
+ * Every (mb, nv) / (mb, kb) pair is its own fully unrolled instance (the
+ * accumulators must live in registers), selected by a switch inside one
+ * function; that function is compiled for AVX-512F, AVX2 and baseline x86-64
+ * (target_clones, resolved at load) and reached through a plain wrapper (see
+ * microkernel.c for why the clones stay static).  Under ASan the clones are
+ * off.  No bounds checks here: callers guarantee every load is inside their
+ * buffers (slack after each row). */
+#include "conv_direct_fast.h"
+
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define ld16(p) (*(const v16u *)(const void *)(p))
+#define st16(p, v) (*(v16u *)(void *)(p) = (v))
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TC
+#endif
+#define AI static inline __attribute__((always_inline))
+
+AI void fwd_body(const int MB, const int NV, const float *x, int64_t cs, int64_t Cin, int64_t nk,
+                 const int64_t *off, const float *wpk, const float *bias, float *out, int64_t ldo, int add) {
+    v16 acc[DK_MB_MAX][DK_NV_MAX];
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; i++) {
+        float b = bias ? bias[i] : 0.0f;
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) acc[i][j] = (v16){0} + b;
+    }
+    for (int64_t c = 0; c < Cin; c++) {
+        const float *xc = x + c * cs;
+        const float *wc = wpk + c * nk * MB;
+        for (int64_t k = 0; k < nk; k++) {
+            const float *xk = xc + off[k];
+            const float *w = wc + k * MB;
+            v16 v[DK_NV_MAX];
+#pragma GCC unroll 4
+            for (int j = 0; j < NV; j++) v[j] = ld16(xk + 16 * j);
+#pragma GCC unroll 8
+            for (int i = 0; i < MB; i++) {
+                float s = w[i];
+#pragma GCC unroll 4
+                for (int j = 0; j < NV; j++) acc[i][j] += s * v[j];
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) {
+            float *o = out + i * ldo + 16 * j;
+            if (add) st16(o, ld16(o) + acc[i][j]);
+            else st16(o, acc[i][j]);
+        }
+}
+
+#define F1(MB, NV) case (MB) * 8 + (NV): fwd_body(MB, NV, x, cs, Cin, nk, off, wpk, bias, out, ldo, add); break;
+#define FROW(MB) F1(MB, 1) F1(MB, 2) F1(MB, 3) F1(MB, 4)
+
+TC static void fwd_any(int mb, int nv, const float *x, int64_t cs, int64_t Cin, int64_t nk, const int64_t *off,
+                       const float *wpk, const float *bias, float *out, int64_t ldo, int add) {
+    switch (mb * 8 + nv) {
+        FROW(1) FROW(2) FROW(3) FROW(4) FROW(5) FROW(6)
+        F1(7, 1) F1(7, 2) F1(7, 3) F1(8, 1) F1(8, 2) F1(8, 3)
+        default: break;
+    }
+}
+
+void dk_fwd(int mb, int nv, const float *x, int64_t cs, int64_t Cin, int64_t nk, const int64_t *off,
+            const float *wpk, const float *bias, float *out, int64_t ldo, int add) {
+    fwd_any(mb, nv, x, cs, Cin, nk, off, wpk, bias, out, ldo, add);
+}
+
+AI void dw_body(const int MB, const int KB, const float *dy, int64_t ldy, int64_t dys, const float *x,
+                const int64_t *roff, int64_t xs, int64_t N, int64_t nvec, float *res) {
+    v16 acc[DK_DWM_MAX][DK_DWK_MAX];
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++)
+#pragma GCC unroll 6
+        for (int r = 0; r < KB; r++) acc[i][r] = (v16){0};
+    for (int64_t n = 0; n < N; n++) {
+        const float *dn = dy + n * dys, *xn = x + n * xs;
+        const float *xr[DK_DWK_MAX];
+#pragma GCC unroll 6
+        for (int r = 0; r < KB; r++) xr[r] = xn + roff[r];
+        for (int64_t q = 0; q < 16 * nvec; q += 16) {
+            v16 a[DK_DWM_MAX];
+#pragma GCC unroll 4
+            for (int i = 0; i < MB; i++) a[i] = ld16(dn + i * ldy + q);
+#pragma GCC unroll 6
+            for (int r = 0; r < KB; r++) {
+                v16 b = ld16(xr[r] + q);
+#pragma GCC unroll 4
+                for (int i = 0; i < MB; i++) acc[i][r] += a[i] * b;
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; i++)
+#pragma GCC unroll 6
+        for (int r = 0; r < KB; r++) {
+            v16 s = acc[i][r];
+            float t = 0;
+            for (int l = 0; l < 16; l++) t += s[l];
+            res[i * DK_DWK_MAX + r] = t;
+        }
+}
+
+#define W1(MB, KB) case (MB) * 8 + (KB): dw_body(MB, KB, dy, ldy, dys, x, roff, xs, N, nvec, res); break;
+#define WROW(MB) W1(MB, 1) W1(MB, 2) W1(MB, 3) W1(MB, 4) W1(MB, 5) W1(MB, 6)
+
+TC static void dw_any(int mb, int kb, const float *dy, int64_t ldy, int64_t dys, const float *x, const int64_t *roff,
+                      int64_t xs, int64_t N, int64_t nvec, float *res) {
+    switch (mb * 8 + kb) {
+        WROW(1) WROW(2) WROW(3) WROW(4)
+        default: break;
+    }
+}
+
+void dk_dw(int mb, int kb, const float *dy, int64_t ldy, int64_t dys, const float *x, const int64_t *roff,
+           int64_t xs, int64_t N, int64_t nvec, float *res) {
+    dw_any(mb, kb, dy, ldy, dys, x, roff, xs, N, nvec, res);
+}
