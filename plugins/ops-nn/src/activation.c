@@ -1,9 +1,32 @@
 /* activation.c — Activation (MXNet 1.x): act_type relu, sigmoid, tanh,
  * softrelu, softsign.  Elementwise, f32/f64, split over the host's threads.
  * Backward reads the output (relu, sigmoid, tanh, softrelu) or the input
- * (softsign), as MXNet; forward and backward may run in place. */
+ * (softsign), as MXNet; forward and backward may run in place.
+ * float32 relu (every conv/fc layer of a CNN, forward and backward) has
+ * loops compiled for AVX-512, AVX2 and baseline x86-64 (target_clones,
+ * chosen at load time; static behind plain calls, none under ASan, as in
+ * conv/microkernel.c); the other cases are plain loops. */
 #include "nn_common.h"
 #include <math.h>
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TC
+#endif
+
+/* o (=|+=) max(x, 0) written as a select (NaN -> 0, as the generic loop);
+ * o may be x exactly (inplace). */
+TC static void relu_fwd_f32(const float *x, float *o, int64_t n, int add) {
+    if (add) for (int64_t i = 0; i < n; i++) o[i] += x[i] > 0 ? x[i] : 0;
+    else for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0 ? x[i] : 0;
+}
+/* o (=|+=) y > 0 ? dy : 0; dy loaded unconditionally so it is a select;
+ * o may be dy exactly (inplace). */
+TC static void relu_bwd_f32(const float *y, const float *dy, float *o, int64_t n, int add) {
+    if (add) for (int64_t i = 0; i < n; i++) { float g = dy[i]; o[i] += y[i] > 0 ? g : 0; }
+    else for (int64_t i = 0; i < n; i++) { float g = dy[i]; o[i] = y[i] > 0 ? g : 0; }
+}
 
 enum { ACT_RELU, ACT_SIGMOID, ACT_SOFTRELU, ACT_SOFTSIGN, ACT_TANH };
 static const char *const act_choices[] = {"relu", "sigmoid", "softrelu", "softsign", "tanh", NULL};
@@ -38,6 +61,10 @@ typedef struct act_job {
 
 static void act_fwd_range(void *arg, int64_t b, int64_t e) {
     const act_job *j = arg;
+    if (j->type == ACT_RELU && j->dt == MXP_DTYPE_F32) {
+        relu_fwd_f32((const float *)j->x + b, (float *)j->o + b, e - b, j->req == MXP_REQ_ADD);
+        return;
+    }
     NN_TYPED(j->dt, T, const T *x = j->x; T *o = j->o;
         switch (j->type) {
         case ACT_RELU: /* req hoisted out of the loop so both loops vectorize */
@@ -54,6 +81,11 @@ static void act_fwd_range(void *arg, int64_t b, int64_t e) {
 
 static void act_bwd_range(void *arg, int64_t b, int64_t e) {
     const act_job *j = arg;
+    if (j->type == ACT_RELU && j->dt == MXP_DTYPE_F32) {
+        relu_bwd_f32((const float *)j->y + b, (const float *)j->dy + b, (float *)j->o + b, e - b,
+                     j->req == MXP_REQ_ADD);
+        return;
+    }
     NN_TYPED(j->dt, T, const T *y = j->y; const T *x = j->x; const T *dy = j->dy; T *o = j->o;
         switch (j->type) {
         case ACT_RELU:

@@ -62,3 +62,29 @@ Test(activation, finite_differences, .init = setup, .fini = teardown) {
         nnh_node_free(&n);
     }
 }
+
+/* float32 relu has its own vector loops: a length split into several
+ * parallel chunks with a ragged end, forward write and add, backward write
+ * and add, exact against the float64 reference (relu is exact in float). */
+Test(activation, relu_f32_chunks_req, .init = setup, .fini = teardown) {
+    nnh_node n; int64_t d[1] = {70001};
+    tu_node(&n, pack, "Activation", "act_type=relu", MXP_DTYPE_F32, 1, d, 1);
+    uint64_t r = 21;
+    tu_fill(n.in[0], MXP_DTYPE_F32, d[0], &r, -1, 1);
+    tu_fill(n.out_grad[0], MXP_DTYPE_F32, d[0], &r, -1, 1);
+    int32_t add[1] = {MXP_REQ_ADD};
+    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+    cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+    for (int64_t i = 0; i < d[0]; i++) {
+        double x = tu_get(n.in[0], MXP_DTYPE_F32, i);
+        cr_assert_eq(tu_get(n.out[0], MXP_DTYPE_F32, i), x > 0 ? 2 * x : 0, "fwd [%lld]", (long long)i);
+    }
+    tu_fill(n.in_grad[0], MXP_DTYPE_F32, d[0], &r, 5, 6);   /* garbage: write replaces */
+    cr_assert_eq(nnh_node_backward(&n, NULL), 0);
+    cr_assert_eq(nnh_node_backward(&n, add), 0);
+    for (int64_t i = 0; i < d[0]; i++) {
+        double y = tu_get(n.out[0], MXP_DTYPE_F32, i), g = tu_get(n.out_grad[0], MXP_DTYPE_F32, i);
+        cr_assert_eq(tu_get(n.in_grad[0], MXP_DTYPE_F32, i), y > 0 ? 2 * g : 0, "bwd [%lld]", (long long)i);
+    }
+    nnh_node_free(&n);
+}
