@@ -65,24 +65,61 @@ static inline __attribute__((always_inline)) void add_f32(float *d, const float 
     for (; i < n; i++) d[i] += s[i];
 }
 
+/* Rows [r0, r1) split into the ones whose input row ih = oh*sh - ph + ki*dh
+ * lies in [0, H) — a contiguous range [*v0, *v1) — and the rest. */
+static inline void valid_rows(int64_t r0, int64_t r1, int64_t sh, int64_t off, int64_t H, int64_t *v0, int64_t *v1) {
+    /* off = ki*dh - ph; need 0 <= oh*sh + off <= H-1 */
+    int64_t lo = off >= 0 ? 0 : (-off + sh - 1) / sh;
+    int64_t hi = H - 1 - off < 0 ? 0 : (H - 1 - off) / sh + 1;
+    if (lo < r0) lo = r0;
+    if (lo > r1) lo = r1;
+    if (hi > r1) hi = r1;
+    if (hi < lo) hi = lo;
+    *v0 = lo; *v1 = hi;
+}
+
+/* rows x n elements, dst rows dn apart, src rows sn apart; the width
+ * dispatch is outside the row loop (LeNet rows are 8 or 24 wide). */
+static inline __attribute__((always_inline)) void copy_rows(float *d, const float *s, int64_t rows, int64_t n,
+                                                            int64_t dn, int64_t sn) {
+    if (n == 8) for (int64_t r = 0; r < rows; r++, d += dn, s += sn) STV(v8, d, LDV(v8, s));
+    else if (n == 16) for (int64_t r = 0; r < rows; r++, d += dn, s += sn) STV(v16, d, LDV(v16, s));
+    else if (n == 24)
+        for (int64_t r = 0; r < rows; r++, d += dn, s += sn) { STV(v16, d, LDV(v16, s)); STV(v8, d + 16, LDV(v8, s + 16)); }
+    else for (int64_t r = 0; r < rows; r++, d += dn, s += sn) copy_f32(d, s, n);
+}
+static inline __attribute__((always_inline)) void add_rows(float *d, const float *s, int64_t rows, int64_t n,
+                                                           int64_t dn, int64_t sn) {
+    if (n == 8) for (int64_t r = 0; r < rows; r++, d += dn, s += sn) STV(v8, d, LDV(v8, d) + LDV(v8, s));
+    else if (n == 16) for (int64_t r = 0; r < rows; r++, d += dn, s += sn) STV(v16, d, LDV(v16, d) + LDV(v16, s));
+    else for (int64_t r = 0; r < rows; r++, d += dn, s += sn) add_f32(d, s, n);
+}
+
 /* The geometry is copied into locals: the may_alias vector stores would
  * otherwise force a reload of every g-> field after each store. */
 TC static void im2col_f32_unit(const conv_geom *g, const float *x, int64_t c0, int64_t c1,
                                int64_t r0, int64_t r1, float *col, int64_t ld) {
     const int64_t Wo = g->Wo, W = g->W, H = g->H, kh = g->kh, kw = g->kw, sh = g->sh, ph = g->ph, pw = g->pw,
                   dh = g->dh;
-    for (int64_t c = c0; c < c1; c++) for (int64_t ki = 0; ki < kh; ki++) for (int64_t kj = 0; kj < kw; kj++) {
-        float *dst = col + (((c - c0) * kh + ki) * kw + kj) * ld;
-        const int64_t jo = kj - pw;
-        int64_t lo, hi;
-        col_edges(g, jo, &lo, &hi);
-        const int64_t n = hi - lo, tail = Wo - hi;
-        for (int64_t oh = r0; oh < r1; oh++, dst += Wo) {
-            int64_t ih = oh * sh - ph + ki * dh;
-            if (ih < 0 || ih >= H) { zero_f32(dst, Wo); continue; }
-            for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
-            copy_f32(dst + lo, x + (c * H + ih) * W + jo + lo, n);
-            for (int64_t ow = 0; ow < tail; ow++) dst[hi + ow] = 0;
+    for (int64_t c = c0; c < c1; c++) for (int64_t ki = 0; ki < kh; ki++) {
+        int64_t v0, v1, off = ki * dh - ph;
+        valid_rows(r0, r1, sh, off, H, &v0, &v1);
+        for (int64_t kj = 0; kj < kw; kj++) {
+            float *dst = col + (((c - c0) * kh + ki) * kw + kj) * ld;
+            const int64_t jo = kj - pw;
+            int64_t lo, hi;
+            col_edges(g, jo, &lo, &hi);
+            zero_f32(dst, (v0 - r0) * Wo);
+            zero_f32(dst + (v1 - r0) * Wo, (r1 - v1) * Wo);
+            if (v1 <= v0) continue;
+            float *d = dst + (v0 - r0) * Wo;
+            const float *s = x + (c * H + v0 * sh + off) * W + jo + lo;
+            if (lo == 0 && hi == Wo) { copy_rows(d, s, v1 - v0, Wo, Wo, sh * W); continue; }
+            for (int64_t oh = v0; oh < v1; oh++, d += Wo, s += sh * W) {
+                for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;
+                copy_f32(d + lo, s, hi - lo);
+                for (int64_t ow = hi; ow < Wo; ow++) d[ow] = 0;
+            }
         }
     }
 }
@@ -91,16 +128,16 @@ TC static void col2im_f32_unit(const conv_geom *g, const float *col, int64_t c0,
                                int64_t r0, int64_t r1, int64_t ld, float *dx) {
     const int64_t Wo = g->Wo, W = g->W, H = g->H, kh = g->kh, kw = g->kw, sh = g->sh, ph = g->ph, pw = g->pw,
                   dh = g->dh;
-    for (int64_t c = c0; c < c1; c++) for (int64_t ki = 0; ki < kh; ki++) for (int64_t kj = 0; kj < kw; kj++) {
-        const float *src = col + (((c - c0) * kh + ki) * kw + kj) * ld;
-        const int64_t jo = kj - pw;
-        int64_t lo, hi;
-        col_edges(g, jo, &lo, &hi);
-        const int64_t n = hi - lo;
-        for (int64_t oh = r0; oh < r1; oh++, src += Wo) {
-            int64_t ih = oh * sh - ph + ki * dh;
-            if (ih < 0 || ih >= H) continue;
-            add_f32(dx + (c * H + ih) * W + jo + lo, src + lo, n);
+    for (int64_t c = c0; c < c1; c++) for (int64_t ki = 0; ki < kh; ki++) {
+        int64_t v0, v1, off = ki * dh - ph;
+        valid_rows(r0, r1, sh, off, H, &v0, &v1);
+        if (v1 <= v0) continue;
+        for (int64_t kj = 0; kj < kw; kj++) {
+            const int64_t jo = kj - pw;
+            int64_t lo, hi;
+            col_edges(g, jo, &lo, &hi);
+            const float *s = col + (((c - c0) * kh + ki) * kw + kj) * ld + (v0 - r0) * Wo + lo;
+            add_rows(dx + (c * H + v0 * sh + off) * W + jo + lo, s, v1 - v0, hi - lo, sh * W, Wo);
         }
     }
 }
