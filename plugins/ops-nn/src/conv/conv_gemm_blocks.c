@@ -91,12 +91,18 @@ typedef struct sbjob {
     int32_t dt, req, rq_dx, rq_dw, rq_db;
     const conv_geom *g;
     int64_t nblk, smax;        /* blocks, largest block (samples) */
+    int per_sample;            /* GEMMs per sample on y/dy in place (no tmp) */
     uint64_t es;
     const char *x, *w, *bias, *dy;
     char *y, *dx;
     partials pt;
     atomic_int oom;
 } sbjob;
+
+/* From this many output pixels per sample, the GEMMs run per sample on y
+ * and dy in place: each is big enough on its own, and the scatter/gather
+ * through tmp (a copy of y or dy) would cost more than the extra calls. */
+#define CONV_PER_SAMPLE_P 256
 
 static int64_t block_start(const sbjob *j, int64_t blk) { return blk * j->g->N / j->nblk; }
 
@@ -116,19 +122,34 @@ static void fwd_block_range(void *arg, int64_t b, int64_t e) {
     char *col = nn_alloc((uint64_t)(g->K + g->Mg) * ldmax * es);
     if (!col) { atomic_store(&j->oom, 1); return; }
     char *tmp = col + (uint64_t)g->K * ldmax * es;
+    int add = j->req == MXP_REQ_ADD;
     for (int64_t blk = b; blk < e; blk++) {
         int64_t n0 = block_start(j, blk), nb = block_start(j, blk + 1) - n0, ld = nb * g->P;
         for (int64_t gr = 0; gr < g->G; gr++) {
+            const char *wg = j->w + (uint64_t)(gr * g->Mg * g->K) * es;
             block_im2col(j, n0, nb, gr, col);
-            nn_gemm(j->dt, 0, 0, g->Mg, ld, g->K, 1.0, j->w + (uint64_t)(gr * g->Mg * g->K) * es, g->K,
-                    col, ld, 0.0, tmp, ld);
+            if (j->per_sample) {
+                for (int64_t si = 0; si < nb; si++) {
+                    char *ys = j->y + (uint64_t)(((n0 + si) * g->M + gr * g->Mg) * g->P) * es;
+                    if (j->bias)
+                        for (int64_t m = 0; m < g->Mg; m++) {
+                            int64_t mo = gr * g->Mg + m;
+                            double bv = j->dt == MXP_DTYPE_F32 ? ((const float *)j->bias)[mo] : ((const double *)j->bias)[mo];
+                            conv_gemm_row_bias(j->dt, ys + (uint64_t)(m * g->P) * es, g->P, bv, add);
+                        }
+                    nn_gemm(j->dt, 0, 0, g->Mg, g->P, g->K, 1.0, wg, g->K, col + (uint64_t)(si * g->P) * es, ld,
+                            (j->bias || add) ? 1.0 : 0.0, ys, g->P);
+                }
+                continue;
+            }
+            nn_gemm(j->dt, 0, 0, g->Mg, ld, g->K, 1.0, wg, g->K, col, ld, 0.0, tmp, ld);
             for (int64_t m = 0; m < g->Mg; m++) {
                 int64_t mo = gr * g->Mg + m;
                 double bv = !j->bias ? 0.0 : j->dt == MXP_DTYPE_F32 ? ((const float *)j->bias)[mo]
                                                                    : ((const double *)j->bias)[mo];
                 for (int64_t si = 0; si < nb; si++)
                     conv_gemm_row_out(j->dt, j->y + (uint64_t)(((n0 + si) * g->M + mo) * g->P) * es,
-                                      tmp + (uint64_t)(m * ld + si * g->P) * es, g->P, bv, j->req == MXP_REQ_ADD);
+                                      tmp + (uint64_t)(m * ld + si * g->P) * es, g->P, bv, add);
             }
         }
     }
@@ -149,21 +170,40 @@ static void bwd_block_range(void *arg, int64_t b, int64_t e) {
     for (int64_t blk = b; blk < e; blk++) {
         int64_t n0 = block_start(j, blk), nb = block_start(j, blk + 1) - n0, ld = nb * g->P;
         for (int64_t gr = 0; gr < g->G; gr++) {
-            /* tmp [Mg][nb*P] = dy of the block's samples, this group */
-            for (int64_t m = 0; m < g->Mg; m++) for (int64_t si = 0; si < nb; si++)
-                memcpy(tmp + (uint64_t)(m * ld + si * g->P) * es,
-                       j->dy + (uint64_t)(((n0 + si) * g->M + gr * g->Mg + m) * g->P) * es, (size_t)((uint64_t)g->P * es));
+            const char *wg = j->w + (uint64_t)(gr * g->Mg * g->K) * es;
+            char *dwg = dwp ? dwp + (uint64_t)(gr * g->Mg * g->K) * es : NULL;
+            /* dy of the block: gathered into tmp [Mg][nb*P], or read in place
+             * per sample (ld P) */
+            if (!j->per_sample)
+                for (int64_t m = 0; m < g->Mg; m++) for (int64_t si = 0; si < nb; si++)
+                    memcpy(tmp + (uint64_t)(m * ld + si * g->P) * es,
+                           j->dy + (uint64_t)(((n0 + si) * g->M + gr * g->Mg + m) * g->P) * es, (size_t)((uint64_t)g->P * es));
             if (j->rq_db != MXP_REQ_NULL)
-                for (int64_t m = 0; m < g->Mg; m++)
-                    dbp[gr * g->Mg + m] += conv_gemm_row_sum(j->dt, tmp + (uint64_t)(m * ld) * es, ld);
+                for (int64_t m = 0; m < g->Mg; m++) {
+                    double acc = 0;
+                    if (!j->per_sample) acc = conv_gemm_row_sum(j->dt, tmp + (uint64_t)(m * ld) * es, ld);
+                    else for (int64_t si = 0; si < nb; si++)
+                        acc += conv_gemm_row_sum(j->dt, j->dy + (uint64_t)(((n0 + si) * g->M + gr * g->Mg + m) * g->P) * es, g->P);
+                    dbp[gr * g->Mg + m] += acc;
+                }
             if (j->rq_dw != MXP_REQ_NULL) {
                 block_im2col(j, n0, nb, gr, col);
-                nn_gemm(j->dt, 0, 1, g->Mg, g->K, ld, 1.0, tmp, ld, col, ld, 1.0,
-                        dwp + (uint64_t)(gr * g->Mg * g->K) * es, g->K);
+                if (j->per_sample)
+                    for (int64_t si = 0; si < nb; si++)
+                        nn_gemm(j->dt, 0, 1, g->Mg, g->K, g->P, 1.0,
+                                j->dy + (uint64_t)(((n0 + si) * g->M + gr * g->Mg) * g->P) * es, g->P,
+                                col + (uint64_t)(si * g->P) * es, ld, 1.0, dwg, g->K);
+                else
+                    nn_gemm(j->dt, 0, 1, g->Mg, g->K, ld, 1.0, tmp, ld, col, ld, 1.0, dwg, g->K);
             }
             if (j->rq_dx != MXP_REQ_NULL) {
-                nn_gemm(j->dt, 1, 0, g->K, ld, g->Mg, 1.0, j->w + (uint64_t)(gr * g->Mg * g->K) * es, g->K,
-                        tmp, ld, 0.0, col, ld);
+                if (j->per_sample)
+                    for (int64_t si = 0; si < nb; si++)
+                        nn_gemm(j->dt, 1, 0, g->K, g->P, g->Mg, 1.0, wg, g->K,
+                                j->dy + (uint64_t)(((n0 + si) * g->M + gr * g->Mg) * g->P) * es, g->P, 0.0,
+                                col + (uint64_t)(si * g->P) * es, ld);
+                else
+                    nn_gemm(j->dt, 1, 0, g->K, ld, g->Mg, 1.0, wg, g->K, tmp, ld, 0.0, col, ld);
                 for (int64_t si = 0; si < nb; si++) {
                     char *dxs = j->dx + ((uint64_t)((n0 + si) * g->C + gr * g->Cg) * (uint64_t)(g->H * g->W)) * es;
                     if (j->rq_dx != MXP_REQ_ADD) memset(dxs, 0, (size_t)((uint64_t)(g->Cg * g->H * g->W) * es));
@@ -179,6 +219,7 @@ int conv_gemm_fwd_blocks(const mxp_forward_args *a, const conv_geom *g, const ge
     const conv_params *p = a->params;
     sbjob j; memset(&j, 0, sizeof j);
     j.dt = dt; j.req = a->req[0]; j.g = g; j.nblk = pl->nblk; j.smax = (g->N + pl->nblk - 1) / pl->nblk;
+    j.per_sample = g->P >= CONV_PER_SAMPLE_P;
     j.es = mxp_dtype_size(dt);
     j.x = nn_ptr(&a->in[0]); j.w = nn_ptr(&a->in[1]); j.bias = p->no_bias ? NULL : nn_ptr(&a->in[2]);
     j.y = nn_ptr(&a->out[0]);
@@ -194,6 +235,7 @@ int conv_gemm_bwd_blocks(const mxp_backward_args *a, const conv_geom *g, const g
     sbjob j; memset(&j, 0, sizeof j);
     j.dt = dt; j.rq_dx = rq_dx; j.rq_dw = rq_dw; j.rq_db = rq_db; j.g = g;
     j.nblk = pl->nblk; j.smax = (g->N + pl->nblk - 1) / pl->nblk; j.es = mxp_dtype_size(dt);
+    j.per_sample = g->P >= CONV_PER_SAMPLE_P;
     j.x = nn_ptr(&a->in[0]); j.w = nn_ptr(&a->in[1]); j.dy = nn_ptr(&a->out_grad[0]);
     j.dx = nn_ptr(&a->in_grad[0]);
     atomic_init(&j.oom, 0);
