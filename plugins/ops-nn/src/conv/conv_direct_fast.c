@@ -189,48 +189,122 @@ int dfast_forward(const mxp_forward_args *a, const conv_geom *g) {
 }
 
 /* ------------------------------------------------------------ backward */
-typedef struct shjob {
-    const float *x; float *xs;
-    int64_t Ct, H, W, ph, pw, Rf, Wo, kw, dw, S;
-} shjob;
-static void shift_all_range(void *arg, int64_t b, int64_t e) {
-    const shjob *j = arg;
-    for (int64_t it = b; it < e; it++) /* it = n*Ct + c */
-        build_shift(j->xs + it * j->kw * j->S, j->x + it * j->H * j->W, 1, j->H, j->W, j->ph, j->pw, 0, j->Rf,
-                    j->Wo, j->kw, j->dw, j->S);
+/* Weight gradient in chunks of samples (or of one sample's pixels) whose
+ * shifted x and dy fit in about 1 MiB, so the (m, (c,k)) blocks of a chunk
+ * reread them from L2 rather than memory; every chunk is one parallel pass
+ * over the blocks, adding into dW (the first chunk writes unless req is
+ * add), so no thread owns a partial sum. */
+#define DW_CHUNK_BYTES (1u << 20)
+
+typedef struct dwplan {
+    int64_t Rf, S, K, Ppad;
+    int64_t ns;    /* samples per chunk (1 when pixels are split)       */
+    int64_t pc;    /* pixels per chunk within a sample (multiple of 16)  */
+    int pad_dy;    /* dy copied with rows padded to whole vectors        */
+} dwplan;
+
+static void dwplan_init(dwplan *d, const conv_geom *g) {
+    d->Rf = g->Ho + (g->kh - 1) * g->dh;
+    d->S = plane_stride(d->Rf, g->Wo);
+    d->K = g->Cg * g->kh * g->kw;
+    d->Ppad = (g->P + 15) / 16 * 16;
+    d->pad_dy = g->P % 16 != 0;
+    uint64_t per = (uint64_t)(g->C * g->kw * d->S + g->M * d->Ppad) * sizeof(float);
+    if (per <= DW_CHUNK_BYTES) {
+        d->ns = (int64_t)(DW_CHUNK_BYTES / per);
+        if (d->ns > g->N) d->ns = g->N;
+        d->pc = d->Ppad;
+    } else {
+        d->ns = 1;
+        d->pc = (int64_t)((double)d->Ppad * DW_CHUNK_BYTES / (double)per) / 16 * 16;
+        if (d->pc < 64) d->pc = 64;
+        if (d->pc > d->Ppad) d->pc = d->Ppad;
+    }
 }
-typedef struct dyzjob { const float *dy; float *dyz; int64_t P, Ppad; } dyzjob;
-static void dyz_range(void *arg, int64_t b, int64_t e) {
-    const dyzjob *j = arg;
+
+static uint64_t dwplan_ws(const dwplan *d, const conv_geom *g) {
+    return (uint64_t)(d->ns * (g->C * g->kw * d->S + (d->pad_dy ? g->M * d->Ppad : 0))) * sizeof(float);
+}
+
+/* Items (n, c): shifted copies of x; then (n, m): dy rows padded with zeros. */
+typedef struct shjob {
+    const conv_geom *g; const dwplan *d;
+    const float *x, *dy; float *xs, *dyz;
+    int64_t n0, ns;
+} shjob;
+static void shift_range(void *arg, int64_t b, int64_t e) {
+    const shjob *j = arg; const conv_geom *g = j->g; const dwplan *d = j->d;
+    int64_t span = j->ns * g->C;
     for (int64_t it = b; it < e; it++) {
-        memcpy(j->dyz + it * j->Ppad, j->dy + it * j->P, (size_t)j->P * sizeof(float));
-        memset(j->dyz + it * j->Ppad + j->P, 0, (size_t)(j->Ppad - j->P) * sizeof(float));
+        if (it < span) { /* it = local n * C + c */
+            int64_t off = j->n0 * g->C + it;
+            build_shift(j->xs + it * g->kw * d->S, j->x + off * g->H * g->W, 1, g->H, g->W, g->ph, g->pw, 0, d->Rf,
+                        g->Wo, g->kw, g->dw, d->S);
+        } else {
+            int64_t l = it - span;
+            float *dst = j->dyz + l * d->Ppad;
+            memcpy(dst, j->dy + (j->n0 * g->M + l) * g->P, (size_t)g->P * sizeof(float));
+            memset(dst + g->P, 0, (size_t)(d->Ppad - g->P) * sizeof(float));
+        }
     }
 }
 
 typedef struct dwjob {
+    const conv_geom *g; const dwplan *d;
     const float *xs, *dy;
     float *dw;
-    int64_t N, G, Cg, Mg, K, xsn, ldy, dys, nvec, mbl, kbl, cstride;
-    int32_t req;
-    int64_t *roff;
+    int64_t ldy, dys, ns, p0, nvec, mbl, kbl;
+    int add;
+    const int64_t *roff;
 } dwjob;
+/* items: blocks (group, k-block, m-block), m-block fastest so consecutive
+ * items reuse the same x rows from L1 */
 static void dw_range(void *arg, int64_t b, int64_t e) {
-    const dwjob *j = arg;
+    const dwjob *j = arg; const conv_geom *g = j->g; const dwplan *d = j->d;
     float res[DK_DWM_MAX * DK_DWK_MAX];
+    int64_t xsn = g->C * g->kw * d->S;
     for (int64_t t = b; t < e; t++) {
-        int64_t gr = t / (j->mbl * j->kbl), mi = t / j->kbl % j->mbl, kk = t % j->kbl;
+        int64_t gr = t / (j->mbl * j->kbl), kk = t / j->mbl % j->kbl, mi = t % j->mbl;
         int64_t m0 = mi * DK_DWM_MAX, r0 = kk * DK_DWK_MAX;
-        int mbs = (int)min64(DK_DWM_MAX, j->Mg - m0), kbs = (int)min64(DK_DWK_MAX, j->K - r0);
-        dk_dw(mbs, kbs, j->dy + (gr * j->Mg + m0) * j->ldy, j->ldy, j->dys, j->xs + gr * j->Cg * j->cstride,
-              j->roff + r0, j->xsn, j->N, j->nvec, res);
+        int mbs = (int)min64(DK_DWM_MAX, g->Mg - m0), kbs = (int)min64(DK_DWK_MAX, d->K - r0);
+        dk_dw(mbs, kbs, j->dy + (gr * g->Mg + m0) * j->ldy + j->p0, j->ldy, j->dys,
+              j->xs + gr * g->Cg * g->kw * d->S + j->p0, j->roff + r0, xsn, j->ns, j->nvec, res);
         for (int i = 0; i < mbs; i++)
             for (int r = 0; r < kbs; r++) {
-                float *d = &j->dw[(gr * j->Mg + m0 + i) * j->K + r0 + r];
-                if (j->req == MXP_REQ_ADD) *d += res[i * DK_DWK_MAX + r];
-                else *d = res[i * DK_DWK_MAX + r];
+                float *o = &j->dw[(gr * g->Mg + m0 + i) * d->K + r0 + r];
+                if (j->add) *o += res[i * DK_DWK_MAX + r];
+                else *o = res[i * DK_DWK_MAX + r];
             }
     }
+}
+
+static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, const float *dy, float *dw, int32_t req,
+                  void *ws) {
+    dwplan d; dwplan_init(&d, g);
+    int64_t *roff = malloc((size_t)d.K * sizeof(int64_t));
+    if (!roff) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory");
+    for (int64_t c = 0, r = 0; c < g->Cg; c++)
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++, r++) roff[r] = (c * g->kw + kj) * d.S + ki * g->dh * g->Wo;
+    float *xs = ws, *dyz = xs + d.ns * g->C * g->kw * d.S;
+    int st = MXP_OK, first = 1;
+    for (int64_t n0 = 0; n0 < g->N && st >= 0; n0 += d.ns) {
+        int64_t ns = min64(d.ns, g->N - n0);
+        shjob sj = { g, &d, x, dy, xs, dyz, n0, ns };
+        if ((st = nn_parallel(ctx, ns * g->C + (d.pad_dy ? ns * g->M : 0), 1, shift_range, &sj)) < 0) break;
+        dwjob j = { g, &d, xs, dy + n0 * g->M * g->P, dw, g->P, g->M * g->P, ns, 0, 0,
+                    (g->Mg + DK_DWM_MAX - 1) / DK_DWM_MAX, (d.K + DK_DWK_MAX - 1) / DK_DWK_MAX, 0, roff };
+        if (d.pad_dy) { j.dy = dyz; j.ldy = d.Ppad; j.dys = g->M * d.Ppad; }
+        for (int64_t p0 = 0; p0 < d.Ppad && st >= 0; p0 += d.pc) {
+            j.p0 = p0;
+            j.nvec = min64(d.pc, d.Ppad - p0) / 16;
+            j.add = !first || req == MXP_REQ_ADD;
+            st = nn_parallel(ctx, g->G * j.mbl * j.kbl, 1, dw_range, &j);
+            first = 0;
+        }
+    }
+    free(roff);
+    return st;
 }
 
 typedef struct dbjob { const float *dy; float *db; int64_t N, M, P; int32_t req; } dbjob;
@@ -264,7 +338,7 @@ static void db_range(void *arg, int64_t b, int64_t e) {
 typedef struct dcjob {
     const float *dy, *wpk;
     float *dx;
-    int64_t G, Cg, Mg, K, nk, P, Ppad, H, W, Ho, Wo, kw, dh, dw, ph, pw;
+    int64_t G, Cg, Mg, K, kh, kw, P, Ppad, H, W, Ho, Wo, dh, dw, ph, pw;
     int mb, nv;
     int32_t req;
 } dcjob;
@@ -296,19 +370,8 @@ static void dcol_range(void *arg, int64_t b, int64_t e) {
                     dk_fwd(rbs, nvt, src + p, cs, j->Mg, 1, &zero, wp, NULL, dcol + r0 * j->Ppad + p, j->Ppad, 0);
                 }
             }
-            for (int64_t r = 0; r < j->K; r++) { /* col2im */
-                int64_t c = r / j->nk, ki = r % j->nk / j->kw, kj = r % j->kw;
-                int64_t owa = max64(0, j->pw - kj * j->dw), owz = min64(j->Wo, j->W + j->pw - kj * j->dw);
-                float *dxc = dxn + (gr * j->Cg + c) * j->H * j->W + (kj * j->dw - j->pw);
-                const float *row = dcol + r * j->Ppad;
-                for (int64_t oh = 0; oh < j->Ho; oh++) {
-                    int64_t ih = oh - j->ph + ki * j->dh;
-                    if (ih < 0 || ih >= j->H) continue;
-                    float *d = dxc + ih * j->W;
-                    const float *s = row + oh * j->Wo;
-                    for (int64_t ow = owa; ow < owz; ow++) d[ow] += s[ow];
-                }
-            }
+            dk_col2im(dxn + gr * j->Cg * j->H * j->W, dcol, j->Ppad, j->K, j->kh, j->kw, j->H, j->W, j->Ho, j->Wo,
+                      j->ph, j->pw, j->dh, j->dw);
         }
     }
     nn_free(dcol);
@@ -324,8 +387,8 @@ static int use_dcol(const conv_geom *g) {
 
 static int dcol_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *w, const float *dy, float *dx,
                     int32_t req) {
-    dcjob j = { dy, NULL, dx, g->G, g->Cg, g->Mg, g->Cg * g->kh * g->kw, g->kh * g->kw, g->P,
-                (g->P + 15) / 16 * 16, g->H, g->W, g->Ho, g->Wo, g->kw, g->dh, g->dw, g->ph, g->pw, 0, 0, req };
+    dcjob j = { dy, NULL, dx, g->G, g->Cg, g->Mg, g->Cg * g->kh * g->kw, g->kh, g->kw, g->P,
+                (g->P + 15) / 16 * 16, g->H, g->W, g->Ho, g->Wo, g->dh, g->dw, g->ph, g->pw, 0, 0, req };
     j.nv = (int)min64(DK_NV_MAX, j.Ppad / 16);
     int mmax = j.nv >= 4 ? 6 : 8;
     j.mb = mmax;
@@ -339,13 +402,10 @@ static int dcol_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *w, c
     return st;
 }
 
-static int64_t full_rows(const conv_geom *g) { return g->Ho + (g->kh - 1) * g->dh; }
-
 uint64_t dfast_workspace(const conv_geom *g, int is_train) {
     if (!is_train) return 0;
-    uint64_t f = (uint64_t)(g->N * g->C * g->kw * plane_stride(full_rows(g), g->Wo));
-    if (g->P % 16) f += (uint64_t)(g->N * g->M * ((g->P + 15) / 16 * 16));
-    return f * sizeof(float);
+    dwplan d; dwplan_init(&d, g);
+    return dwplan_ws(&d, g);
 }
 
 int dfast_backward(const mxp_backward_args *a, const conv_geom *g) {
@@ -361,28 +421,7 @@ int dfast_backward(const mxp_backward_args *a, const conv_geom *g) {
     if (req_dw != MXP_REQ_NULL) {
         if (a->ctx->workspace_bytes < dfast_workspace(g, 1))
             return NN_ERR(MXP_EINVAL, "Convolution(direct): workspace too small (is_train was 0 at planning?)");
-        int64_t Rf = full_rows(g), S = plane_stride(Rf, g->Wo), nk = g->kh * g->kw, K = g->Cg * nk;
-        float *xs = a->ctx->workspace;
-        shjob sj = { x, xs, g->C, g->H, g->W, g->ph, g->pw, Rf, g->Wo, g->kw, g->dw, S };
-        if ((st = nn_parallel(a->ctx, g->N * g->C, 1, shift_all_range, &sj)) < 0) return st;
-        dwjob j = { xs, dy, nn_ptr(&a->in_grad[1]), g->N, g->G, g->Cg, g->Mg, K, g->C * g->kw * S, g->P,
-                    g->M * g->P, (g->P + 15) / 16, (g->Mg + DK_DWM_MAX - 1) / DK_DWM_MAX,
-                    (K + DK_DWK_MAX - 1) / DK_DWK_MAX, g->kw * S, req_dw, NULL };
-        if (g->P % 16) { /* pixels padded to whole vectors with zeros */
-            int64_t Ppad = j.nvec * 16;
-            float *dyz = xs + g->N * g->C * g->kw * S;
-            dyzjob zj = { dy, dyz, g->P, Ppad };
-            if ((st = nn_parallel(a->ctx, g->N * g->M, 1, dyz_range, &zj)) < 0) return st;
-            j.dy = dyz; j.ldy = Ppad; j.dys = g->M * Ppad;
-        }
-        j.roff = malloc((size_t)K * sizeof(int64_t));
-        if (!j.roff) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory");
-        for (int64_t c = 0, r = 0; c < g->Cg; c++)
-            for (int64_t ki = 0; ki < g->kh; ki++)
-                for (int64_t kj = 0; kj < g->kw; kj++, r++) j.roff[r] = (c * g->kw + kj) * S + ki * g->dh * g->Wo;
-        st = nn_parallel(a->ctx, g->G * j.mbl * j.kbl, 1, dw_range, &j);
-        free(j.roff);
-        if (st < 0) return st;
+        if ((st = dw_run(a->ctx, g, x, dy, nn_ptr(&a->in_grad[1]), req_dw, a->ctx->workspace)) < 0) return st;
     }
     if (req_dx != MXP_REQ_NULL && use_dcol(g)) return dcol_run(a->ctx, g, w, dy, nn_ptr(&a->in_grad[0]), req_dx);
     if (req_dx != MXP_REQ_NULL) {

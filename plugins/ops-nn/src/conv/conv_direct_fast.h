@@ -20,6 +20,11 @@ void dk_fwd(int mb, int nv, const float *x, int64_t cs, int64_t Cin, int64_t nk,
 void dk_dw(int mb, int kb, const float *dy, int64_t ldy, int64_t dys, const float *x, const int64_t *roff,
            int64_t xs, int64_t N, int64_t nvec, float *res);
 
+/* dx += col2im(dcol) for one group: rows r = (c, ki, kj) of dcol (row
+ * stride ldc, Ho*Wo pixels each) added at (oh - ph + ki*dh, ow - pw + kj*dw). */
+void dk_col2im(float *dx, const float *dcol, int64_t ldc, int64_t K, int64_t kh, int64_t kw, int64_t H, int64_t W,
+               int64_t Ho, int64_t Wo, int64_t ph, int64_t pw, int64_t dh, int64_t dw);
+
 /* Stride-1 forward / backward (data, weight, bias gradients). */
 int dfast_forward(const mxp_forward_args *a, const conv_geom *g);
 int dfast_backward(const mxp_backward_args *a, const conv_geom *g);

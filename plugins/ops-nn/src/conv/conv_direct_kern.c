@@ -82,6 +82,17 @@ void dk_fwd(int mb, int nv, const float *x, int64_t cs, int64_t Cin, int64_t nk,
     fwd_any(mb, nv, x, cs, Cin, nk, off, wpk, bias, out, ldo, add);
 }
 
+/* Sum of the 16 lanes as a halving tree (4 shuffles and adds instead of 15
+ * dependent scalar adds; the order differs from a serial sum only by
+ * float rounding). */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+AI float hsum16(v16 s) {
+    v8 a = __builtin_shufflevector(s, s, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(s, s, 8, 9, 10, 11, 12, 13, 14, 15);
+    v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
 AI void dw_body(const int MB, const int KB, const float *dy, int64_t ldy, int64_t dys, const float *x,
                 const int64_t *roff, int64_t xs, int64_t N, int64_t nvec, float *res) {
     v16 acc[DK_DWM_MAX][DK_DWK_MAX];
@@ -109,12 +120,7 @@ AI void dw_body(const int MB, const int KB, const float *dy, int64_t ldy, int64_
 #pragma GCC unroll 4
     for (int i = 0; i < MB; i++)
 #pragma GCC unroll 6
-        for (int r = 0; r < KB; r++) {
-            v16 s = acc[i][r];
-            float t = 0;
-            for (int l = 0; l < 16; l++) t += s[l];
-            res[i * DK_DWK_MAX + r] = t;
-        }
+        for (int r = 0; r < KB; r++) res[i * DK_DWK_MAX + r] = hsum16(acc[i][r]);
 }
 
 #define W1(MB, KB) case (MB) * 8 + (KB): dw_body(MB, KB, dy, ldy, dys, x, roff, xs, N, nvec, res); break;
@@ -131,4 +137,32 @@ TC static void dw_any(int mb, int kb, const float *dy, int64_t ldy, int64_t dys,
 void dk_dw(int mb, int kb, const float *dy, int64_t ldy, int64_t dys, const float *x, const int64_t *roff,
            int64_t xs, int64_t N, int64_t nvec, float *res) {
     dw_any(mb, kb, dy, ldy, dys, x, roff, xs, N, nvec, res);
+}
+
+/* dx[(oh - ph + ki*dh)*W + ow - pw + kj*dw] += dcol[r*ldc + oh*Wo + ow] for the
+ * rows r = (c, ki, kj) of one group (dx at its first channel), skipping
+ * positions outside the image: the column-to-image step of the column data
+ * gradient.  Rows are short (the output width), so the clones matter here
+ * too: each segment becomes a few wide adds. */
+TC static void col2im_any(float *dx, const float *dcol, int64_t ldc, int64_t K, int64_t kh, int64_t kw, int64_t H,
+                          int64_t W, int64_t Ho, int64_t Wo, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
+    int64_t nk = kh * kw;
+    for (int64_t r = 0; r < K; r++) {
+        int64_t c = r / nk, ki = r % nk / kw, kj = r % kw;
+        int64_t owa = pw - kj * dw > 0 ? pw - kj * dw : 0, owz = W + pw - kj * dw < Wo ? W + pw - kj * dw : Wo;
+        float *dxc = dx + c * H * W + (kj * dw - pw);
+        const float *row = dcol + r * ldc;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            int64_t ih = oh - ph + ki * dh;
+            if (ih < 0 || ih >= H) continue;
+            float *d = dxc + ih * W;
+            const float *s = row + oh * Wo;
+            for (int64_t ow = owa; ow < owz; ow++) d[ow] += s[ow];
+        }
+    }
+}
+
+void dk_col2im(float *dx, const float *dcol, int64_t ldc, int64_t K, int64_t kh, int64_t kw, int64_t H, int64_t W,
+               int64_t Ho, int64_t Wo, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
+    col2im_any(dx, dcol, ldc, K, kh, kw, H, W, Ho, Wo, ph, pw, dh, dw);
 }
