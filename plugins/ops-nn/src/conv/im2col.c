@@ -43,6 +43,15 @@ static inline void col_edges(const conv_geom *g, int64_t jo, int64_t *lo, int64_
 }
 
 /* ------------------------------------------------ float32, unit W stride */
+/* col_edges for sw == 1 without the divisions (an idiv per (c,ki,kj) cost
+ * more than LeNet's 8-wide row copies themselves). */
+static inline void col_edges_unit(int64_t Wo, int64_t W, int64_t jo, int64_t *lo, int64_t *hi) {
+    int64_t l = jo < 0 ? -jo : 0, h = W - jo < Wo ? W - jo : Wo;
+    if (h < 0) h = 0;
+    if (l > h) l = h;
+    *lo = l; *hi = h;
+}
+
 static inline __attribute__((always_inline)) void copy_f32(float *d, const float *s, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) STV(v16, d + i, LDV(v16, s + i));
@@ -69,8 +78,9 @@ static inline __attribute__((always_inline)) void add_f32(float *d, const float 
  * lies in [0, H) — a contiguous range [*v0, *v1) — and the rest. */
 static inline void valid_rows(int64_t r0, int64_t r1, int64_t sh, int64_t off, int64_t H, int64_t *v0, int64_t *v1) {
     /* off = ki*dh - ph; need 0 <= oh*sh + off <= H-1 */
-    int64_t lo = off >= 0 ? 0 : (-off + sh - 1) / sh;
-    int64_t hi = H - 1 - off < 0 ? 0 : (H - 1 - off) / sh + 1;
+    int64_t lo, hi;
+    if (sh == 1) { lo = off >= 0 ? 0 : -off; hi = H - off < 0 ? 0 : H - off; }
+    else { lo = off >= 0 ? 0 : (-off + sh - 1) / sh; hi = H - 1 - off < 0 ? 0 : (H - 1 - off) / sh + 1; }
     if (lo < r0) lo = r0;
     if (lo > r1) lo = r1;
     if (hi > r1) hi = r1;
@@ -108,7 +118,7 @@ TC static void im2col_f32_unit(const conv_geom *g, const float *x, int64_t c0, i
             float *dst = col + (((c - c0) * kh + ki) * kw + kj) * ld;
             const int64_t jo = kj - pw;
             int64_t lo, hi;
-            col_edges(g, jo, &lo, &hi);
+            col_edges_unit(Wo, W, jo, &lo, &hi);
             zero_f32(dst, (v0 - r0) * Wo);
             zero_f32(dst + (v1 - r0) * Wo, (r1 - v1) * Wo);
             if (v1 <= v0) continue;
@@ -135,7 +145,7 @@ TC static void col2im_f32_unit(const conv_geom *g, const float *col, int64_t c0,
         for (int64_t kj = 0; kj < kw; kj++) {
             const int64_t jo = kj - pw;
             int64_t lo, hi;
-            col_edges(g, jo, &lo, &hi);
+            col_edges_unit(Wo, W, jo, &lo, &hi);
             const float *s = col + (((c - c0) * kh + ki) * kw + kj) * ld + (v0 - r0) * Wo + lo;
             add_rows(dx + (c * H + v0 * sh + off) * W + jo + lo, s, v1 - v0, hi - lo, sh * W, Wo);
         }
