@@ -123,15 +123,20 @@ static void check(const dcfg *c, uint64_t seed) {
     cr_assert_eq(nnh_node_backward(&n, nodx), 0);
     for (int64_t i = 0; i < nx; i++) cr_assert_eq(((float *)n.in_grad[0])[i], 0.0f);
     for (int64_t i = 0; i < nw; i++) dw[i] /= 2;
+    for (int i = 0; i < c->M; i++) db[i] /= 2;
     e = tu_relerr(n.in_grad[1], F32, dw, nw);
     cr_assert(e <= tol, "dw (no dx) " FMT ": relerr %g", CTX, e);
+    if (!c->no_bias) { e = tu_relerr(n.in_grad[2], F32, db, c->M); cr_assert(e <= tol, "db (no dx) " FMT ": %g", CTX, e); }
+    /* null weight gradient: dW untouched, the bias gradient still written */
     memset(n.in_grad[1], 0, (size_t)nw * sizeof(float));
-    int32_t nodw[3] = {MXP_REQ_WRITE, MXP_REQ_NULL, MXP_REQ_NULL};
+    if (!c->no_bias) tu_fill(n.in_grad[2], F32, c->M, &seed, 5, 9);
+    int32_t nodw[3] = {MXP_REQ_WRITE, MXP_REQ_NULL, MXP_REQ_WRITE};
     cr_assert_eq(nnh_node_backward(&n, nodw), 0);
     for (int64_t i = 0; i < nw; i++) cr_assert_eq(((float *)n.in_grad[1])[i], 0.0f);
     for (int64_t i = 0; i < nx; i++) dx[i] /= 2;
     e = tu_relerr(n.in_grad[0], F32, dx, nx);
     cr_assert(e <= tol, "dx (no dw) " FMT ": relerr %g", CTX, e);
+    if (!c->no_bias) { e = tu_relerr(n.in_grad[2], F32, db, c->M); cr_assert(e <= tol, "db (no dw) " FMT ": %g", CTX, e); }
 
     free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
     nnh_node_free(&n);

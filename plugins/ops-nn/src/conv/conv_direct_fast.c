@@ -226,11 +226,28 @@ static uint64_t dwplan_ws(const dwplan *d, const conv_geom *g) {
     return (uint64_t)(d->ns * (g->C * g->kw * d->S + (d->pad_dy ? g->M * d->Ppad : 0))) * sizeof(float);
 }
 
-/* Items (n, c): shifted copies of x; then (n, m): dy rows padded with zeros. */
+/* Sum of one row of floats: vector partials, then double. */
+static double row_sum(const float *s, int64_t P) {
+    v16 v0 = {0}, v1 = {0};
+    int64_t q = 0;
+    for (; q + 32 <= P; q += 32) { v0 += ld16(s + q); v1 += ld16(s + q + 16); }
+    for (; q + 16 <= P; q += 16) v0 += ld16(s + q);
+    v0 += v1;
+    double t = 0;
+    for (; q < P; q++) t += s[q];
+    for (int l = 0; l < 16; l++) t += v0[l];
+    return t;
+}
+
+/* One chunk's preparation.  Items (n, c): shifted copies of x.  Items m:
+ * the chunk's part of the bias gradient, and dy rows padded with zeros to
+ * whole vectors when needed; reading dy here also brings the chunk's dy
+ * into cache for the weight-gradient pass that follows. */
 typedef struct shjob {
     const conv_geom *g; const dwplan *d;
-    const float *x, *dy; float *xs, *dyz;
+    const float *x, *dy; float *xs, *dyz, *db;
     int64_t n0, ns;
+    int32_t req_db; /* MXP_REQ_NULL: no bias gradient; ADD: add the chunk's sum */
 } shjob;
 static void shift_range(void *arg, int64_t b, int64_t e) {
     const shjob *j = arg; const conv_geom *g = j->g; const dwplan *d = j->d;
@@ -240,12 +257,21 @@ static void shift_range(void *arg, int64_t b, int64_t e) {
             int64_t off = j->n0 * g->C + it;
             build_shift(j->xs + it * g->kw * d->S, j->x + off * g->H * g->W, 1, g->H, g->W, g->ph, g->pw, 0, d->Rf,
                         g->Wo, g->kw, g->dw, d->S);
-        } else {
-            int64_t l = it - span;
-            float *dst = j->dyz + l * d->Ppad;
-            memcpy(dst, j->dy + (j->n0 * g->M + l) * g->P, (size_t)g->P * sizeof(float));
-            memset(dst + g->P, 0, (size_t)(d->Ppad - g->P) * sizeof(float));
+            continue;
         }
+        int64_t m = it - span;
+        double acc = 0;
+        for (int64_t ln = 0; ln < j->ns; ln++) {
+            const float *src = j->dy + ((j->n0 + ln) * g->M + m) * g->P;
+            if (j->req_db != MXP_REQ_NULL) acc += row_sum(src, g->P);
+            if (d->pad_dy) {
+                float *dst = j->dyz + (ln * g->M + m) * d->Ppad;
+                memcpy(dst, src, (size_t)g->P * sizeof(float));
+                memset(dst + g->P, 0, (size_t)(d->Ppad - g->P) * sizeof(float));
+            }
+        }
+        if (j->req_db == MXP_REQ_ADD) j->db[m] += (float)acc;
+        else if (j->req_db != MXP_REQ_NULL) j->db[m] = (float)acc;
     }
 }
 
@@ -279,7 +305,7 @@ static void dw_range(void *arg, int64_t b, int64_t e) {
 }
 
 static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, const float *dy, float *dw, int32_t req,
-                  void *ws) {
+                  float *db, int32_t req_db, void *ws) {
     dwplan d; dwplan_init(&d, g);
     int64_t *roff = malloc((size_t)d.K * sizeof(int64_t));
     if (!roff) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory");
@@ -290,8 +316,9 @@ static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, con
     int st = MXP_OK, first = 1;
     for (int64_t n0 = 0; n0 < g->N && st >= 0; n0 += d.ns) {
         int64_t ns = min64(d.ns, g->N - n0);
-        shjob sj = { g, &d, x, dy, xs, dyz, n0, ns };
-        if ((st = nn_parallel(ctx, ns * g->C + (d.pad_dy ? ns * g->M : 0), 1, shift_range, &sj)) < 0) break;
+        shjob sj = { g, &d, x, dy, xs, dyz, db, n0, ns, first || req_db == MXP_REQ_NULL ? req_db : MXP_REQ_ADD };
+        int dy_items = d.pad_dy || req_db != MXP_REQ_NULL;
+        if ((st = nn_parallel(ctx, ns * g->C + (dy_items ? g->M : 0), 1, shift_range, &sj)) < 0) break;
         dwjob j = { g, &d, xs, dy + n0 * g->M * g->P, dw, g->P, g->M * g->P, ns, 0, 0,
                     (g->Mg + DK_DWM_MAX - 1) / DK_DWM_MAX, (d.K + DK_DWK_MAX - 1) / DK_DWK_MAX, 0, roff };
         if (d.pad_dy) { j.dy = dyz; j.ldy = d.Ppad; j.dys = g->M * d.Ppad; }
@@ -312,18 +339,7 @@ static void db_range(void *arg, int64_t b, int64_t e) {
     const dbjob *j = arg;
     for (int64_t m = b; m < e; m++) {
         double acc = 0;
-        for (int64_t n = 0; n < j->N; n++) {
-            const float *s = j->dy + (n * j->M + m) * j->P;
-            v16 v0 = {0}, v1 = {0};
-            int64_t q = 0;
-            for (; q + 32 <= j->P; q += 32) { v0 += ld16(s + q); v1 += ld16(s + q + 16); }
-            for (; q + 16 <= j->P; q += 16) v0 += ld16(s + q);
-            v0 += v1;
-            float t = 0;
-            for (; q < j->P; q++) t += s[q];
-            for (int l = 0; l < 16; l++) t += v0[l];
-            acc += t;
-        }
+        for (int64_t n = 0; n < j->N; n++) acc += row_sum(j->dy + (n * j->M + m) * j->P, j->P);
         if (j->req == MXP_REQ_ADD) j->db[m] += (float)acc;
         else j->db[m] = (float)acc;
     }
@@ -414,14 +430,15 @@ int dfast_backward(const mxp_backward_args *a, const conv_geom *g) {
     int32_t req_db = (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL;
     const float *x = nn_ptr(&a->in[0]), *w = nn_ptr(&a->in[1]), *dy = nn_ptr(&a->out_grad[0]);
     int st = MXP_OK;
-    if (req_db != MXP_REQ_NULL) {
-        dbjob bj = { dy, nn_ptr(&a->in_grad[2]), g->N, g->M, g->P, req_db };
-        if ((st = nn_parallel(a->ctx, g->M, 1, db_range, &bj)) < 0) return st;
-    }
-    if (req_dw != MXP_REQ_NULL) {
+    float *db = req_db != MXP_REQ_NULL ? nn_ptr(&a->in_grad[2]) : NULL;
+    if (req_dw != MXP_REQ_NULL) { /* the bias gradient rides along */
         if (a->ctx->workspace_bytes < dfast_workspace(g, 1))
             return NN_ERR(MXP_EINVAL, "Convolution(direct): workspace too small (is_train was 0 at planning?)");
-        if ((st = dw_run(a->ctx, g, x, dy, nn_ptr(&a->in_grad[1]), req_dw, a->ctx->workspace)) < 0) return st;
+        if ((st = dw_run(a->ctx, g, x, dy, nn_ptr(&a->in_grad[1]), req_dw, db, req_db, a->ctx->workspace)) < 0)
+            return st;
+    } else if (req_db != MXP_REQ_NULL) {
+        dbjob bj = { dy, db, g->N, g->M, g->P, req_db };
+        if ((st = nn_parallel(a->ctx, g->M, 1, db_range, &bj)) < 0) return st;
     }
     if (req_dx != MXP_REQ_NULL && use_dcol(g)) return dcol_run(a->ctx, g, w, dy, nn_ptr(&a->in_grad[0]), req_dx);
     if (req_dx != MXP_REQ_NULL) {
