@@ -49,33 +49,32 @@ void wino_plan_make(wplan *p, int64_t N, int64_t C, int64_t H, int64_t W, int64_
     p->nchunk = (p->T + tc - 1) / tc;
 }
 
-void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
-    int64_t per = p->th * p->tw;
+int64_t wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
+    int64_t per = p->th * p->tw, slot = -1;
     for (int64_t i = 0; i < nt; i++) {
         int64_t t = t0 + i, n = t / per, r = t % per, ty = r / p->tw, tx = r % p->tw;
         tl[i].n = n; tl[i].oh = 4 * ty; tl[i].ow = 4 * tx;
         tl[i].ih = 4 * ty - p->ph; tl[i].iw = 4 * tx - p->pw;
         tl[i].inner = tl[i].ih >= 0 && tl[i].ih + 6 <= p->H && tl[i].iw >= 0 && tl[i].iw + 6 <= p->W;
+        if (i == 0 || tx == 0) slot++;
+        tl[i].slot = slot;
+    }
+    return slot + 1;
+}
+
+void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pad, int rows, int64_t ld,
+                float *dst) {
+    for (int i = 0; i < rows; i++, dst += ld) {
+        int64_t h = h0 + i;
+        if (h < 0 || h >= H) { memset(dst, 0, (size_t)ld * sizeof(float)); continue; }
+        memset(dst, 0, (size_t)pad * sizeof(float));
+        memcpy(dst + pad, plane + h * W, (size_t)W * sizeof(float));
+        memset(dst + pad + W, 0, (size_t)(ld - pad - W) * sizeof(float));
     }
 }
 
-/* dst[(i*6+j)*16] = plane[ih+i][iw+j], zero outside the plane. */
-void wino_gather6(const wplan *p, const float *plane, const wtile *t, float *dst) {
-    if (t->inner) {
-        const float *s = plane + t->ih * p->W + t->iw;
-        for (int i = 0; i < 6; i++, s += p->W)
-            for (int j = 0; j < 6; j++) dst[(i * 6 + j) * 16] = s[j];
-        return;
-    }
-    for (int i = 0; i < 6; i++) {
-        int64_t h = t->ih + i;
-        if (h < 0 || h >= p->H) { for (int j = 0; j < 6; j++) dst[(i * 6 + j) * 16] = 0.0f; continue; }
-        const float *s = plane + h * p->W;
-        for (int j = 0; j < 6; j++) {
-            int64_t w = t->iw + j;
-            dst[(i * 6 + j) * 16] = (w >= 0 && w < p->W) ? s[w] : 0.0f;
-        }
-    }
+void wino_stage_rows(const wplan *p, const float *plane, int64_t ih, float *dst) {
+    wino_stage(plane, p->H, p->W, ih, p->pw, 6, wino_stage_w(p), dst);
 }
 
 /* ---- weight transform: U[g][xi][ob][i][k8] for output channel o = ob*8+k8
@@ -136,42 +135,56 @@ typedef struct fjob {
     int32_t req;
 } fjob;
 
-/* V[xi][c][ld] for the chunk's tiles (lanes beyond nt are zero). */
-static void input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl, int64_t nt, int64_t ld,
-                        float *V, float *tmp) {
+/* V[xi][c][ld] for the chunk's tiles: per channel, its tile rows are
+ * staged zero-padded (no bounds checks in the gather), then 16 tiles at a
+ * time are gathered and transformed in registers.  Lanes beyond nt read
+ * staged data (finite) and only feed output columns nobody stores. */
+static void input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl, int64_t nt, int64_t nslot,
+                        int64_t ld, float *V, float *st) {
     uint64_t plane = (uint64_t)(p->H * p->W);
+    int64_t Wp = wino_stage_w(p);
+    const float *src[16];
     for (int64_t c = 0; c < p->Cg; c++) {
+        for (int64_t i = 0, k = 0; i < nt && k < nslot; i++) {
+            if (i > 0 && tl[i].slot == tl[i - 1].slot) continue;
+            wino_stage_rows(p, x + (uint64_t)(tl[i].n * p->C + g * p->Cg + c) * plane, tl[i].ih, st + k * 6 * Wp);
+            k++;
+        }
         for (int64_t l0 = 0; l0 < ld; l0 += 16) {
-            int64_t nl = nt - l0 < 16 ? nt - l0 : 16;
-            if (nl < 16) memset(tmp, 0, 36 * 16 * sizeof(float));
-            for (int64_t l = 0; l < nl; l++) {
-                const wtile *t = &tl[l0 + l];
-                wino_gather6(p, x + (uint64_t)(t->n * p->C + g * p->Cg + c) * plane, t, tmp + l);
-            }
-            wino_in_tf(tmp, V + c * ld + l0, p->Cg * ld);
+            for (int64_t l = 0; l < 16; l++)
+                src[l] = l0 + l < nt ? st + tl[l0 + l].slot * 6 * Wp + tl[l0 + l].ow : st;
+            wino_in_tf16(src, Wp, V + c * ld + l0, p->Cg * ld);
         }
     }
 }
 
-/* y tiles of output channels mb*8.. from Mx[xi][8][ld]. */
+/* y tiles of output channels mb*8.. from Mx[xi][8][ld]; o: 256 floats. */
 static void output_chunk(const fjob *j, int64_t g, int64_t mb, const wtile *tl, int64_t nt, int64_t ld,
                          const float *Mx, float *o) {
     const wplan *p = j->p;
     uint64_t plane = (uint64_t)(p->Ho * p->Wo);
+    int add = j->req == MXP_REQ_ADD;
     for (int64_t i = 0; i < 8 && mb * 8 + i < p->Mg; i++) {
         int64_t mo = g * p->Mg + mb * 8 + i;
         float bv = j->bias ? j->bias[mo] : 0.0f;
         for (int64_t l0 = 0; l0 < nt; l0 += 16) {
-            wino_out_tf(Mx + i * ld + l0, 8 * ld, o);
+            wino_out_tf16(Mx + i * ld + l0, 8 * ld, o);
             int64_t nl = nt - l0 < 16 ? nt - l0 : 16;
             for (int64_t l = 0; l < nl; l++) {
                 const wtile *t = &tl[l0 + l];
                 float *yp = j->y + (uint64_t)(t->n * p->M + mo) * plane + t->oh * p->Wo + t->ow;
+                const float *s = o + l * 16;
                 int64_t nr = p->Ho - t->oh < 4 ? p->Ho - t->oh : 4, ncol = p->Wo - t->ow < 4 ? p->Wo - t->ow : 4;
-                for (int64_t r = 0; r < nr; r++, yp += p->Wo) {
-                    const float *s = o + r * 4 * 16 + l;
-                    if (j->req == MXP_REQ_ADD) for (int64_t c = 0; c < ncol; c++) yp[c] += s[c * 16] + bv;
-                    else for (int64_t c = 0; c < ncol; c++) yp[c] = s[c * 16] + bv;
+                if (ncol == 4) {
+                    for (int64_t r = 0; r < nr; r++, yp += p->Wo, s += 4) {
+                        if (add) { yp[0] += s[0] + bv; yp[1] += s[1] + bv; yp[2] += s[2] + bv; yp[3] += s[3] + bv; }
+                        else { yp[0] = s[0] + bv; yp[1] = s[1] + bv; yp[2] = s[2] + bv; yp[3] = s[3] + bv; }
+                    }
+                    continue;
+                }
+                for (int64_t r = 0; r < nr; r++, yp += p->Wo, s += 4) {
+                    if (add) for (int64_t c = 0; c < ncol; c++) yp[c] += s[c] + bv;
+                    else for (int64_t c = 0; c < ncol; c++) yp[c] = s[c] + bv;
                 }
             }
         }
@@ -182,15 +195,16 @@ static void fwd_range(void *arg, int64_t b, int64_t e) {
     const fjob *j = arg; const wplan *p = j->p;
     int64_t tc = p->tc;
     uint64_t nV = 36ull * (uint64_t)(p->Cg * tc), nM = 36ull * 8 * (uint64_t)tc;
-    float *buf = nn_alloc((nV + nM + 2 * 36 * 16) * sizeof(float) + (uint64_t)tc * sizeof(wtile));
+    uint64_t nS = (uint64_t)(wino_max_slots(p) * 6 * wino_stage_w(p));
+    float *buf = nn_alloc((nV + nM + nS + 256) * sizeof(float) + (uint64_t)tc * sizeof(wtile));
     if (!buf) return; /* cannot report from a chunk; the caller's pool does not fail in practice */
-    float *V = buf, *Mx = V + nV, *tmp = Mx + nM;
-    wtile *tl = (wtile *)(void *)(tmp + 2 * 36 * 16);
+    float *V = buf, *Mx = V + nV, *st = Mx + nM, *tmp = st + nS;
+    wtile *tl = (wtile *)(void *)(tmp + 256);
     for (int64_t ch = b; ch < e; ch++) {
         int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc, ld = (nt + 15) / 16 * 16;
-        wino_tiles_decode(p, t0, nt, tl);
+        int64_t nslot = wino_tiles_decode(p, t0, nt, tl);
         for (int64_t g = 0; g < p->G; g++) {
-            input_chunk(p, j->x, g, tl, nt, ld, V, tmp);
+            input_chunk(p, j->x, g, tl, nt, nslot, ld, V, st);
             for (int64_t mb = 0; mb < p->nmb; mb++) {
                 for (int xi = 0; xi < 36; xi++)
                     wino_gemm8(p->Cg, j->U + ((g * 36 + xi) * p->nmb + mb) * p->Cg * 8, V + xi * p->Cg * ld, ld,

@@ -36,12 +36,28 @@ typedef struct wtile {
     int64_t n, oh, ow;    /* sample, output origin                        */
     int64_t ih, iw;       /* input origin of the 6x6 tile (may be < 0)    */
     int inner;            /* the 6x6 input tile lies inside the plane     */
+    int64_t slot;         /* index of its (n, tile row) within the chunk  */
 } wtile;
 
 /* chunk_bytes: what tc*36*Cg floats should take (rounded to 16 tiles). */
 void wino_plan_make(wplan *p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G,
                     int64_t ph, int64_t pw, int64_t chunk_bytes);
-void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl);
+/* Tiles t0..t0+nt-1; returns how many (n, tile row) slots they span. */
+int64_t wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl);
+/* Row length of a staged tile row: 4*tw + 2 columns + slack so every tile
+ * can read 8 floats per row. */
+static inline int64_t wino_stage_w(const wplan *p) { return 4 * p->tw + 4; }
+/* Most slots a chunk of tc tiles can span. */
+static inline int64_t wino_max_slots(const wplan *p) {
+    int64_t s = p->tc / p->tw + 2; return s < p->tc ? s : p->tc;
+}
+/* The 6 input rows of one tile row of a plane, zero-padded: dst[i*Wp + col]
+ * = plane[ih+i][col-pw] (0 outside). */
+void wino_stage_rows(const wplan *p, const float *plane, int64_t ih, float *dst);
+/* Generic: dst[i*ld + col] = plane[h0+i][col-pad] for i < rows, zero
+ * outside the H x W plane (ld >= W + pad). */
+void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pad, int rows, int64_t ld,
+                float *dst);
 /* dst[(i*6+j)*16] = plane[ih+i][iw+j] (zero outside the H x W plane). */
 void wino_gather6(const wplan *p, const float *plane, const wtile *t, float *dst);
 
@@ -52,6 +68,15 @@ int wino_bias_grad(const mxp_op_ctx *ctx, int64_t N, int64_t M, int64_t P, const
 
 /* out[xi*os + l] = (Bᵀ d B)[xi], d[i][j] = in[(i*6+j)*16 + l]. */
 void wino_in_tf(const float *in, float *out, int64_t os);
+/* As wino_in_tf, gathering: d[i][j] of lane l = src[l][i*rs + j]; each
+ * src[l] + i*rs must have 8 readable floats. */
+void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os);
+/* As wino_out_tf, transposed: out[l*16 + r*4 + c]. */
+void wino_out_tf16(const float *in, int64_t is, float *out);
+/* As wino_dy_tf, gathering (dy[r][c] of lane l = src[l][r*rs + c], 8
+ * floats readable per row) and storing lanes 0-7 of frequency xi at
+ * lo[xi*os], lanes 8-15 at lo[hi + xi*os]. */
+void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, int64_t os);
 /* out[(r*4+c)*16 + l] = (Aᵀ M A)[r][c], M[xi] = in[xi*is + l]. */
 void wino_out_tf(const float *in, int64_t is, float *out);
 /* out[xi*os + l] = (A dy Aᵀ)[xi], dy[r][c] = in[(r*4+c)*16 + l]. */

@@ -34,32 +34,53 @@ typedef struct gjob {
     const wplan *p;
     const float *x, *dy;
     float *part;            /* [P][G][36][Mgp][Cgp] */
-    int64_t Cgp;
+    int64_t Cgp, nmb2;      /* Cg padded to 16; 8-filter blocks rounded up to even */
     uint64_t part_n;        /* floats per partition */
     _Atomic int64_t next;   /* next chunk */
 } gjob;
 
-/* tmp[(r*4+c)*16 + l] = dy[n][m0+l][oh+r][ow+c] (zero outside or m >= Mg). */
-static void gather_dy(const wplan *p, const float *dy, int64_t g, int64_t m0, const wtile *t, float *tmp) {
-    int64_t plane = p->Ho * p->Wo;
-    int64_t nl = p->Mg - m0 < 16 ? p->Mg - m0 : 16;
-    int64_t nr = p->Ho - t->oh < 4 ? p->Ho - t->oh : 4, nc = p->Wo - t->ow < 4 ? p->Wo - t->ow : 4;
-    if (nl < 16 || nr < 4 || nc < 4) memset(tmp, 0, 16 * 16 * sizeof(float));
-    for (int64_t l = 0; l < nl; l++) {
-        const float *s = dy + (t->n * p->M + g * p->Mg + m0 + l) * plane + t->oh * p->Wo + t->ow;
-        for (int64_t r = 0; r < nr; r++, s += p->Wo)
-            for (int64_t c = 0; c < nc; c++) tmp[(r * 4 + c) * 16 + l] = s[c];
+/* Transforms of one tile row segment [i0, i1) of the chunk (same slot),
+ * group g: Vt[xi][i][c] (lanes = 16 input channels) and D[xi][mb][i][8]
+ * (lanes = 16 filters, split into two 8-blocks).  Channel planes are staged
+ * zero-padded 16 at a time so the gathers need no bounds checks. */
+static void transform_segment(const gjob *j, int64_t g, const wtile *tl, int64_t i0, int64_t i1, float *Vt, float *D,
+                              float *stx, float *sty) {
+    const wplan *p = j->p;
+    int64_t tc = p->tc, Cgp = j->Cgp, Wp = wino_stage_w(p), Wq = 4 * p->tw + 4;
+    int64_t n = tl[i0].n, plane = p->H * p->W, oplane = p->Ho * p->Wo;
+    const float *src[16];
+    for (int64_t c0 = 0; c0 < Cgp; c0 += 16) {
+        for (int64_t l = 0; l < 16; l++) {
+            if (c0 + l < p->Cg) wino_stage_rows(p, j->x + (n * p->C + g * p->Cg + c0 + l) * plane, tl[i0].ih, stx + l * 6 * Wp);
+            else memset(stx + l * 6 * Wp, 0, (size_t)(6 * Wp) * sizeof(float));
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            for (int64_t l = 0; l < 16; l++) src[l] = stx + l * 6 * Wp + tl[i].ow;
+            wino_in_tf16(src, Wp, Vt + i * Cgp + c0, tc * Cgp);
+        }
+    }
+    for (int64_t m0 = 0; m0 < p->Mgp; m0 += 16) {
+        for (int64_t l = 0; l < 16; l++) {
+            if (m0 + l < p->Mg) wino_stage(j->dy + (n * p->M + g * p->Mg + m0 + l) * oplane, p->Ho, p->Wo, tl[i0].oh, 0, 4, Wq,
+                                           sty + l * 4 * Wq);
+            else memset(sty + l * 4 * Wq, 0, (size_t)(4 * Wq) * sizeof(float));
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            for (int64_t l = 0; l < 16; l++) src[l] = sty + l * 4 * Wq + tl[i].ow;
+            wino_dy_tf16(src, Wq, D + ((m0 / 8) * tc + i) * 8, tc * 8, j->nmb2 * tc * 8);
+        }
     }
 }
 
 static void part_range(void *arg, int64_t b, int64_t e) {
     gjob *j = arg; const wplan *p = j->p;
-    int64_t tc = p->tc, Cgp = j->Cgp, plane = p->H * p->W;
-    uint64_t nV = 36ull * (uint64_t)(tc * Cgp), nD = 36ull * (uint64_t)(p->Mgp * tc);
-    float *buf = nn_alloc((nV + nD + 2 * 36 * 16) * sizeof(float) + (uint64_t)tc * sizeof(wtile));
+    int64_t tc = p->tc, Cgp = j->Cgp, Wp = wino_stage_w(p), Wq = 4 * p->tw + 4;
+    uint64_t nV = 36ull * (uint64_t)(tc * Cgp), nD = 36ull * (uint64_t)(j->nmb2 * tc * 8);
+    uint64_t nS = (uint64_t)(16 * 6 * Wp + 16 * 4 * Wq);
+    float *buf = nn_alloc((nV + nD + nS) * sizeof(float) + (uint64_t)tc * sizeof(wtile));
     if (!buf) return; /* cannot report from a chunk; the host pool does not fail in practice */
-    float *Vt = buf, *D = Vt + nV, *tmp = D + nD, *tmp2 = tmp + 36 * 16;
-    wtile *tl = (wtile *)(void *)(tmp2 + 36 * 16);
+    float *Vt = buf, *D = Vt + nV, *stx = D + nD, *sty = stx + 16 * 6 * Wp;
+    wtile *tl = (wtile *)(void *)(sty + 16 * 4 * Wq);
     for (int64_t part = b; part < e; part++) {
         float *dU = j->part + part * j->part_n;
         memset(dU, 0, j->part_n * sizeof(float));
@@ -68,28 +89,13 @@ static void part_range(void *arg, int64_t b, int64_t e) {
             int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc;
             wino_tiles_decode(p, t0, nt, tl);
             for (int64_t g = 0; g < p->G; g++) {
-                for (int64_t i = 0; i < nt; i++) {
-                    for (int64_t c0 = 0; c0 < Cgp; c0 += 16) {
-                        int64_t nl = p->Cg - c0 < 16 ? p->Cg - c0 : 16;
-                        if (nl < 16) memset(tmp, 0, 36 * 16 * sizeof(float));
-                        for (int64_t l = 0; l < nl; l++)
-                            wino_gather6(p, j->x + (tl[i].n * p->C + g * p->Cg + c0 + l) * plane, &tl[i], tmp + l);
-                        wino_in_tf(tmp, Vt + i * Cgp + c0, tc * Cgp);
-                    }
-                    for (int64_t m0 = 0; m0 < p->Mgp; m0 += 16) {
-                        gather_dy(p, j->dy, g, m0, &tl[i], tmp);
-                        wino_dy_tf(tmp, tmp2, 16);
-                        int64_t mb = m0 / 8;
-                        for (int xi = 0; xi < 36; xi++) {
-                            memcpy(D + ((xi * p->nmb + mb) * tc + i) * 8, tmp2 + xi * 16, 8 * sizeof(float));
-                            if (mb + 1 < p->nmb)
-                                memcpy(D + ((xi * p->nmb + mb + 1) * tc + i) * 8, tmp2 + xi * 16 + 8, 8 * sizeof(float));
-                        }
-                    }
+                for (int64_t i0 = 0, i1; i0 < nt; i0 = i1) {
+                    for (i1 = i0 + 1; i1 < nt && tl[i1].slot == tl[i0].slot; i1++) {}
+                    transform_segment(j, g, tl, i0, i1, Vt, D, stx, sty);
                 }
                 for (int xi = 0; xi < 36; xi++)
                     for (int64_t mb = 0; mb < p->nmb; mb++)
-                        wino_gemm8(nt, D + (xi * p->nmb + mb) * tc * 8, Vt + xi * tc * Cgp, Cgp,
+                        wino_gemm8(nt, D + (xi * j->nmb2 + mb) * tc * 8, Vt + xi * tc * Cgp, Cgp,
                                    dU + ((g * 36 + xi) * p->Mgp + mb * 8) * Cgp, Cgp, Cgp, 1);
             }
         }
@@ -99,28 +105,36 @@ static void part_range(void *arg, int64_t b, int64_t e) {
 
 typedef struct rjob { const gjob *j; int64_t P; float *dw; int32_t req; } rjob;
 
-/* dw[g*Mg+m][c] = Gᵀ (Σ_parts dU[g][·][m][c]) G for items (g, m). */
+/* dw[g*Mg+m][c] = Gᵀ (Σ_parts dU[g][·][m][c]) G for items (g, m); the
+ * partition sums run along contiguous channel rows first. */
 static void reduce_range(void *arg, int64_t b, int64_t e) {
     const rjob *r = arg; const gjob *j = r->j; const wplan *p = j->p;
     int64_t Cgp = j->Cgp;
+    float *u = nn_alloc(36ull * (uint64_t)Cgp * sizeof(float));
+    if (!u) return;
     for (int64_t it = b; it < e; it++) {
         int64_t g = it / p->Mg, m = it % p->Mg;
-        for (int64_t c = 0; c < p->Cg; c++) {
-            float u[36], t[6][3];
-            for (int xi = 0; xi < 36; xi++) {
-                float s = 0.0f;
-                for (int64_t q = 0; q < r->P; q++) s += j->part[q * j->part_n + ((g * 36 + xi) * p->Mgp + m) * Cgp + c];
-                u[xi] = s;
+        for (int xi = 0; xi < 36; xi++) {
+            float *ux = u + xi * Cgp;
+            const float *s0 = j->part + ((g * 36 + xi) * p->Mgp + m) * Cgp;
+            memcpy(ux, s0, (size_t)p->Cg * sizeof(float));
+            for (int64_t q = 1; q < r->P; q++) {
+                const float *sq = s0 + q * j->part_n;
+                for (int64_t c = 0; c < p->Cg; c++) ux[c] += sq[c];
             }
+        }
+        for (int64_t c = 0; c < p->Cg; c++) {
+            float t[6][3];
             for (int i = 0; i < 6; i++) { /* t = u G (6x3) */
-                const float *v = u + i * 6;
-                t[i][0] = v[0]  * 0.25f - v[1] * K6 - v[2] * K6 + v[3] * K24 + v[4] * K24;
-                t[i][1] = -v[1] * K6 + v[2] * K6 + v[3] * K12 - v[4] * K12;
-                t[i][2] = -v[1] * K6 - v[2] * K6 + v[3] * K6 + v[4] * K6 + v[5];
+                float v0 = u[(i * 6 + 0) * Cgp + c], v1 = u[(i * 6 + 1) * Cgp + c], v2 = u[(i * 6 + 2) * Cgp + c];
+                float v3 = u[(i * 6 + 3) * Cgp + c], v4 = u[(i * 6 + 4) * Cgp + c], v5 = u[(i * 6 + 5) * Cgp + c];
+                t[i][0] = v0 * 0.25f - v1 * K6 - v2 * K6 + v3 * K24 + v4 * K24;
+                t[i][1] = -v1 * K6 + v2 * K6 + v3 * K12 - v4 * K12;
+                t[i][2] = -v1 * K6 - v2 * K6 + v3 * K6 + v4 * K6 + v5;
             }
             float *d = r->dw + ((g * p->Mg + m) * p->Cg + c) * 9;
             for (int q = 0; q < 3; q++) { /* dW = Gᵀ t */
-                float k0 = t[0][q]  * 0.25f - t[1][q] * K6 - t[2][q] * K6 + t[3][q] * K24 + t[4][q] * K24;
+                float k0 = t[0][q] * 0.25f - t[1][q] * K6 - t[2][q] * K6 + t[3][q] * K24 + t[4][q] * K24;
                 float k1 = -t[1][q] * K6 + t[2][q] * K6 + t[3][q] * K12 - t[4][q] * K12;
                 float k2 = -t[1][q] * K6 - t[2][q] * K6 + t[3][q] * K6 + t[4][q] * K6 + t[5][q];
                 NN_STORE(r->req, d[q], k0);
@@ -129,12 +143,13 @@ static void reduce_range(void *arg, int64_t b, int64_t e) {
             }
         }
     }
+    nn_free(u);
 }
 
 int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *dy, float *dw, int32_t req) {
     gjob j;
     memset(&j, 0, sizeof j);
-    j.p = p; j.x = x; j.dy = dy; j.Cgp = (p->Cg + 15) / 16 * 16;
+    j.p = p; j.x = x; j.dy = dy; j.Cgp = (p->Cg + 15) / 16 * 16; j.nmb2 = (p->nmb + 1) / 2 * 2;
     j.part_n = 36ull * (uint64_t)(p->G * p->Mgp * j.Cgp);
     int64_t P = nn_host && nn_host->num_threads ? nn_host->num_threads() : 1;
     if (P < 1) P = 1;
