@@ -155,8 +155,8 @@ Test(conv_direct, stride1_paths_match_reference, .init = setup, .fini = teardown
         {1, 3, 40, 70, 33, 1, 3, 3, 0, 1, 1, 1, 0},   /* one sample: row blocks          */
         {2, 5, 9, 8, 1, 1, 3, 3, 1, 1, 1, 1, 0},      /* one output channel              */
         {2, 2, 8, 30, 16, 2, 3, 5, 1, 2, 1, 1, 1},    /* groups with 8 filters each      */
-        {7, 16, 30, 29, 12, 1, 3, 3, 0, 0, 1, 1, 0},  /* dW in sample chunks (5 + 2)     */
-        {1, 64, 40, 40, 8, 1, 3, 3, 0, 1, 1, 1, 0},   /* dW in pixel chunks of a sample  */
+        {12, 16, 30, 29, 12, 1, 3, 3, 0, 0, 1, 1, 0}, /* dW in sample chunks (5 + 5 + 2) */
+        {2, 64, 40, 40, 8, 1, 3, 3, 0, 1, 1, 1, 0},   /* dW in pixel chunks of a sample  */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check(&cases[i], 100 + i);
 }

@@ -222,8 +222,14 @@ static void dwplan_init(dwplan *d, const conv_geom *g) {
     }
 }
 
+/* Floats of one chunk's buffer: shifted x, then padded dy when needed. */
+static int64_t dwplan_chunk(const dwplan *d, const conv_geom *g) {
+    return d->ns * (g->C * g->kw * d->S + (d->pad_dy ? g->M * d->Ppad : 0));
+}
+/* Two chunk buffers when there are several chunks: the next one is
+ * prepared during the last weight-gradient pass of the current one. */
 static uint64_t dwplan_ws(const dwplan *d, const conv_geom *g) {
-    return (uint64_t)(d->ns * (g->C * g->kw * d->S + (d->pad_dy ? g->M * d->Ppad : 0))) * sizeof(float);
+    return (uint64_t)((d->ns < g->N ? 2 : 1) * dwplan_chunk(d, g)) * sizeof(float);
 }
 
 /* Sum of one row of floats: vector partials, then double. */
@@ -304,6 +310,15 @@ static void dw_range(void *arg, int64_t b, int64_t e) {
     }
 }
 
+/* A weight-gradient pass, optionally with the next chunk's preparation
+ * appended as extra items (one parallel pass instead of two). */
+typedef struct dwpass { dwjob dw; shjob sh; int64_t ntask, nsh; } dwpass;
+static void dwpass_range(void *arg, int64_t b, int64_t e) {
+    const dwpass *p = arg;
+    if (b < p->ntask) dw_range((void *)&p->dw, b, min64(e, p->ntask));
+    if (e > p->ntask) shift_range((void *)&p->sh, max64(b, p->ntask) - p->ntask, e - p->ntask);
+}
+
 static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, const float *dy, float *dw, int32_t req,
                   float *db, int32_t req_db, void *ws) {
     dwplan d; dwplan_init(&d, g);
@@ -312,24 +327,37 @@ static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, con
     for (int64_t c = 0, r = 0; c < g->Cg; c++)
         for (int64_t ki = 0; ki < g->kh; ki++)
             for (int64_t kj = 0; kj < g->kw; kj++, r++) roff[r] = (c * g->kw + kj) * d.S + ki * g->dh * g->Wo;
-    float *xs = ws, *dyz = xs + d.ns * g->C * g->kw * d.S;
-    int st = MXP_OK, first = 1;
-    for (int64_t n0 = 0; n0 < g->N && st >= 0; n0 += d.ns) {
+    float *buf[2] = { ws, (float *)ws + dwplan_chunk(&d, g) };
+    int64_t xsz = d.ns * g->C * g->kw * d.S;
+    int dy_items = d.pad_dy || req_db != MXP_REQ_NULL;
+    /* chunk preparation job for the chunk starting at sample n0 into buf[bi] */
+#define SHJOB(n0_, bi_) ((shjob){ g, &d, x, dy, buf[bi_], buf[bi_] + xsz, db, (n0_), min64(d.ns, g->N - (n0_)), \
+                                  (n0_) == 0 || req_db == MXP_REQ_NULL ? req_db : MXP_REQ_ADD })
+    dwpass pass;
+    pass.sh = SHJOB(0, 0);
+    int st = nn_parallel(ctx, pass.sh.ns * g->C + (dy_items ? g->M : 0), 1, shift_range, &pass.sh);
+    int first = 1;
+    for (int64_t n0 = 0, bi = 0; n0 < g->N && st >= 0; n0 += d.ns, bi ^= 1) {
         int64_t ns = min64(d.ns, g->N - n0);
-        shjob sj = { g, &d, x, dy, xs, dyz, db, n0, ns, first || req_db == MXP_REQ_NULL ? req_db : MXP_REQ_ADD };
-        int dy_items = d.pad_dy || req_db != MXP_REQ_NULL;
-        if ((st = nn_parallel(ctx, ns * g->C + (dy_items ? g->M : 0), 1, shift_range, &sj)) < 0) break;
-        dwjob j = { g, &d, xs, dy + n0 * g->M * g->P, dw, g->P, g->M * g->P, ns, 0, 0,
+        dwjob j = { g, &d, buf[bi], dy + n0 * g->M * g->P, dw, g->P, g->M * g->P, ns, 0, 0,
                     (g->Mg + DK_DWM_MAX - 1) / DK_DWM_MAX, (d.K + DK_DWK_MAX - 1) / DK_DWK_MAX, 0, roff };
-        if (d.pad_dy) { j.dy = dyz; j.ldy = d.Ppad; j.dys = g->M * d.Ppad; }
+        if (d.pad_dy) { j.dy = buf[bi] + xsz; j.ldy = d.Ppad; j.dys = g->M * d.Ppad; }
         for (int64_t p0 = 0; p0 < d.Ppad && st >= 0; p0 += d.pc) {
             j.p0 = p0;
             j.nvec = min64(d.pc, d.Ppad - p0) / 16;
             j.add = !first || req == MXP_REQ_ADD;
-            st = nn_parallel(ctx, g->G * j.mbl * j.kbl, 1, dw_range, &j);
+            pass.dw = j;
+            pass.ntask = g->G * j.mbl * j.kbl;
+            pass.nsh = 0;
+            if (p0 + d.pc >= d.Ppad && n0 + d.ns < g->N) { /* last pass of this chunk: prepare the next */
+                pass.sh = SHJOB(n0 + d.ns, bi ^ 1);
+                pass.nsh = pass.sh.ns * g->C + (dy_items ? g->M : 0);
+            }
+            st = nn_parallel(ctx, pass.ntask + pass.nsh, 1, dwpass_range, &pass);
             first = 0;
         }
     }
+#undef SHJOB
     free(roff);
     return st;
 }
