@@ -59,6 +59,13 @@ static void free_storage(mxp_executor *ex, int keep_blocks) {
         free(ex->blocks);
         ex->blocks = NULL;
     }
+    /* Steps first: their engine ops finish in-flight pushes on their own. */
+    if (ex->prog && ex->steps)
+        for (int s = 0; s < ex->prog->n_steps; s++) mxp__node_step_free(ex->steps[s]);
+    free(ex->steps);
+    ex->steps = NULL;
+    free(ex->bwd_step);
+    ex->bwd_step = NULL;
     if (ex->prog && ex->sum_nodes)
         for (int s = 0; s < ex->prog->n_steps; s++) mxp__node_free(ex->sum_nodes[s]);
     free(ex->sum_nodes);
@@ -192,6 +199,12 @@ int mxp__executor_setup(mxp_executor *ex, int keep_plan) {
         if (ex->nodes[i]) rc = infer_node(ex, i);
     if (rc) return rc;
     ex->sum_nodes = calloc((size_t)prog->n_steps + 1, sizeof *ex->sum_nodes);
+    ex->steps = calloc((size_t)prog->n_steps + 1, sizeof *ex->steps);
+    ex->bwd_step = malloc(((size_t)g->n_nodes + 1) * sizeof *ex->bwd_step);
+    if (!ex->steps || !ex->bwd_step) return mxp__error_oom("executor");
+    for (int i = 0; i < g->n_nodes; i++) ex->bwd_step[i] = -1;
+    for (int s = 0; s < prog->n_steps; s++)
+        if (prog->steps[s].kind == MXP_STEP_BWD) ex->bwd_step[prog->steps[s].node] = s;
     ex->arr = calloc((size_t)prog->n_values + 1, sizeof *ex->arr);
     ex->outs = calloc((size_t)g->n_heads + 1, sizeof *ex->outs);
     ex->ones = calloc((size_t)g->n_heads + 1, sizeof *ex->ones);

@@ -9,7 +9,9 @@
  * block share its engine variable, and the engine orders every reuse),
  * separate arrays for heads and zeros; head gradients are set per backward
  * call.  Each op node has an mxp__node (op/op.h) inferred with its exact
- * shapes; each SUM step an ElementWiseSum node. */
+ * shapes; each SUM step an ElementWiseSum node.  Every step runs as a
+ * pre-created engine op (mxp__node_step): setup (bind, reshape) drops them,
+ * a step's first run builds it, later runs push it again. */
 #ifndef MXP_EXECUTOR_EXECUTOR_H
 #define MXP_EXECUTOR_EXECUTOR_H
 
@@ -30,6 +32,9 @@ struct mxp_executor {
     int n_plans;                /* times a plan was built (reshape test) */
     mxp__node **nodes;          /* [n_nodes], NULL for variables */
     mxp__node **sum_nodes;      /* [n_steps], for SUM steps */
+    mxp__node_step **steps;     /* [n_steps] each step's pre-created engine op
+                                 * (op.h), built by its first run after setup */
+    int *bwd_step;              /* [n_nodes] a node's backward step, or -1 */
     mxp_ndarray **args, **grads, **aux;
     mxp_ndarray **outs;         /* [n_heads] */
     mxp_ndarray **blocks;       /* [plan->n_blocks] */

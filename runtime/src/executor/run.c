@@ -5,6 +5,8 @@
  * engine orders each reuse after the previous value's readers.
  * The node runtime re-selects implementations when the registry generation
  * moved, at forward only; backward runs on the instance its forward used.
+ * Each step pushes its pre-created engine op (mxp__node_step, op.h),
+ * rebuilt by the node runtime when its arrays or instance changed.
  * Errors found before pushing return at once, prefixed with the node's
  * name; a kernel's failure is reported by mxp_executor_wait (or when an
  * output is read), attributed to the first node in program order whose
@@ -57,8 +59,14 @@ int mxp_executor_forward(mxp_executor *ex, int is_train) {
         gather(ex, st->in, st->n_in, in);
         gather(ex, st->out, st->n_out, out);
         gather(ex, st->aux, st->n_aux, aux);
-        rc = mxp__node_forward(ex->nodes[st->node], in, out, aux, NULL, is_train);
+        mxp__node *node = ex->nodes[st->node];
+        rc = mxp__node_forward_step(node, &ex->steps[s], in, out, aux, NULL, is_train);
         if (rc) rc = mxp__error_prefix(rc, "node '%s' (forward)", ex->g->nodes[st->node].g->name);
+        /* A registry change moved the node to a new instance: its backward
+         * step must not keep the old one pinned until the next backward
+         * (a reload waits for it). */
+        int b = ex->bwd_step[st->node];
+        if (!rc && b >= 0 && mxp__node_step_stale(node, ex->steps[b])) mxp__node_step_reset(ex->steps[b]);
         if (!rc && ex->monitor) rc = run_monitor(ex, st);
     }
     if (buf != small) free(buf);
@@ -118,12 +126,12 @@ int mxp_executor_backward(mxp_executor *ex, int n_head_grads, mxp_ndarray *const
             gather(ex, st->out, st->n_out, out);
             gather(ex, st->ig, st->n_in, ig);
             gather(ex, st->aux, st->n_aux, aux);
-            rc = mxp__node_backward(ex->nodes[st->node], og, in, out, ig, aux, st->req);
+            rc = mxp__node_backward_step(ex->nodes[st->node], &ex->steps[s], og, in, out, ig, aux, st->req);
             if (rc) rc = mxp__error_prefix(rc, "node '%s' (backward)", g->nodes[st->node].g->name);
         } else if (st->kind == MXP_STEP_SUM) {
             gather(ex, st->in, st->n_in, in);
             so[0] = SLOT(st->out[0]);
-            rc = mxp__node_forward(ex->sum_nodes[s], in, so, NULL, st->req, 1);
+            rc = mxp__node_forward_step(ex->sum_nodes[s], &ex->steps[s], in, so, NULL, st->req, 1);
             if (rc) {
                 char nm[2 * MXP_NAME_MAX + 2];
                 mxp__igraph_entry_name(g, st->entry, nm, sizeof nm);

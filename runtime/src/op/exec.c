@@ -21,29 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct exec {
-    node_inst *inst;
-    char name[MXP__NODE_LABEL_MAX]; /* the node's label (op.h) */
-    int backward, is_train;
-    mxp_device dev;
-    uint32_t n_in, n_out, n_aux;
-    int n_t;
-    mxp_tensor *t;
-    int64_t *shp;          /* [n_t][MXP_MAX_NDIM] */
-    mxp_var **tvar;        /* [n_t], var to read the version from, or NULL */
-    int32_t *req;          /* forward: [n_out]; backward: [n_in] */
-    void *ws;
-    uint64_t ws_bytes;
-    void *ws_host;         /* inline runs: workspace from host memory */
-    int has_rng;
-    struct mxp_rng rng;
-    mxp_op_ctx ctx;
-    mxp_engine_callback cb;
-    mxp_var **vars;        /* [n_const | n_mutate] */
-    int n_const, n_mutate, cap_vars;
-} exec;
+typedef mxp__exec exec;
 
-static void exec_free(exec *x) {
+void mxp__exec_free(exec *x) {
     if (!x) return;
     mxp__inst_release(x->inst);
     if (x->ws_host) mxp__host_table()->free_host(x->ws_host);
@@ -145,7 +125,7 @@ static void ctx_complete(void *token, int32_t status, const char *message) {
     x->cb.done(x->cb.token, status, message);
 }
 
-static int exec_call(exec *x, void *stream) {
+int mxp__exec_call(exec *x, void *stream) {
     node_inst *in = x->inst;
     const mxp_op_impl *impl = in->ref->impl;
     for (int i = 0; i < x->n_t; i++)
@@ -207,18 +187,19 @@ static int exec_call(exec *x, void *stream) {
     return rc;
 }
 
-static int exec_sync(void *arg, const mxp_run_ctx *rctx) { return exec_call(arg, rctx ? rctx->stream : NULL); }
+static int exec_sync(void *arg, const mxp_run_ctx *rctx) { return mxp__exec_call(arg, rctx ? rctx->stream : NULL); }
 
-static void exec_async(void *arg, const mxp_run_ctx *rctx, mxp_engine_callback cb) {
-    exec *x = arg;
+static void exec_async(void *arg, const mxp_run_ctx *rctx, mxp_engine_callback cb) { mxp__exec_async(arg, rctx, cb); }
+
+void mxp__exec_async(exec *x, const mxp_run_ctx *rctx, mxp_engine_callback cb) {
     x->cb = cb;
     x->ctx.complete = ctx_complete;
     x->ctx.complete_token = x;
-    int rc = exec_call(x, rctx ? rctx->stream : NULL);
+    int rc = mxp__exec_call(x, rctx ? rctx->stream : NULL);
     if (rc != MXP_OK) cb.done(cb.token, rc, mxp_last_error());
 }
 
-static void exec_free_fn(void *arg) { exec_free(arg); }
+void mxp__exec_free_fn(void *arg) { mxp__exec_free(arg); }
 
 /* Temp space and RNG, at push time. */
 static int exec_resources(exec *x, mxp_var **temp_var) {
@@ -246,6 +227,28 @@ static int exec_resources(exec *x, mxp_var **temp_var) {
     return MXP_OK;
 }
 
+/* A step template's temp space and RNG: pick the temp copy now (its var is
+ * in the op's list for good); the pointer and the random range are taken
+ * per push (step.c). */
+static int step_resources(exec *x, mxp_var **temp_var) {
+    node_inst *in = x->inst;
+    *temp_var = NULL;
+    if (in->workspace_bytes) {
+        mxp_temp_space ts;
+        int rc = mxp__temp_space_acquire(x->dev, (size_t)in->workspace_bytes, &ts);
+        if (rc) return mxp__error_prefix(rc, "op '%s': temp space of %llu bytes", x->name,
+                                         (unsigned long long)in->workspace_bytes);
+        x->ws_var = ts.var;
+        *temp_var = ts.var;
+    }
+    if (in->ref->def->resources & MXP_RESOURCE_RANDOM) {
+        uint64_t elems = 0;
+        for (int i = 0; i < x->n_t; i++) elems += (uint64_t)mxp_tensor_numel(&x->t[i]);
+        x->rng_values = 4 * elems + 16; /* as exec_resources */
+    }
+    return MXP_OK;
+}
+
 static int exec_push(exec *x) {
     mxp_engine_push_args p;
     memset(&p, 0, sizeof p);
@@ -257,7 +260,7 @@ static int exec_push(exec *x) {
         p.prop = MXP_FN_NORMAL;
     }
     p.arg = x;
-    p.free_arg = exec_free_fn;
+    p.free_arg = mxp__exec_free_fn;
     p.const_vars = x->vars;
     p.n_const = x->n_const;
     p.mutate_vars = x->vars + x->n_const;
@@ -265,7 +268,7 @@ static int exec_push(exec *x) {
     p.device = x->dev;
     p.name = x->name;
     int rc = mxp_engine_push(&p);
-    if (rc) exec_free(x);
+    if (rc) mxp__exec_free(x);
     return rc;
 }
 
@@ -323,8 +326,13 @@ static mxp_device pick_device(mxp_ndarray *const *a, int na, mxp_ndarray *const 
 }
 
 /* ------------------------------------------------------------ forward */
-int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *out, mxp_ndarray *const *aux,
-                      const int *req, int is_train) {
+/* Checks, views, req and var lists of one forward push.  Temp space and
+ * RNG: a plain push reserves its own (exec_resources); a step template
+ * (`step`) only picks its temp copy, whose var joins the list, and each push
+ * of the step takes the pointer and the random range (step_resources). */
+int mxp__exec_forward_prepare(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *out, mxp_ndarray *const *aux,
+                           const int *req, int is_train, int step, exec **out_x) {
+    *out_x = NULL;
     if (!n) return mxp__error(MXP_EMISUSE, "node_forward: NULL node");
     const char *op = mxp__node_op_name(n);
     int n_in = mxp__node_num_inputs(n), n_out = mxp__node_num_outputs(n), n_aux = mxp__node_num_aux(n);
@@ -402,9 +410,9 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
     for (int i = 0; i < n_out; i++) set_view(x, n_in + i, x->req[i] == MXP_REQ_NULL ? NULL : out[i], &sh[n_in + i], dt[n_in + i]);
     for (int i = 0; i < n_aux; i++) set_view(x, n_in + n_out + i, aux[i], &sh[n_in + n_out + i], dt[n_in + n_out + i]);
     mxp_var *temp = NULL;
-    int rc = exec_resources(x, &temp);
+    int rc = step ? step_resources(x, &temp) : exec_resources(x, &temp);
     if (rc) {
-        exec_free(x);
+        mxp__exec_free(x);
         return rc;
     }
     mxp_var *rd_small[32], *wr_small[36];
@@ -413,7 +421,7 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
             **writes = big ? calloc((size_t)n_t + def->n_mutate_inputs + 2, sizeof *writes) : wr_small;
     if (!reads || !writes) {
         if (big) free(reads), free(writes);
-        exec_free(x);
+        mxp__exec_free(x);
         return mxp__error_oom("forward");
     }
     int nr = 0, nw = 0;
@@ -428,13 +436,23 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
     if (temp) writes[nw++] = temp;
     build_vars(x, reads, nr, writes, nw);
     if (big) free(reads), free(writes);
-    return exec_push(x);
+    *out_x = x;
+    return MXP_OK;
+}
+
+int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *out, mxp_ndarray *const *aux,
+                      const int *req, int is_train) {
+    exec *x;
+    int rc = mxp__exec_forward_prepare(n, in, out, aux, req, is_train, 0, &x);
+    return rc ? rc : exec_push(x);
 }
 
 /* ------------------------------------------------------------ backward */
-int mxp__node_backward(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray *const *in,
-                       mxp_ndarray *const *out, mxp_ndarray *const *in_grads, mxp_ndarray *const *aux,
-                       const int *req) {
+/* As forward_prepare, for backward on the instance the last forward used. */
+int mxp__exec_backward_prepare(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray *const *in,
+                            mxp_ndarray *const *out, mxp_ndarray *const *in_grads, mxp_ndarray *const *aux,
+                            const int *req, int step, exec **out_x) {
+    *out_x = NULL;
     if (!n) return mxp__error(MXP_EMISUSE, "node_backward: NULL node");
     const char *op = mxp__node_op_name(n);
     node_inst *cur = mxp__node_current(n);
@@ -532,14 +550,14 @@ int mxp__node_backward(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray 
     for (int i = 0; i < n_in; i++) set_view(x, b_ig + i, x->req[i] != MXP_REQ_NULL ? in_grads[i] : NULL, &sh[i], dt[i]);
     for (int i = 0; i < n_aux; i++) set_view(x, b_aux + i, aux[i], &sh[n_in + n_out + i], dt[n_in + n_out + i]);
     mxp_var *temp = NULL;
-    rc = exec_resources(x, &temp);
+    rc = step ? step_resources(x, &temp) : exec_resources(x, &temp);
     mxp_var **reads = calloc((size_t)n_t + 1, sizeof *reads), **writes = calloc((size_t)n_in + 2, sizeof *writes);
     if (!rc && (!reads || !writes)) rc = mxp__error_oom("backward");
     if (rc) {
         free(reads);
         free(writes);
         free(need);
-        exec_free(x);
+        mxp__exec_free(x);
         return rc;
     }
     int nr = 0, nw = 0;
@@ -552,7 +570,16 @@ int mxp__node_backward(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray 
     free(reads);
     free(writes);
     free(need);
-    return exec_push(x);
+    *out_x = x;
+    return MXP_OK;
+}
+
+int mxp__node_backward(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray *const *in,
+                       mxp_ndarray *const *out, mxp_ndarray *const *in_grads, mxp_ndarray *const *aux,
+                       const int *req) {
+    exec *x;
+    int rc = mxp__exec_backward_prepare(n, out_grads, in, out, in_grads, aux, req, 0, &x);
+    return rc ? rc : exec_push(x);
 }
 
 /* ------------------------------------------------------------ inline */
@@ -609,7 +636,7 @@ int mxp__node_run_tensors(mxp__node *n, uint32_t n_in, const mxp_tensor *in, uin
          * and this may run inside an engine worker. */
         x->ws_host = mxp__host_table()->alloc_host(cur->workspace_bytes);
         if (!x->ws_host) {
-            exec_free(x);
+            mxp__exec_free(x);
             return mxp__error(MXP_ENOMEM, "op '%s': workspace of %llu bytes", op, (unsigned long long)cur->workspace_bytes);
         }
         x->ws = x->ws_host;
@@ -620,16 +647,16 @@ int mxp__node_run_tensors(mxp__node *n, uint32_t n_in, const mxp_tensor *in, uin
         for (int i = 0; i < tot; i++) elems += (uint64_t)mxp_tensor_numel(&x->t[i]);
         rc = mxp__rng_reserve(dev, 4 * elems + 16, &x->rng.stream);
         if (rc) {
-            exec_free(x);
+            mxp__exec_free(x);
             return rc;
         }
         x->has_rng = 1;
     }
     if (cur->ref->impl->flags & MXP_IMPL_ASYNC) {
-        exec_free(x);
+        mxp__exec_free(x);
         return mxp__error(MXP_EUNSUPPORTED, "op '%s': host.invoke cannot run an asynchronous impl", op);
     }
-    rc = exec_call(x, NULL);
-    exec_free(x);
+    rc = mxp__exec_call(x, NULL);
+    mxp__exec_free(x);
     return rc;
 }

@@ -6,6 +6,7 @@
 
 #include "op/op.h"
 #include "plugin/plugin.h"
+#include "resource/resource.h"
 
 #include <stdatomic.h>
 
@@ -27,6 +28,50 @@ typedef struct node_inst {
 
 node_inst *mxp__inst_retain(node_inst *in);
 void mxp__inst_release(node_inst *in);
+
+/* What one run of a node needs, filled at push time (exec.c): a plain
+ * push makes one per push (freed by the engine's free_arg); a pre-created
+ * step (step.c) keeps one as its engine op's argument, and its pushes only
+ * add the temp pointer and the random range.  Runs of one step never
+ * overlap (they write the same vars), so a run may fill t[].version, ctx
+ * and cb in place; the pushing thread reads only what is fixed at build. */
+typedef struct mxp__exec {
+    node_inst *inst;
+    char name[MXP__NODE_LABEL_MAX]; /* the node's label (op.h) */
+    int backward, is_train;
+    mxp_device dev;
+    uint32_t n_in, n_out, n_aux;
+    int n_t;
+    mxp_tensor *t;
+    int64_t *shp;          /* [n_t][MXP_MAX_NDIM] */
+    mxp_var **tvar;        /* [n_t], var to read the version from, or NULL */
+    int32_t *req;          /* forward: [n_out]; backward: [n_in] */
+    void *ws;
+    uint64_t ws_bytes;
+    void *ws_host;         /* inline runs: workspace from host memory */
+    int has_rng;
+    struct mxp_rng rng;
+    mxp_var *ws_var;       /* step templates: the temp copy every push uses */
+    uint64_t rng_values;   /* step templates: values each push reserves (0: none) */
+    mxp_op_ctx ctx;
+    mxp_engine_callback cb;
+    mxp_var **vars;        /* [n_const | n_mutate] */
+    int n_const, n_mutate, cap_vars;
+} mxp__exec;
+
+/* Everything a forward / backward push needs (checks, views, req, var
+ * lists); `step`: a template for a pre-created op (temp copy picked, no
+ * temp pointer or random range yet).  *out_x owned by the caller. */
+int mxp__exec_forward_prepare(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *out,
+                              mxp_ndarray *const *aux, const int *req, int is_train, int step, mxp__exec **out_x);
+int mxp__exec_backward_prepare(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray *const *in,
+                               mxp_ndarray *const *out, mxp_ndarray *const *in_grads, mxp_ndarray *const *aux,
+                               const int *req, int step, mxp__exec **out_x);
+/* Run the kernel (sync impl) / start it (async impl) on the calling thread. */
+int mxp__exec_call(mxp__exec *x, void *stream);
+void mxp__exec_async(mxp__exec *x, const mxp_run_ctx *rctx, mxp_engine_callback cb);
+void mxp__exec_free(mxp__exec *x);
+void mxp__exec_free_fn(void *arg); /* as an engine free_arg */
 
 /* node.c accessors for exec.c. */
 const mxp_shape *mxp__node_shapes(const mxp__node *n);

@@ -115,6 +115,28 @@ int mxp__node_backward(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray 
                        mxp_ndarray *const *out, mxp_ndarray *const *in_grads, mxp_ndarray *const *aux,
                        const int *req);
 
+/* Pre-created steps (step.c): what a graph executor keeps per step so each
+ * run pushes one engine op made once, instead of building a push.  `*slot`
+ * starts NULL; the first call builds the step, later calls with the same
+ * arrays (same var, data, offset, shape, dtype per slot), req and is_train,
+ * on the node's same instance, push it again; anything else rebuilds it
+ * (the old op finishes its in-flight pushes first).  Same contract, checks
+ * and errors as mxp__node_forward / _backward; slot NULL: a plain push. */
+typedef struct mxp__node_step mxp__node_step;
+int mxp__node_forward_step(mxp__node *n, mxp__node_step **slot, mxp_ndarray *const *in, mxp_ndarray *const *out,
+                           mxp_ndarray *const *aux, const int *req, int is_train);
+int mxp__node_backward_step(mxp__node *n, mxp__node_step **slot, mxp_ndarray *const *out_grads,
+                            mxp_ndarray *const *in, mxp_ndarray *const *out, mxp_ndarray *const *in_grads,
+                            mxp_ndarray *const *aux, const int *req);
+/* The step runs on an instance the node no longer has (registry change
+ * seen by the node's forward): reset it, so it pins nothing until rebuilt. */
+int mxp__node_step_stale(const mxp__node *n, const mxp__node_step *s);
+void mxp__node_step_reset(mxp__node_step *s);
+/* Engine ops built for this step so far (tests: reuse and rebuild). */
+int mxp__node_step_builds(const mxp__node_step *s);
+/* Free after its in-flight pushes (the engine keeps what they need).  NULL ok. */
+void mxp__node_step_free(mxp__node_step *s);
+
 /* Run forward synchronously on the calling thread on caller-owned tensors
  * (no engine: what host.invoke serves).  Outputs must be allocated; req
  * write; aux none.  Workspace comes from host memory for the call. */

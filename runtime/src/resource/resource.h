@@ -80,6 +80,11 @@ typedef struct mxp_temp_space {
  * out cleared on entry.  Returns MXP_OK, MXP_EINVAL (unknown device),
  * MXP_ENOMEM.  Thread-safe; call at push time. */
 int mxp__temp_space_acquire(mxp_device dev, size_t bytes, mxp_temp_space *out);
+/* The same copy as an earlier acquire that returned `var` (a pre-created
+ * engine op lists that var once, at creation), grown to >= bytes; the
+ * pointer may differ from last time (growth).  MXP_ENOENT when no copy has
+ * that var any more (after release_all). */
+int mxp__temp_space_acquire_same(mxp_device dev, size_t bytes, const mxp_var *var, mxp_temp_space *out);
 
 /* Free every workspace (through the engine, after their users) and forget
  * them.  For shutdown and tests; no acquire may run concurrently. */

@@ -78,28 +78,30 @@ static int deferred_free(mxp_var *var, mxp_storage_block blk) {
     return rc;
 }
 
-int mxp__temp_space_acquire(mxp_device dev, size_t bytes, mxp_temp_space *out) {
-    if (!out) return mxp__error(MXP_EMISUSE, "mxp__temp_space_acquire: NULL out");
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&temp_mu);
+/* The copy to use under temp_mu: `same` (a var a previous acquire
+ * returned) or the next in turn; grown to >= bytes. */
+static int acquire_locked(mxp_device dev, size_t bytes, const mxp_var *same, mxp_temp_space *out) {
     temp_dev *td = temp_devs;
     while (td && !(td->dev.type == dev.type && td->dev.id == dev.id)) td = td->next;
+    if (!td && same) return mxp__error(MXP_ENOENT, "temp space: no copy with that var (released?)");
     if (!td) {
-        if (!mxp__storage_backend(dev.type)) {
-            pthread_mutex_unlock(&temp_mu);
+        if (!mxp__storage_backend(dev.type))
             return mxp__error(MXP_EINVAL, "temp space: unknown device type %d", (int)dev.type);
-        }
         td = calloc(1, sizeof *td);
-        if (!td) {
-            pthread_mutex_unlock(&temp_mu);
-            return mxp__error_oom("temp space");
-        }
+        if (!td) return mxp__error_oom("temp space");
         td->dev = dev;
         td->n_copies = env_copies(dev);
         td->next = temp_devs;
         temp_devs = td;
     }
-    temp_copy *c = &td->copies[td->cursor++ % (unsigned)td->n_copies];
+    temp_copy *c = NULL;
+    if (same) {
+        for (int i = 0; i < td->n_copies && !c; i++)
+            if (td->copies[i].var == same) c = &td->copies[i];
+        if (!c) return mxp__error(MXP_ENOENT, "temp space: no copy with that var (released?)");
+    } else {
+        c = &td->copies[td->cursor++ % (unsigned)td->n_copies];
+    }
     int rc = MXP_OK;
     if (!c->var) rc = mxp_engine_new_var(&c->var);
     if (rc == MXP_OK && c->blk.size < bytes) {
@@ -118,6 +120,23 @@ int mxp__temp_space_acquire(mxp_device dev, size_t bytes, mxp_temp_space *out) {
         out->size = bytes ? c->blk.size : 0;
         out->var = c->var;
     }
+    return rc;
+}
+
+int mxp__temp_space_acquire(mxp_device dev, size_t bytes, mxp_temp_space *out) {
+    if (!out) return mxp__error(MXP_EMISUSE, "mxp__temp_space_acquire: NULL out");
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&temp_mu);
+    int rc = acquire_locked(dev, bytes, NULL, out);
+    pthread_mutex_unlock(&temp_mu);
+    return rc;
+}
+
+int mxp__temp_space_acquire_same(mxp_device dev, size_t bytes, const mxp_var *var, mxp_temp_space *out) {
+    if (!out || !var) return mxp__error(MXP_EMISUSE, "mxp__temp_space_acquire_same: NULL argument");
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&temp_mu);
+    int rc = acquire_locked(dev, bytes, var, out);
     pthread_mutex_unlock(&temp_mu);
     return rc;
 }
