@@ -124,6 +124,15 @@ static void check_cfg(const wcfg *c, uint64_t seed) {
     for (int64_t i = 0; i < nx; i++) cr_assert_eq(((float *)n.in_grad[0])[i], 7.0f);
     e = tu_relerr(n.in_grad[1], MXP_DTYPE_F32, dw, nw);
     cr_assert(e <= tol, "dw without dx %s: relerr %g", kw, e);
+    if (!c->no_bias) { /* bias gradient alone (it is otherwise summed in the weight-gradient pass) */
+        for (int i = 0; i < c->M; i++) db[i] /= 2;
+        for (int64_t i = 0; i < nw; i++) ((float *)n.in_grad[1])[i] = 5.0f;
+        int32_t onlydb[3] = {MXP_REQ_NULL, MXP_REQ_NULL, MXP_REQ_WRITE};
+        cr_assert_eq(nnh_node_backward(&n, onlydb), 0, "%s", nnh_error());
+        for (int64_t i = 0; i < nw; i++) cr_assert_eq(((float *)n.in_grad[1])[i], 5.0f);
+        e = tu_relerr(n.in_grad[2], MXP_DTYPE_F32, db, c->M);
+        cr_assert(e <= tol, "db alone %s: relerr %g", kw, e);
+    }
     free(x); free(w); free(b); free(y); free(dy); free(dx); free(dw); free(db);
     nnh_node_free(&n);
 }

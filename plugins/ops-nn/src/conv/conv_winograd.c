@@ -49,17 +49,16 @@ void wino_plan_make(wplan *p, int64_t N, int64_t C, int64_t H, int64_t W, int64_
     p->nchunk = (p->T + tc - 1) / tc;
 }
 
-int64_t wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
-    int64_t per = p->th * p->tw, slot = -1;
+void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
+    int64_t per = p->th * p->tw, ih0 = 0;
     for (int64_t i = 0; i < nt; i++) {
         int64_t t = t0 + i, n = t / per, r = t % per, ty = r / p->tw, tx = r % p->tw;
         tl[i].n = n; tl[i].oh = 4 * ty; tl[i].ow = 4 * tx;
         tl[i].ih = 4 * ty - p->ph; tl[i].iw = 4 * tx - p->pw;
         tl[i].inner = tl[i].ih >= 0 && tl[i].ih + 6 <= p->H && tl[i].iw >= 0 && tl[i].iw + 6 <= p->W;
-        if (i == 0 || tx == 0) slot++;
-        tl[i].slot = slot;
+        if (i == 0 || n != tl[i - 1].n) ih0 = tl[i].ih;
+        tl[i].srow = tl[i].ih - ih0;
     }
-    return slot + 1;
 }
 
 void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pad, int rows, int64_t ld,
@@ -135,24 +134,32 @@ typedef struct fjob {
     int32_t req;
 } fjob;
 
-/* V[xi][c][ld] for the chunk's tiles: per channel, its tile rows are
- * staged zero-padded (no bounds checks in the gather), then 16 tiles at a
- * time are gathered and transformed in registers.  Lanes beyond nt read
- * staged data (finite) and only feed output columns nobody stores. */
-static void input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl, int64_t nt, int64_t nslot,
-                        int64_t ld, float *V, float *st) {
+/* V[xi][c][ld] for the chunk's tiles: per channel, the input rows of each
+ * sample's run of tiles are staged zero-padded (no bounds checks in the
+ * gather, each row copied once), then 16 tiles at a time are gathered and
+ * transformed in registers.  Lanes beyond nt read staged data (finite) and
+ * only feed output columns nobody stores. */
+static void input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl, int64_t nt, int64_t ld,
+                        float *V, float *st, const float **tp) {
     uint64_t plane = (uint64_t)(p->H * p->W);
     int64_t Wp = wino_stage_w(p);
     const float *src[16];
     for (int64_t c = 0; c < p->Cg; c++) {
-        for (int64_t i = 0, k = 0; i < nt && k < nslot; i++) {
-            if (i > 0 && tl[i].slot == tl[i - 1].slot) continue;
-            wino_stage_rows(p, x + (uint64_t)(tl[i].n * p->C + g * p->Cg + c) * plane, tl[i].ih, st + k * 6 * Wp);
-            k++;
+        float *dst = st;
+        for (int64_t i = 0, e, rows; i < nt; i = e) {
+            e = wino_run_end(tl, i, nt, &rows);
+            wino_stage(x + (uint64_t)(tl[i].n * p->C + g * p->Cg + c) * plane, p->H, p->W, tl[i].ih, p->pw, (int)rows,
+                       Wp, dst);
+            if (c == 0) for (int64_t k = i; k < e; k++) tp[k] = dst + tl[k].srow * Wp + tl[k].ow;
+            dst += rows * Wp;
         }
+        if (c + 1 < p->Cg)
+            for (int64_t i = 0, e, rows; i < nt; i = e) {
+                e = wino_run_end(tl, i, nt, &rows);
+                wino_prefetch_rows(x + (uint64_t)(tl[i].n * p->C + g * p->Cg + c + 1) * plane, p->H, p->W, tl[i].ih, rows);
+            }
         for (int64_t l0 = 0; l0 < ld; l0 += 16) {
-            for (int64_t l = 0; l < 16; l++)
-                src[l] = l0 + l < nt ? st + tl[l0 + l].slot * 6 * Wp + tl[l0 + l].ow : st;
+            for (int64_t l = 0; l < 16; l++) src[l] = l0 + l < nt ? tp[l0 + l] : st;
             wino_in_tf16(src, Wp, V + c * ld + l0, p->Cg * ld);
         }
     }
@@ -195,16 +202,17 @@ static void fwd_range(void *arg, int64_t b, int64_t e) {
     const fjob *j = arg; const wplan *p = j->p;
     int64_t tc = p->tc;
     uint64_t nV = 36ull * (uint64_t)(p->Cg * tc), nM = 36ull * 8 * (uint64_t)tc;
-    uint64_t nS = (uint64_t)(wino_max_slots(p) * 6 * wino_stage_w(p));
-    float *buf = nn_alloc((nV + nM + nS + 256) * sizeof(float) + (uint64_t)tc * sizeof(wtile));
+    uint64_t nS = (uint64_t)(wino_max_rows(p) * wino_stage_w(p));
+    float *buf = nn_alloc((nV + nM + nS + 256) * sizeof(float) + (uint64_t)tc * (sizeof(wtile) + sizeof(float *)));
     if (!buf) return; /* cannot report from a chunk; the caller's pool does not fail in practice */
     float *V = buf, *Mx = V + nV, *st = Mx + nM, *tmp = st + nS;
     wtile *tl = (wtile *)(void *)(tmp + 256);
+    const float **tp = (const float **)(void *)(tl + tc);
     for (int64_t ch = b; ch < e; ch++) {
         int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc, ld = (nt + 15) / 16 * 16;
-        int64_t nslot = wino_tiles_decode(p, t0, nt, tl);
+        wino_tiles_decode(p, t0, nt, tl);
         for (int64_t g = 0; g < p->G; g++) {
-            input_chunk(p, j->x, g, tl, nt, nslot, ld, V, st);
+            input_chunk(p, j->x, g, tl, nt, ld, V, st, tp);
             for (int64_t mb = 0; mb < p->nmb; mb++) {
                 for (int xi = 0; xi < 36; xi++)
                     wino_gemm8(p->Cg, j->U + ((g * 36 + xi) * p->nmb + mb) * p->Cg * 8, V + xi * p->Cg * ld, ld,
@@ -256,10 +264,10 @@ static int wino_backward(const mxp_backward_args *a) {
         if (st < 0) return st;
     }
     int32_t rq_db = (!cp->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL;
-    if (a->req[1] != MXP_REQ_NULL) {
+    if (a->req[1] != MXP_REQ_NULL) { /* the bias gradient comes along (dy is staged there anyway) */
         wplan p; wino_plan_make(&p, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw, WINO_WGRAD_CHUNK_BYTES);
-        if ((st = wino_weight_grad(a->ctx, &p, nn_ptr(&a->in[0]), dy, nn_ptr(&a->in_grad[1]), a->req[1])) < 0)
-            return st;
+        return wino_weight_grad(a->ctx, &p, nn_ptr(&a->in[0]), dy, nn_ptr(&a->in_grad[1]), a->req[1],
+                                rq_db == MXP_REQ_NULL ? NULL : nn_ptr(&a->in_grad[2]), rq_db);
     }
     if (rq_db != MXP_REQ_NULL)
         return wino_bias_grad(a->ctx, g.N, g.M, g.Ho * g.Wo, dy, nn_ptr(&a->in_grad[2]), rq_db);

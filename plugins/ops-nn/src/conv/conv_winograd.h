@@ -36,24 +36,43 @@ typedef struct wtile {
     int64_t n, oh, ow;    /* sample, output origin                        */
     int64_t ih, iw;       /* input origin of the 6x6 tile (may be < 0)    */
     int inner;            /* the 6x6 input tile lies inside the plane     */
-    int64_t slot;         /* index of its (n, tile row) within the chunk  */
+    int64_t srow;         /* its first input row, counted from the first
+                             input row of its sample's run of tiles in
+                             the chunk (the run is staged as one block)   */
 } wtile;
 
 /* chunk_bytes: what tc*36*Cg floats should take (rounded to 16 tiles). */
 void wino_plan_make(wplan *p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G,
                     int64_t ph, int64_t pw, int64_t chunk_bytes);
-/* Tiles t0..t0+nt-1; returns how many (n, tile row) slots they span. */
-int64_t wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl);
+/* Tiles t0..t0+nt-1. */
+void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl);
+/* The run of tiles of one sample starting at tile i: returns its end; the
+ * run's input rows are tl[i].ih .. tl[i].ih + *rows - 1. */
+static inline int64_t wino_run_end(const wtile *tl, int64_t i, int64_t nt, int64_t *rows) {
+    int64_t e = i + 1;
+    while (e < nt && tl[e].n == tl[i].n) e++;
+    *rows = tl[e - 1].srow + 6;
+    return e;
+}
 /* Row length of a staged tile row: 4*tw + 2 columns + slack so every tile
  * can read 8 floats per row. */
 static inline int64_t wino_stage_w(const wplan *p) { return 4 * p->tw + 4; }
-/* Most slots a chunk of tc tiles can span. */
-static inline int64_t wino_max_slots(const wplan *p) {
-    int64_t s = p->tc / p->tw + 2; return s < p->tc ? s : p->tc;
+/* Most staged input rows a chunk of tc tiles needs: every tile row it
+ * spans (at most tc/tw + 2) takes 4 rows, every sample run 2 more. */
+static inline int64_t wino_max_rows(const wplan *p) {
+    int64_t s = p->tc / p->tw + 2; if (s > p->tc) s = p->tc;
+    return 6 * s;
 }
 /* The 6 input rows of one tile row of a plane, zero-padded: dst[i*Wp + col]
  * = plane[ih+i][col-pw] (0 outside). */
 void wino_stage_rows(const wplan *p, const float *plane, int64_t ih, float *dst);
+/* Prefetch rows h0..h0+rows-1 (clipped to the plane) of an H x W plane:
+ * staging the next channel's rows otherwise waits on DRAM, since each
+ * plane's run of rows is too short for the hardware prefetcher. */
+static inline void wino_prefetch_rows(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t rows) {
+    int64_t a = h0 < 0 ? 0 : h0, b = h0 + rows > H ? H : h0 + rows;
+    for (const float *q = plane + a * W, *end = plane + b * W; q < end; q += 16) __builtin_prefetch(q, 0, 3);
+}
 /* Generic: dst[i*ld + col] = plane[h0+i][col-pad] for i < rows, zero
  * outside the H x W plane (ld >= W + pad). */
 void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pad, int rows, int64_t ld,
@@ -61,8 +80,10 @@ void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pa
 /* dst[(i*6+j)*16] = plane[ih+i][iw+j] (zero outside the H x W plane). */
 void wino_gather6(const wplan *p, const float *plane, const wtile *t, float *dst);
 
-/* dw (req) = dL/dW of pass p for x and dy, in the winograd domain. */
-int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *dy, float *dw, int32_t req);
+/* dw (req) = dL/dW of pass p for x and dy, in the winograd domain; also
+ * db (rq_db) = Σ dy per filter when db is not NULL. */
+int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *dy, float *dw, int32_t req,
+                     float *db, int32_t rq_db);
 /* db[m] (req) = Σ_n Σ_q dy[n][m][q], q < P. */
 int wino_bias_grad(const mxp_op_ctx *ctx, int64_t N, int64_t M, int64_t P, const float *dy, float *db, int32_t req);
 

@@ -34,39 +34,58 @@ typedef struct gjob {
     const wplan *p;
     const float *x, *dy;
     float *part;            /* [P][G][36][Mgp][Cgp] */
+    double *dbp;            /* [P][M] bias-gradient partials, or NULL */
     int64_t Cgp, nmb2;      /* Cg padded to 16; 8-filter blocks rounded up to even */
     uint64_t part_n;        /* floats per partition */
     _Atomic int64_t next;   /* next chunk */
 } gjob;
 
-/* Transforms of one tile row segment [i0, i1) of the chunk (same slot),
- * group g: Vt[xi][i][c] (lanes = 16 input channels) and D[xi][mb][i][8]
- * (lanes = 16 filters, split into two 8-blocks).  Channel planes are staged
- * zero-padded 16 at a time so the gathers need no bounds checks. */
-static void transform_segment(const gjob *j, int64_t g, const wtile *tl, int64_t i0, int64_t i1, float *Vt, float *D,
-                              float *stx, float *sty) {
+/* Transforms of one sample's run of tiles [i0, i1) in the chunk, group g:
+ * Vt[xi][i][c] (lanes = 16 input channels) and D[xi][mb][i][8] (lanes = 16
+ * filters, split into two 8-blocks).  The run's rows of 16 channel planes
+ * are staged zero-padded at a time, so the gathers need no bounds checks;
+ * stx holds 16 x wino_max_rows rows of Wp, sty 16 x as many rows of Wq. */
+static void transform_run(const gjob *j, int64_t g, const wtile *tl, int64_t i0, int64_t i1, int64_t rows,
+                          float *Vt, float *D, float *stx, float *sty, double *db) {
     const wplan *p = j->p;
-    int64_t tc = p->tc, Cgp = j->Cgp, Wp = wino_stage_w(p), Wq = 4 * p->tw + 4;
-    int64_t n = tl[i0].n, plane = p->H * p->W, oplane = p->Ho * p->Wo;
+    int64_t tc = p->tc, Cgp = j->Cgp, Wp = wino_stage_w(p), Wq = 4 * p->tw + 4, R = wino_max_rows(p);
+    int64_t n = tl[i0].n, plane = p->H * p->W, oplane = p->Ho * p->Wo, orows = rows - 2;
     const float *src[16];
     for (int64_t c0 = 0; c0 < Cgp; c0 += 16) {
         for (int64_t l = 0; l < 16; l++) {
-            if (c0 + l < p->Cg) wino_stage_rows(p, j->x + (n * p->C + g * p->Cg + c0 + l) * plane, tl[i0].ih, stx + l * 6 * Wp);
-            else memset(stx + l * 6 * Wp, 0, (size_t)(6 * Wp) * sizeof(float));
+            if (c0 + l < p->Cg)
+                wino_stage(j->x + (n * p->C + g * p->Cg + c0 + l) * plane, p->H, p->W, tl[i0].ih, p->pw, (int)rows, Wp,
+                           stx + l * R * Wp);
+            else memset(stx + l * R * Wp, 0, (size_t)(rows * Wp) * sizeof(float));
         }
+        for (int64_t l = 0; l < 16 && c0 + 16 + l < p->Cg; l++)
+            wino_prefetch_rows(j->x + (n * p->C + g * p->Cg + c0 + 16 + l) * plane, p->H, p->W, tl[i0].ih, rows);
         for (int64_t i = i0; i < i1; i++) {
-            for (int64_t l = 0; l < 16; l++) src[l] = stx + l * 6 * Wp + tl[i].ow;
+            for (int64_t l = 0; l < 16; l++) src[l] = stx + (l * R + tl[i].srow) * Wp + tl[i].ow;
             wino_in_tf16(src, Wp, Vt + i * Cgp + c0, tc * Cgp);
         }
     }
     for (int64_t m0 = 0; m0 < p->Mgp; m0 += 16) {
         for (int64_t l = 0; l < 16; l++) {
-            if (m0 + l < p->Mg) wino_stage(j->dy + (n * p->M + g * p->Mg + m0 + l) * oplane, p->Ho, p->Wo, tl[i0].oh, 0, 4, Wq,
-                                           sty + l * 4 * Wq);
-            else memset(sty + l * 4 * Wq, 0, (size_t)(4 * Wq) * sizeof(float));
+            if (m0 + l < p->Mg)
+                wino_stage(j->dy + (n * p->M + g * p->Mg + m0 + l) * oplane, p->Ho, p->Wo, tl[i0].oh, 0, (int)orows, Wq,
+                           sty + l * R * Wq);
+            else memset(sty + l * R * Wq, 0, (size_t)(orows * Wq) * sizeof(float));
         }
+        for (int64_t l = 0; db && l < 16 && m0 + l < p->Mg; l++) { /* Σ dy over the run's own 4x4 tiles */
+            double acc = 0;
+            for (int64_t i = i0; i < i1; i++) {
+                const float *b = sty + (l * R + tl[i].srow) * Wq + tl[i].ow;
+                float f = 0.0f;
+                for (int r = 0; r < 4; r++, b += Wq) f += (b[0] + b[1]) + (b[2] + b[3]);
+                acc += f;
+            }
+            db[g * p->Mg + m0 + l] += acc;
+        }
+        for (int64_t l = 0; l < 16 && m0 + 16 + l < p->Mg; l++)
+            wino_prefetch_rows(j->dy + (n * p->M + g * p->Mg + m0 + 16 + l) * oplane, p->Ho, p->Wo, tl[i0].oh, orows);
         for (int64_t i = i0; i < i1; i++) {
-            for (int64_t l = 0; l < 16; l++) src[l] = sty + l * 4 * Wq + tl[i].ow;
+            for (int64_t l = 0; l < 16; l++) src[l] = sty + (l * R + tl[i].srow) * Wq + tl[i].ow;
             wino_dy_tf16(src, Wq, D + ((m0 / 8) * tc + i) * 8, tc * 8, j->nmb2 * tc * 8);
         }
     }
@@ -76,22 +95,24 @@ static void part_range(void *arg, int64_t b, int64_t e) {
     gjob *j = arg; const wplan *p = j->p;
     int64_t tc = p->tc, Cgp = j->Cgp, Wp = wino_stage_w(p), Wq = 4 * p->tw + 4;
     uint64_t nV = 36ull * (uint64_t)(tc * Cgp), nD = 36ull * (uint64_t)(j->nmb2 * tc * 8);
-    uint64_t nS = (uint64_t)(16 * 6 * Wp + 16 * 4 * Wq);
+    uint64_t nS = (uint64_t)(16 * wino_max_rows(p) * (Wp + Wq));
     float *buf = nn_alloc((nV + nD + nS) * sizeof(float) + (uint64_t)tc * sizeof(wtile));
     if (!buf) return; /* cannot report from a chunk; the host pool does not fail in practice */
-    float *Vt = buf, *D = Vt + nV, *stx = D + nD, *sty = stx + 16 * 6 * Wp;
-    wtile *tl = (wtile *)(void *)(sty + 16 * 4 * Wq);
+    float *Vt = buf, *D = Vt + nV, *stx = D + nD, *sty = stx + 16 * wino_max_rows(p) * Wp;
+    wtile *tl = (wtile *)(void *)(sty + 16 * wino_max_rows(p) * Wq);
     for (int64_t part = b; part < e; part++) {
         float *dU = j->part + part * j->part_n;
+        double *db = j->dbp ? j->dbp + part * p->M : NULL;
         memset(dU, 0, j->part_n * sizeof(float));
+        if (db) memset(db, 0, (size_t)p->M * sizeof(double));
         int64_t ch;
         while ((ch = atomic_fetch_add(&j->next, 1)) < p->nchunk) {
             int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc;
             wino_tiles_decode(p, t0, nt, tl);
             for (int64_t g = 0; g < p->G; g++) {
-                for (int64_t i0 = 0, i1; i0 < nt; i0 = i1) {
-                    for (i1 = i0 + 1; i1 < nt && tl[i1].slot == tl[i0].slot; i1++) {}
-                    transform_segment(j, g, tl, i0, i1, Vt, D, stx, sty);
+                for (int64_t i0 = 0, i1, rows; i0 < nt; i0 = i1) {
+                    i1 = wino_run_end(tl, i0, nt, &rows);
+                    transform_run(j, g, tl, i0, i1, rows, Vt, D, stx, sty, db);
                 }
                 for (int xi = 0; xi < 36; xi++)
                     for (int64_t mb = 0; mb < p->nmb; mb++)
@@ -146,7 +167,8 @@ static void reduce_range(void *arg, int64_t b, int64_t e) {
     nn_free(u);
 }
 
-int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *dy, float *dw, int32_t req) {
+int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *dy, float *dw, int32_t req,
+                     float *db, int32_t rq_db) {
     gjob j;
     memset(&j, 0, sizeof j);
     j.p = p; j.x = x; j.dy = dy; j.Cgp = (p->Cg + 15) / 16 * 16; j.nmb2 = (p->nmb + 1) / 2 * 2;
@@ -154,15 +176,25 @@ int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, cons
     int64_t P = nn_host && nn_host->num_threads ? nn_host->num_threads() : 1;
     if (P < 1) P = 1;
     if (P > p->nchunk) P = p->nchunk;
-    j.part = nn_alloc((uint64_t)P * j.part_n * sizeof(float));
-    if (!j.part) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for weight-gradient partials");
+    /* double partials first: 8-byte aligned whatever part_n is */
+    uint64_t dbn = db ? (uint64_t)(P * p->M) : 0;
+    char *mem = nn_alloc(dbn * sizeof(double) + (uint64_t)P * j.part_n * sizeof(float));
+    if (!mem) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for weight-gradient partials");
+    j.dbp = db ? (double *)(void *)mem : NULL;
+    j.part = (float *)(void *)(mem + dbn * sizeof(double));
     atomic_init(&j.next, 0);
     int st = nn_parallel(ctx, P, 1, part_range, &j);
     if (st == MXP_OK) {
         rjob r = { &j, P, dw, req };
         st = nn_parallel(ctx, p->G * p->Mg, 4, reduce_range, &r);
     }
-    nn_free(j.part);
+    if (st == MXP_OK && db)
+        for (int64_t m = 0; m < p->M; m++) {
+            double acc = 0;
+            for (int64_t q = 0; q < P; q++) acc += j.dbp[q * p->M + m];
+            NN_STORE(rq_db, db[m], (float)acc);
+        }
+    nn_free(mem);
     return st;
 }
 
