@@ -3,7 +3,8 @@
  * small images (with and without whole-vector pixel counts), the
  * full-correlation data gradient of padded layers, pads larger than the
  * kernel extent, dilation and groups, output-channel and pixel tails, row
- * blocks of a single large sample, 1x1 backward, and weight gradients
+ * blocks of a single large sample, 1x1 backward (and sources read in
+ * place when they need no shifted copy), and weight gradients
  * accumulated over chunks of samples or of one sample's pixels.  Each is checked
  * against plain float64 loops written here (forward, data, weight and bias
  * gradients, req write/add/null), and one configuration's gradients
@@ -157,6 +158,9 @@ Test(conv_direct, stride1_paths_match_reference, .init = setup, .fini = teardown
         {2, 2, 8, 30, 16, 2, 3, 5, 1, 2, 1, 1, 1},    /* groups with 8 filters each      */
         {12, 16, 30, 29, 12, 1, 3, 3, 0, 0, 1, 1, 0}, /* dW in sample chunks (5 + 5 + 2) */
         {2, 64, 40, 40, 8, 1, 3, 3, 0, 1, 1, 1, 0},   /* dW in pixel chunks of a sample  */
+        {2, 24, 8, 8, 20, 1, 1, 1, 0, 0, 1, 1, 0},    /* 1x1, whole vectors: x and dy read in place */
+        {2, 12, 4, 8, 6, 3, 1, 1, 0, 0, 1, 1, 1},     /* the same with groups            */
+        {2, 5, 10, 16, 7, 1, 3, 1, 0, 0, 1, 1, 0},    /* one column tap: x read in place  */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check(&cases[i], 100 + i);
 }

@@ -92,27 +92,31 @@ typedef struct vconv {
     int32_t req;
     int64_t rows, rblocks, S;         /* output rows per item, items per sample, plane stride */
     int mb, nv;
+    int in_place;                     /* the source already is its own shifted copy (see vconv_plan) */
     int64_t off[256];
 } vconv;
 
 static void vconv_range(void *arg, int64_t b, int64_t e) {
     const vconv *v = arg;
-    int64_t Ct = v->G * v->Cin, cs = v->kw * v->S, HW = v->Hout * v->Wout;
-    float *buf = nn_alloc((uint64_t)(Ct * cs) * sizeof(float));
-    if (!buf) return;
+    int64_t Ct = v->G * v->Cin, HW = v->Hout * v->Wout, cs = v->in_place ? v->Hs * v->Ws : v->kw * v->S;
+    float *buf = v->in_place ? NULL : nn_alloc((uint64_t)(Ct * cs) * sizeof(float));
+    if (!v->in_place && !buf) return;
     float tmp[DK_MB_MAX * 16 * DK_NV_MAX];
     int add = v->req == MXP_REQ_ADD;
     for (int64_t it = b; it < e; it++) {
         int64_t n = it / v->rblocks, r0 = (it % v->rblocks) * v->rows, r1 = min64(r0 + v->rows, v->Hout);
         int64_t R = r1 - r0 + (v->kh - 1) * v->dh, pix = (r1 - r0) * v->Wout;
-        build_shift(buf, v->src + n * Ct * v->Hs * v->Ws, Ct, v->Hs, v->Ws, v->top, v->left, r0, R, v->Wout, v->kw,
-                    v->dw, v->S);
+        const float *base = v->src + n * Ct * v->Hs * v->Ws + r0 * v->Wout;
+        if (!v->in_place)
+            build_shift(buf, v->src + n * Ct * v->Hs * v->Ws, Ct, v->Hs, v->Ws, v->top, v->left, r0, R, v->Wout, v->kw,
+                        v->dw, v->S);
+
         for (int64_t gr = 0; gr < v->G; gr++)
             for (int64_t m0 = 0; m0 < v->Cout; m0 += v->mb) {
                 int mbs = (int)min64(v->mb, v->Cout - m0);
                 const float *wp = v->wpk + (gr * v->Cout + m0) * v->Cin * v->nk;
                 const float *bp = v->bias ? v->bias + gr * v->Cout + m0 : NULL;
-                const float *xb = buf + gr * v->Cin * cs;
+                const float *xb = (v->in_place ? base : buf) + gr * v->Cin * cs;
                 float *op = v->out + ((n * v->G + gr) * v->Cout + m0) * HW + r0 * v->Wout;
                 int64_t p = 0, step = 16 * v->nv;
                 for (; p + step <= pix; p += step)
@@ -149,6 +153,11 @@ static void vconv_plan(vconv *v) {
     }
     v->rblocks = (v->Hout + v->rows - 1) / v->rows;
     v->S = plane_stride(v->rows + (v->kh - 1) * v->dh, v->Wout);
+    /* One column tap, no padding, source as wide as the output: the source
+     * rows are the shifted copy already.  Whole vectors per item, so no
+     * load runs past the source. */
+    v->in_place = v->kw == 1 && v->top == 0 && v->left == 0 && v->Ws == v->Wout && (v->rows * v->Wout) % 16 == 0 &&
+                  (v->Hout * v->Wout) % 16 == 0;
     for (int64_t ki = 0, k = 0; ki < v->kh; ki++)
         for (int64_t kj = 0; kj < v->kw; kj++, k++) v->off[k] = kj * v->S + ki * v->dh * v->Wout;
     int64_t pix = v->rows * v->Wout;
@@ -201,6 +210,7 @@ typedef struct dwplan {
     int64_t ns;    /* samples per chunk (1 when pixels are split)       */
     int64_t pc;    /* pixels per chunk within a sample (multiple of 16)  */
     int pad_dy;    /* dy copied with rows padded to whole vectors        */
+    int x_in_place;/* 1x1 unpadded, whole vectors: x is its own copy     */
 } dwplan;
 
 static void dwplan_init(dwplan *d, const conv_geom *g) {
@@ -209,6 +219,8 @@ static void dwplan_init(dwplan *d, const conv_geom *g) {
     d->K = g->Cg * g->kh * g->kw;
     d->Ppad = (g->P + 15) / 16 * 16;
     d->pad_dy = g->P % 16 != 0;
+    d->x_in_place = g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0 && !d->pad_dy;
+    if (d->x_in_place) d->S = g->P;
     uint64_t per = (uint64_t)(g->C * g->kw * d->S + g->M * d->Ppad) * sizeof(float);
     if (per <= DW_CHUNK_BYTES) {
         d->ns = (int64_t)(DW_CHUNK_BYTES / per);
@@ -224,7 +236,7 @@ static void dwplan_init(dwplan *d, const conv_geom *g) {
 
 /* Floats of one chunk's buffer: shifted x, then padded dy when needed. */
 static int64_t dwplan_chunk(const dwplan *d, const conv_geom *g) {
-    return d->ns * (g->C * g->kw * d->S + (d->pad_dy ? g->M * d->Ppad : 0));
+    return d->ns * ((d->x_in_place ? 0 : g->C * g->kw * d->S) + (d->pad_dy ? g->M * d->Ppad : 0));
 }
 /* Two chunk buffers when there are several chunks: the next one is
  * prepared during the last weight-gradient pass of the current one. */
@@ -257,7 +269,7 @@ typedef struct shjob {
 } shjob;
 static void shift_range(void *arg, int64_t b, int64_t e) {
     const shjob *j = arg; const conv_geom *g = j->g; const dwplan *d = j->d;
-    int64_t span = j->ns * g->C;
+    int64_t span = d->x_in_place ? 0 : j->ns * g->C;
     for (int64_t it = b; it < e; it++) {
         if (it < span) { /* it = local n * C + c */
             int64_t off = j->n0 * g->C + it;
@@ -327,19 +339,20 @@ static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, con
     for (int64_t c = 0, r = 0; c < g->Cg; c++)
         for (int64_t ki = 0; ki < g->kh; ki++)
             for (int64_t kj = 0; kj < g->kw; kj++, r++) roff[r] = (c * g->kw + kj) * d.S + ki * g->dh * g->Wo;
-    float *buf[2] = { ws, (float *)ws + dwplan_chunk(&d, g) };
-    int64_t xsz = d.ns * g->C * g->kw * d.S;
+    int64_t chunk = dwplan_chunk(&d, g), xsz = d.x_in_place ? 0 : d.ns * g->C * g->kw * d.S;
+    float *buf[2] = { chunk ? ws : NULL, chunk ? (float *)ws + chunk : NULL };
     int dy_items = d.pad_dy || req_db != MXP_REQ_NULL;
     /* chunk preparation job for the chunk starting at sample n0 into buf[bi] */
-#define SHJOB(n0_, bi_) ((shjob){ g, &d, x, dy, buf[bi_], buf[bi_] + xsz, db, (n0_), min64(d.ns, g->N - (n0_)), \
+#define SHJOB(n0_, bi_) ((shjob){ g, &d, x, dy, buf[bi_], buf[bi_] ? buf[bi_] + xsz : NULL, db, (n0_), min64(d.ns, g->N - (n0_)), \
                                   (n0_) == 0 || req_db == MXP_REQ_NULL ? req_db : MXP_REQ_ADD })
     dwpass pass;
     pass.sh = SHJOB(0, 0);
-    int st = nn_parallel(ctx, pass.sh.ns * g->C + (dy_items ? g->M : 0), 1, shift_range, &pass.sh);
+    int64_t xitems = d.x_in_place ? 0 : g->C; /* per sample */
+    int st = nn_parallel(ctx, pass.sh.ns * xitems + (dy_items ? g->M : 0), 1, shift_range, &pass.sh);
     int first = 1;
     for (int64_t n0 = 0, bi = 0; n0 < g->N && st >= 0; n0 += d.ns, bi ^= 1) {
         int64_t ns = min64(d.ns, g->N - n0);
-        dwjob j = { g, &d, buf[bi], dy + n0 * g->M * g->P, dw, g->P, g->M * g->P, ns, 0, 0,
+        dwjob j = { g, &d, d.x_in_place ? x + n0 * g->C * g->P : buf[bi], dy + n0 * g->M * g->P, dw, g->P, g->M * g->P, ns, 0, 0,
                     (g->Mg + DK_DWM_MAX - 1) / DK_DWM_MAX, (d.K + DK_DWK_MAX - 1) / DK_DWK_MAX, 0, roff };
         if (d.pad_dy) { j.dy = buf[bi] + xsz; j.ldy = d.Ppad; j.dys = g->M * d.Ppad; }
         for (int64_t p0 = 0; p0 < d.Ppad && st >= 0; p0 += d.pc) {
@@ -351,7 +364,7 @@ static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, con
             pass.nsh = 0;
             if (p0 + d.pc >= d.Ppad && n0 + d.ns < g->N) { /* last pass of this chunk: prepare the next */
                 pass.sh = SHJOB(n0 + d.ns, bi ^ 1);
-                pass.nsh = pass.sh.ns * g->C + (dy_items ? g->M : 0);
+                pass.nsh = pass.sh.ns * xitems + (dy_items ? g->M : 0);
             }
             st = nn_parallel(ctx, pass.ntask + pass.nsh, 1, dwpass_range, &pass);
             first = 0;
