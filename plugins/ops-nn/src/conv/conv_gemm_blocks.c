@@ -15,15 +15,18 @@
  *     with beta 1 (one pass over y instead of BLAS's zeroing plus a bias
  *     pass).  Backward walks the item's pixels in L2-sized sub-blocks so
  *     the dy sub-block read by the weight-gradient GEMM is still cached
- *     for the data-gradient GEMM; its weight-gradient partials are kept
- *     transposed ([Cg][Mg] per group) and transposed back when summed.
+ *     for the data-gradient GEMM.
  *
  * Weight/bias gradients: each parallel_for chunk accumulates its items
  * into its own partial (dW in T, db in double), stored at the slot of the
  * chunk's first item; the partials are summed in slot order at the end,
  * so no two threads write one value and the result does not depend on
- * which thread ran which chunk.  Scratch comes from the host pool per
- * chunk; an allocation failure is reported as ENOMEM after the loop. */
+ * which thread ran which chunk.  The dW partials are kept transposed
+ * ([K][Mg] per group: dW^T += col dy^T), so BLAS transposes the small dy
+ * block when packing instead of the column matrix (~8% faster on LeNet's
+ * conv2 and the 1x1 layer); the sum transposes them back.  Scratch comes
+ * from the host pool per chunk; an allocation failure is reported as
+ * ENOMEM after the loop. */
 #include "conv_gemm.h"
 
 #include <stdatomic.h>
@@ -31,15 +34,14 @@
 /* ------------------------------------------------ per-chunk partials */
 typedef struct partials {
     int64_t nitems;
-    int64_t tr_rows, tr_cols; /* > 0: dW partials hold each group's [Cg][Mg] block
-                                 transposed (tr_rows = Mg, tr_cols = Cg = K) */
+    int64_t Mg, K;            /* dW partials hold each group's block transposed: [K][Mg] */
     uint64_t db_bytes, bytes; /* db (double, M, padded to 64 B) then dW (T, M*K) */
     char **slot;              /* [nitems]; slot[b] = partial of the chunk starting at b */
 } partials;
 
 static int partials_init(partials *pt, int64_t nitems, const conv_geom *g, uint64_t es) {
     pt->nitems = nitems;
-    pt->tr_rows = pt->tr_cols = 0;
+    pt->Mg = g->Mg; pt->K = g->K;
     pt->db_bytes = ((uint64_t)g->M * sizeof(double) + 63) & ~(uint64_t)63;
     pt->bytes = pt->db_bytes + (uint64_t)(g->M * g->K) * es;
     pt->slot = nn_alloc((uint64_t)nitems * sizeof(char *));
@@ -59,19 +61,17 @@ static char *partials_take(partials *pt, int64_t b) {
 typedef struct redjob { int32_t dt, req; int64_t n; const partials *pt; char *dst; } redjob;
 static void reduce_range(void *arg, int64_t b, int64_t e) {
     const redjob *j = arg; const partials *pt = j->pt;
-    int64_t R = pt->tr_rows, Cc = pt->tr_cols;
+    int64_t R = pt->Mg, Cc = pt->K;
     NN_TYPED(j->dt, T,
         T *d = (T *)j->dst;
         if (j->req != MXP_REQ_ADD) for (int64_t i = b; i < e; i++) d[i] = 0;
         for (int64_t s = 0; s < pt->nitems; s++) {
             if (!pt->slot[s]) continue;
             const T *p = (const T *)(pt->slot[s] + pt->db_bytes);
-            if (R > 0)  /* d[(gr*R + r)*Cc + c] += p[gr*R*Cc + c*R + r] */
-                for (int64_t i = b; i < e; i++) {
-                    int64_t blk = i / (R * Cc), q = i % (R * Cc);
-                    d[i] += p[blk * R * Cc + (q % Cc) * R + q / Cc];
-                }
-            else for (int64_t i = b; i < e; i++) d[i] += p[i];
+            for (int64_t i = b; i < e; i++) { /* d[(gr*R + r)*Cc + c] += p[gr*R*Cc + c*R + r] */
+                int64_t blk = i / (R * Cc), q = i % (R * Cc);
+                d[i] += p[blk * R * Cc + (q % Cc) * R + q / Cc];
+            }
         });
 }
 
@@ -196,15 +196,16 @@ static void bwd_block_range(void *arg, int64_t b, int64_t e) {
                         acc += conv_gemm_row_sum(j->dt, j->dy + (uint64_t)(((n0 + si) * g->M + gr * g->Mg + m) * g->P) * es, g->P);
                     dbp[gr * g->Mg + m] += acc;
                 }
+            /* dW^T [K][Mg] += col dy^T: BLAS transposes the smaller dy when
+             * packing, not col (~8% faster on LeNet's conv2 shape) */
             if (j->rq_dw != MXP_REQ_NULL) {
                 block_im2col(j, n0, nb, gr, col);
                 if (j->per_sample)
                     for (int64_t si = 0; si < nb; si++)
-                        nn_gemm(j->dt, 0, 1, g->Mg, g->K, g->P, 1.0,
-                                j->dy + (uint64_t)(((n0 + si) * g->M + gr * g->Mg) * g->P) * es, g->P,
-                                col + (uint64_t)(si * g->P) * es, ld, 1.0, dwg, g->K);
+                        nn_gemm(j->dt, 0, 1, g->K, g->Mg, g->P, 1.0, col + (uint64_t)(si * g->P) * es, ld,
+                                j->dy + (uint64_t)(((n0 + si) * g->M + gr * g->Mg) * g->P) * es, g->P, 1.0, dwg, g->Mg);
                 else
-                    nn_gemm(j->dt, 0, 1, g->Mg, g->K, ld, 1.0, tmp, ld, col, ld, 1.0, dwg, g->K);
+                    nn_gemm(j->dt, 0, 1, g->K, g->Mg, ld, 1.0, col, ld, tmp, ld, 1.0, dwg, g->Mg);
             }
             if (j->rq_dx != MXP_REQ_NULL) {
                 if (j->per_sample)
@@ -352,7 +353,6 @@ int conv_gemm_bwd_1x1(const mxp_backward_args *a, const conv_geom *g, const gemm
     int64_t nitems = g->N * j.npb;
     int st = partials_init(&j.pt, nitems, g, j.es);
     if (st < 0) return st;
-    j.pt.tr_rows = g->Mg; j.pt.tr_cols = g->Cg;
     st = nn_parallel(a->ctx, nitems, 1, bwd_1x1_range, &j);
     if (st == MXP_OK && atomic_load(&j.oom))
         st = NN_ERR(MXP_ENOMEM, "Convolution(gemm): no memory for gradient partials");
