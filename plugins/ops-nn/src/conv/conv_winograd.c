@@ -9,7 +9,11 @@
  * row, tile column), and the tiles into chunks of `tc` (a multiple of 16)
  * sized so a chunk's transformed data stays in L2.  Chunks are parallel_for
  * items; per chunk and group:
- *   V[xi][c][t]  = (Bᵀ d B)[xi]        16 tiles per vector (lane = tile)
+ *   V[xi][c][t]  = (Bᵀ d B)[xi]        16 tiles per vector (lane = tile):
+ *                                      per channel, each sample's rows of
+ *                                      the chunk are staged zero-padded,
+ *                                      then gathered 16 tiles at a time
+ *                                      with in-register transposes
  *   per 8 output channels mb:
  *     M[xi][i][t] = Σ_c U[xi][mb][c][i] V[xi][c][t]   36 register-blocked
  *                                      GEMMs (8 x tc, K = Cg)
@@ -18,7 +22,9 @@
  * computed once per call.  Each chunk touches only its own output tiles,
  * so no two threads write one value.
  * Backward data is the same pipeline on dy with the kernels flipped and
- * transposed (C <-> M) and pad 2-p (hence pad <= 2).
+ * transposed (C <-> M) and pad 2-p (hence pad <= 2).  The weight gradient
+ * (and with it the bias gradient) is computed in the winograd domain
+ * (conv_winograd_wgrad.c).
  * Everything allocates its scratch from the host pool (no workspace);
  * float32 only (`supports` refuses float64: the gemm impl serves it). */
 #include "conv.h"
