@@ -2,7 +2,8 @@
 # bench/train/run.sh — `make bench-train`: LeNet and MLP on Fashion-MNIST,
 # mxplug (bench.c: symbol JSON from examples/, mxp_module_fit) next to the
 # same nets in PyTorch (torch_train.py), in one run, data in memory on both
-# sides: batch 64, SGD momentum 0.9, lr 0.01, EPOCHS epochs (default 10),
+# sides: batch 64, SGD momentum 0.9, lr 0.01 (x0.1 from epoch 9 of 10),
+# EPOCHS epochs (default 10),
 # 2 threads (MXP_NUM_THREADS=2 / torch.set_num_threads(2),
 # OPENBLAS_NUM_THREADS=1), flush-to-zero on the PyTorch side.
 # PyTorch runs with OMP_WAIT_POLICY=passive unless the environment sets it:
@@ -28,7 +29,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
-echo "bench-train: $EPOCHS epochs, batch 64, SGD momentum 0.9 lr 0.01, 2 threads, data $DATA"
+echo "bench-train: $EPOCHS epochs, batch 64, SGD momentum 0.9 lr 0.01 (x0.1 from epoch 9), 2 threads, data $DATA"
 for net in $NETS; do
     json="$root/examples/$net/$net-symbol.json"
     MXP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$bin" "$json" "$DATA" "$EPOCHS" "$SEED" | tee "$tmp/$net.mx" | sed "s/^/$net: /"

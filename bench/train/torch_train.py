@@ -4,7 +4,11 @@
 Trains the same nets as examples/{lenet,mlp} (LeNet: conv5x5x20-relu-max2,
 conv5x5x50-relu-max2, fc500-relu, fc10; MLP: 784-128-64-10 with relu) on
 Fashion-MNIST held in memory, with the settings of the mxplug side
-(bench/train/bench.c): batch 64, SGD momentum 0.9, lr 0.01, mean
+(bench/train/bench.c): batch 64, SGD momentum 0.9, lr 0.01 (x0.1 for the
+epochs from LR_DECAY_EPOCH = 8 on, 0-based: bench.c's MultiFactorScheduler
+step at update 8 * batches-per-epoch; torch's momentum buffer holds
+gradients, not steps, so at the drop the pending momentum is scaled at once
+where MXNet's decays over ~10 updates — a negligible difference), mean
 cross-entropy (= SoftmaxOutput with rescale_grad 1/batch), pixels / 256 as
 MNISTIter scales them, a fresh shuffle per epoch, the short last batch
 dropped, weights ~ N(0, 2/fan_in) (Kaiming normal = MXNet's
@@ -66,6 +70,9 @@ def net(name):
     return m
 
 
+LR_DECAY_EPOCH = 8
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -85,7 +92,9 @@ def main():
     g = torch.Generator().manual_seed(seed)
     model.train()
     t0 = time.perf_counter()
-    for _ in range(epochs):
+    for ep in range(epochs):
+        for group in opt.param_groups:
+            group["lr"] = 0.01 * (0.1 if ep >= LR_DECAY_EPOCH else 1.0)
         perm = torch.randperm(len(xtr), generator=g)
         correct = torch.zeros((), dtype=torch.int64)
         for b in range(nb):

@@ -212,6 +212,14 @@ typedef struct mxp_fit_opts {
     mxp_batch_cb batch_cb;
     mxp_epoch_cb epoch_cb;
     void *user;
+    /* Learning-rate schedule of a newly created optimizer:
+     * MultiFactorScheduler(lr_steps, lr_factor), steps in updates
+     * (num_update, i.e. batches: epoch e ends at update (e + 1) * batches
+     * per epoch); none when n_lr_steps is 0.  A pure function of
+     * num_update, so a resumed run follows it exactly. */
+    int n_lr_steps;
+    const int64_t *lr_steps;
+    double lr_factor;
 } mxp_fit_opts;
 
 /* data_names / label_names: the symbol's inputs fed by iterators.  NULL

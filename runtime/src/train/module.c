@@ -505,6 +505,11 @@ int mxp_module_fit(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_
             vals[n++] = mxp__train_fmt(rescale, 1.0 / (double)m->batch);
         }
         if ((rc = mxp_optimizer_create(o->optimizer ? o->optimizer : "sgd", n, keys, vals, &m->opt))) return rc;
+        if (o->n_lr_steps > 0) {
+            mxp_lr_schedule *sched = NULL;
+            if ((rc = mxp_lr_schedule_multi_factor(o->n_lr_steps, o->lr_steps, o->lr_factor, &sched))) return rc;
+            mxp_optimizer_set_lr_schedule(m->opt, sched);
+        }
     }
     if (m->load_pending && m->load_states) {
         char path[4096];
