@@ -30,10 +30,6 @@
 #include "conv.h"
 #include "conv_winograd.h"
 
-/* multiplications, not divisions (no -ffast-math to turn them into each other) */
-#define K6 (1.0f / 6.0f)
-#define K12 (1.0f / 12.0f)
-#define K24 (1.0f / 24.0f)
 
 /* ---- plan ---- */
 
@@ -87,36 +83,28 @@ void wino_stage_rows(const wplan *p, const float *plane, int64_t ih, float *dst)
  * (o, i) is the 180°-rotated forward filter of (output i, input o) — the
  * data-gradient pass, where o runs over forward input channels. ---- */
 typedef struct ujob { const wplan *p; const float *wt; float *U; int flip; } ujob;
-typedef float v8 __attribute__((vector_size(32)));
-
-/* g (3 rows of 8 lanes) -> G g (6 rows): u = G g for one column of 3. */
-#define G6(g0, g1, g2, u0, u1, u2, u3, u4, u5) do { \
-    u0 = 0.25f * (g0); u1 = -((g0) + (g1) + (g2)) * K6; u2 = -((g0) - (g1) + (g2)) * K6; \
-    u3 = (g0) * K24 + (g1) * K12 + (g2) * K6; u4 = (g0) * K24 - (g1) * K12 + (g2) * K6; u5 = (g2); \
-} while (0)
-
-/* Items (g, ob): 8 output channels at once, one per vector lane, so each
- * U[g][xi][ob][i][0..8) is one 32-byte store (scattered float stores over
- * the 36 frequency planes thrash the cache). */
+/* Items (g, ob): 8 output channels at once (one per vector lane in
+ * wino_wt_tf8), so each U[g][xi][ob][i][0..8) is one 32-byte store
+ * (scattered float stores over the 36 frequency planes thrash the cache). */
 static void u_range(void *arg, int64_t b, int64_t e) {
     const ujob *j = arg; const wplan *p = j->p;
     int64_t Og = p->Mg, Ig = p->Cg; /* of this pass */
+    float k[72];
     for (int64_t it = b; it < e; it++) {
-        int64_t g = it / p->nmb, ob = it % p->nmb;
+        int64_t g = it / p->nmb, ob = it % p->nmb, nl = Og - ob * 8 < 8 ? Og - ob * 8 : 8;
+        if (nl < 8) memset(k, 0, sizeof k);
         for (int64_t i = 0; i < Ig; i++) {
-            v8 k[9];
-            for (int l = 0; l < 8; l++) {
+            for (int64_t l = 0; l < nl; l++) {
                 int64_t o = ob * 8 + l;
-                for (int q = 0; q < 9; q++)
-                    k[q][l] = o >= Og ? 0.0f
-                            : !j->flip ? j->wt[((g * Og + o) * Ig + i) * 9 + q]
-                                       : j->wt[((g * Ig + i) * Og + o) * 9 + 8 - q];
+                if (!j->flip) {
+                    const float *w = j->wt + ((g * Og + o) * Ig + i) * 9;
+                    for (int q = 0; q < 9; q++) k[q * 8 + l] = w[q];
+                } else {
+                    const float *w = j->wt + ((g * Ig + i) * Og + o) * 9;
+                    for (int q = 0; q < 9; q++) k[q * 8 + l] = w[8 - q];
+                }
             }
-            v8 t[6][3], u[6][6];
-            for (int c = 0; c < 3; c++) G6(k[c], k[3 + c], k[6 + c], t[0][c], t[1][c], t[2][c], t[3][c], t[4][c], t[5][c]);
-            for (int r = 0; r < 6; r++) G6(t[r][0], t[r][1], t[r][2], u[r][0], u[r][1], u[r][2], u[r][3], u[r][4], u[r][5]);
-            float *dst = j->U + ((g * 36 * p->nmb + ob) * Ig + i) * 8;
-            for (int xi = 0; xi < 36; xi++) memcpy(dst + xi * p->nmb * Ig * 8, &u[xi / 6][xi % 6], sizeof(v8));
+            wino_wt_tf8(k, j->U + ((g * 36 * p->nmb + ob) * Ig + i) * 8, p->nmb * Ig * 8);
         }
     }
 }

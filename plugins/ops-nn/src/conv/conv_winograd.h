@@ -89,6 +89,9 @@ int wino_bias_grad(const mxp_op_ctx *ctx, int64_t N, int64_t M, int64_t P, const
 
 /* out[xi*os + l] = (Bᵀ d B)[xi], d[i][j] = in[(i*6+j)*16 + l]. */
 void wino_in_tf(const float *in, float *out, int64_t os);
+/* Weight transform of 8 filters (lane l): dst[xi*xs + l] = (G g Gᵀ)[xi]
+ * with g[a][b] = k[(a*3+b)*8 + l]. */
+void wino_wt_tf8(const float *k, float *dst, int64_t xs);
 /* As wino_in_tf, gathering: d[i][j] of lane l = src[l][i*rs + j]; each
  * src[l] + i*rs must have 8 readable floats. */
 void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os);

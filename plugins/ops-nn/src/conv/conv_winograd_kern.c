@@ -209,6 +209,23 @@ TC static void dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t h
 }
 
 void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, int64_t os) { dy_tf16(src, rs, lo, hi, os); }
+/* u = G g for 3 values: rows [1/4 0 0] [-1/6 -1/6 -1/6] [-1/6 1/6 -1/6]
+ * [1/24 1/12 1/6] [1/24 -1/12 1/6] [0 0 1] */
+#define G6(g0, g1, g2, u0, u1, u2, u3, u4, u5) do { \
+    u0 = 0.25f * (g0); u1 = -((g0) + (g1) + (g2)) * (1.0f / 6.0f); u2 = -((g0) - (g1) + (g2)) * (1.0f / 6.0f); \
+    u3 = (g0) * (1.0f / 24.0f) + (g1) * (1.0f / 12.0f) + (g2) * (1.0f / 6.0f); \
+    u4 = (g0) * (1.0f / 24.0f) - (g1) * (1.0f / 12.0f) + (g2) * (1.0f / 6.0f); u5 = (g2); \
+} while (0)
+
+TC static void wt_tf8(const float *k, float *dst, int64_t xs) {
+    v8 g[9], t[6][3], u[6][6];
+    for (int q = 0; q < 9; q++) g[q] = *(const v8u *)(const void *)(k + q * 8);
+    for (int c = 0; c < 3; c++) G6(g[c], g[3 + c], g[6 + c], t[0][c], t[1][c], t[2][c], t[3][c], t[4][c], t[5][c]);
+    for (int r = 0; r < 6; r++) G6(t[r][0], t[r][1], t[r][2], u[r][0], u[r][1], u[r][2], u[r][3], u[r][4], u[r][5]);
+    for (int xi = 0; xi < 36; xi++) *(v8u *)(void *)(dst + xi * xs) = u[xi / 6][xi % 6];
+}
+
+void wino_wt_tf8(const float *k, float *dst, int64_t xs) { wt_tf8(k, dst, xs); }
 void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os) { in_tf16(src, rs, out, os); }
 void wino_out_tf16(const float *in, int64_t is, float *out) { out_tf16(in, is, out); }
 void wino_in_tf(const float *in, float *out, int64_t os) { in_tf(in, out, os); }
