@@ -34,13 +34,13 @@
 /* ---- plan ---- */
 
 void wino_plan_make(wplan *p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G,
-                    int64_t ph, int64_t pw, int64_t chunk_bytes) {
+                    int64_t ph, int64_t pw, int64_t chunk_bytes, int64_t tile_bytes) {
     memset(p, 0, sizeof *p);
     p->N = N; p->C = C; p->H = H; p->W = W; p->M = M; p->G = G; p->Cg = C / G; p->Mg = M / G;
     p->ph = ph; p->pw = pw; p->Ho = H + 2 * ph - 2; p->Wo = W + 2 * pw - 2;
     p->th = (p->Ho + 3) / 4; p->tw = (p->Wo + 3) / 4; p->T = N * p->th * p->tw;
     p->nmb = (p->Mg + 7) / 8; p->Mgp = p->nmb * 8;
-    int64_t tc = chunk_bytes / (36 * 4 * p->Cg) / 16 * 16;
+    int64_t tc = chunk_bytes / (tile_bytes > 0 ? tile_bytes : 36 * 4 * p->Cg) / 16 * 16;
     if (tc < 16) tc = 16;
     if (tc > 384) tc = 384;
     int64_t tall = (p->T + 15) / 16 * 16;
@@ -232,7 +232,7 @@ static int wino_forward(const mxp_forward_args *a) {
     if (dt != MXP_DTYPE_F32) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(winograd): float32 only");
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     conv_geom g; conv_geom_from_tensor(&g, cp, &a->in[0]);
-    wplan p; wino_plan_make(&p, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw, WINO_CHUNK_BYTES);
+    wplan p; wino_plan_make(&p, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw, WINO_CHUNK_BYTES, 0);
     float *U = weights_transform(a->ctx, &p, nn_ptr(&a->in[1]), 0);
     if (!U) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for transformed weights");
     st = run_forward(a->ctx, &p, nn_ptr(&a->in[0]), U, cp->no_bias ? NULL : nn_ptr(&a->in[2]),
@@ -250,7 +250,7 @@ static int wino_backward(const mxp_backward_args *a) {
     const float *dy = nn_ptr(&a->out_grad[0]);
     if (a->req[0] != MXP_REQ_NULL) {
         /* dx = conv(dy, W') with W'[g*Cg+c][m] = flip(W[g*Mg+m][c]), pad 2-p */
-        wplan p; wino_plan_make(&p, g.N, g.M, g.Ho, g.Wo, g.C, g.G, 2 - g.ph, 2 - g.pw, WINO_CHUNK_BYTES);
+        wplan p; wino_plan_make(&p, g.N, g.M, g.Ho, g.Wo, g.C, g.G, 2 - g.ph, 2 - g.pw, WINO_CHUNK_BYTES, 0);
         float *U = weights_transform(a->ctx, &p, nn_ptr(&a->in[1]), 1);
         if (!U) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for transformed weights");
         st = run_forward(a->ctx, &p, dy, U, NULL, nn_ptr(&a->in_grad[0]), a->req[0]);
@@ -259,7 +259,8 @@ static int wino_backward(const mxp_backward_args *a) {
     }
     int32_t rq_db = (!cp->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL;
     if (a->req[1] != MXP_REQ_NULL) { /* the bias gradient comes along (dy is staged there anyway) */
-        wplan p; wino_plan_make(&p, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw, WINO_WGRAD_CHUNK_BYTES);
+        wplan p; wino_plan_make(&p, g.N, g.C, g.H, g.W, g.M, g.G, g.ph, g.pw, 0, 0);
+        wino_wgrad_plan(&p);
         return wino_weight_grad(a->ctx, &p, nn_ptr(&a->in[0]), dy, nn_ptr(&a->in_grad[1]), a->req[1],
                                 rq_db == MXP_REQ_NULL ? NULL : nn_ptr(&a->in_grad[2]), rq_db);
     }

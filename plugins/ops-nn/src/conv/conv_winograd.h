@@ -17,11 +17,9 @@
 
 #include "nn_common.h"
 
-/* Bytes of transformed data one chunk of tiles aims at (forward: V of the
- * chunk; weight gradient: transformed x and dy of the chunk), so it and
- * the products' operands stay in the 2 MiB L2. */
+/* Bytes of transformed data one forward chunk of tiles aims at (V of the
+ * chunk), so it and the products' operands stay in the 2 MiB L2. */
 #define WINO_CHUNK_BYTES (640ll << 10)
-#define WINO_WGRAD_CHUNK_BYTES (512ll << 10)
 
 /* One pass: y[N][M][Ho][Wo] = conv3x3(x[N][C][H][W]), pad (ph, pw), G
  * groups; 4x4 output tiles numbered over (n, tile row, tile col). */
@@ -41,9 +39,10 @@ typedef struct wtile {
                              the chunk (the run is staged as one block)   */
 } wtile;
 
-/* chunk_bytes: what tc*36*Cg floats should take (rounded to 16 tiles). */
+/* chunk_bytes: what tc tiles of tile_bytes each should take (0: 36*Cg
+ * floats), rounded down to 16 tiles. */
 void wino_plan_make(wplan *p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G,
-                    int64_t ph, int64_t pw, int64_t chunk_bytes);
+                    int64_t ph, int64_t pw, int64_t chunk_bytes, int64_t tile_bytes);
 /* Tiles t0..t0+nt-1. */
 void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl);
 /* The run of tiles of one sample starting at tile i: returns its end; the
@@ -80,6 +79,8 @@ void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pa
 /* dst[(i*6+j)*16] = plane[ih+i][iw+j] (zero outside the H x W plane). */
 void wino_gather6(const wplan *p, const float *plane, const wtile *t, float *dst);
 
+/* Re-chunks a forward plan for the weight gradient (conv_winograd_wgrad.c). */
+void wino_wgrad_plan(wplan *p);
 /* dw (req) = dL/dW of pass p for x and dy, in the winograd domain; also
  * db (rq_db) = Σ dy per filter when db is not NULL. */
 int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *dy, float *dw, int32_t req,

@@ -167,6 +167,18 @@ static void reduce_range(void *arg, int64_t b, int64_t e) {
     nn_free(u);
 }
 
+/* Chunk size: a chunk's transforms (Vt and D, 36*4*(Cgp + 2*8*nmb2/2)
+ * bytes per tile) and a partition's dU share the L2 when dU is small;
+ * when dU cannot stay in L2 anyway it streams once per chunk, so the chunk
+ * is made big enough (K = tc per load/store of dU) while Vt and D still
+ * fit. */
+void wino_wgrad_plan(wplan *p) {
+    int64_t Cgp = (p->Cg + 15) / 16 * 16, Mg16 = (p->Mg + 15) / 16 * 16;
+    int64_t du = 36 * 4 * p->G * p->Mgp * Cgp, tile = 36 * 4 * (Cgp + Mg16);
+    int64_t budget = du > (1ll << 20) ? (1200ll << 10) : (1600ll << 10) - du;
+    wino_plan_make(p, p->N, p->C, p->H, p->W, p->M, p->G, p->ph, p->pw, budget, tile);
+}
+
 int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *dy, float *dw, int32_t req,
                      float *db, int32_t rq_db) {
     gjob j;
