@@ -2,27 +2,32 @@
  * forward, data gradient and weight gradient on register-blocked kernels
  * (conv_direct_kern.c), bias gradient as vector sums.
  *
- * Layout trick ("kw-shifted copies"): for a block of output rows, each
- * input channel is copied kw times, copy kj holding the zero-padded input
+ * Layout ("kw-shifted copies"): for a block of output rows, each input
+ * channel is copied kw times, copy kj holding the zero-padded input
  * shifted left by kj*dw and cropped to the output width Wout:
  *     buf[c][kj][r*Wout + ow] = xpad[c][r0 + r][ow + kj*dw].
- * Then tap (ki, kj) of output pixel p = r*Wout + ow is buf[c][kj][p + ki*dh*Wout]:
+ * Tap (ki, kj) of output pixel p = r*Wout + ow is then buf[c][kj][p + ki*dh*Wout]:
  * a contiguous load for 16 consecutive pixels, with no wasted columns
- * however narrow the image (the padded-width scheme of conv_direct.c wastes
- * (kw-1)/Wp of its work: a third on 12x12 inputs with 5x5 kernels).
+ * however narrow the image (a padded-width layout wastes (kw-1)/Wp of the
+ * work: a third on 12x12 inputs with 5x5 kernels).  A source that already
+ * has this layout (one column tap, no padding, whole vectors) is read in
+ * place.
  *
- * One engine ("vconv": a valid stride-1 correlation of a virtually padded
- * source) serves two passes:
- *   - forward:  source x padded by (ph, pw), weights w, output y;
- *   - data gradient: dx is the full correlation of dy with the flipped,
+ * Passes:
+ *   - forward: "vconv", a valid stride-1 correlation of a virtually padded
+ *     source; items (sample, block of output rows), each builds its
+ *     shifted copy in scratch and runs every output channel on it.
+ *   - data gradient: when the output is much smaller than the input
+ *     (unpadded 5x5 on 12x12), columns dcol = w^T dy per sample (the
+ *     forward kernel with one tap) added into dx (col2im): Cg*nk*P
+ *     multiplies; otherwise the full correlation of dy with the flipped,
  *     transposed weights, i.e. vconv of dy padded by ((kh-1)*dh - ph,
- *     (kw-1)*dw - pw) with w'[c][m][k] = w[m][c][nk-1-k], output dx.
- * Work items are (sample, block of output rows); each builds its shifted
- * copy in thread-local scratch and runs all output channels on it.
- * Weight gradient: dW[m][c,k] = sum_n sum_p dy[n][m][p] * xs[n][c][kj][p + ki*dh*Wo]
- * from shifted copies of every sample (workspace), items are blocks of
- * (m, (c,k)) so no reduction across threads is needed.
- * Not here: strides > 1 and 1x1 forward (conv_direct.c keeps those). */
+ *     (kw-1)*dw - pw) with w'[c][m][k] = w[m][c][nk-1-k]: Cg*nk*H*W.
+ *   - weight gradient: dW[m][c,k] = sum_n sum_p dy[n][m][p] * xs[n][c][kj][p + ki*dh*Wo],
+ *     in L2-sized chunks of samples (or of one sample's pixels); items are
+ *     blocks of (m, (c,k)), so no reduction across threads; the bias
+ *     gradient is summed while a chunk is prepared.
+ * Not here: strides > 1 and the 1x1 forward (conv_direct.c). */
 #include "conv_direct_fast.h"
 
 #include <stdlib.h>
@@ -121,7 +126,9 @@ static void vconv_range(void *arg, int64_t b, int64_t e) {
                 int64_t p = 0, step = 16 * v->nv;
                 for (; p + step <= pix; p += step)
                     dk_fwd(mbs, v->nv, xb + p, cs, v->Cin, v->nk, v->off, wp, bp, op + p, HW, add);
-                if (p < pix) { /* ragged end: into tmp, then the valid part */
+                if (p < pix && (pix - p) % 16 == 0) /* whole vectors left */
+                    dk_fwd(mbs, (int)((pix - p) / 16), xb + p, cs, v->Cin, v->nk, v->off, wp, bp, op + p, HW, add);
+                else if (p < pix) { /* ragged end: into tmp, then the valid part */
                     int64_t rem = pix - p;
                     int nvt = (int)((rem + 15) / 16);
                     dk_fwd(mbs, nvt, xb + p, cs, v->Cin, v->nk, v->off, wp, bp, tmp, 16 * nvt, 0);
@@ -140,17 +147,21 @@ static void vconv_range(void *arg, int64_t b, int64_t e) {
 /* Rows per item, plane stride, tap offsets, kernel block sizes. */
 static void vconv_plan(vconv *v) {
     v->nk = v->kh * v->kw;
-    /* rows per item: enough items for both threads (about 4 each), and a
-     * shifted copy that stays within L2 */
-    int64_t Ct = v->G * v->Cin;
-    v->rows = v->Hout;
-    for (;;) {
-        int64_t R = v->rows + (v->kh - 1) * v->dh;
-        uint64_t bytes = (uint64_t)(Ct * v->kw * plane_stride(R, v->Wout)) * sizeof(float);
-        int64_t items = v->N * ((v->Hout + v->rows - 1) / v->rows);
-        if (v->rows <= 1 || (items >= 8 && bytes <= (512u << 10))) break;
-        v->rows = (v->rows + 1) / 2;
+    /* rows per item: the most rows that still give enough items for both
+     * threads (about 4 each) and a shifted copy within L2, preferring a
+     * whole number of 16-pixel vectors per item (a ragged end costs a full
+     * vector of work and a copy) */
+    int64_t Ct = v->G * v->Cin, fallback = 0;
+    v->rows = 0;
+    for (int64_t r = v->Hout; r >= 1 && !v->rows; r--) {
+        uint64_t bytes = (uint64_t)(Ct * v->kw * plane_stride(r + (v->kh - 1) * v->dh, v->Wout)) * sizeof(float);
+        int64_t items = v->N * ((v->Hout + r - 1) / r);
+        if (r > 1 && (items < 8 || bytes > (512u << 10))) continue;
+        if (!fallback) fallback = r;
+        if (2 * r < fallback) break; /* not at the price of halving the items */
+        if ((r * v->Wout) % 16 == 0) v->rows = r;
     }
+    if (!v->rows) v->rows = fallback;
     v->rblocks = (v->Hout + v->rows - 1) / v->rows;
     v->S = plane_stride(v->rows + (v->kh - 1) * v->dh, v->Wout);
     /* One column tap, no padding, source as wide as the output: the source
