@@ -57,7 +57,6 @@ void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
         int64_t t = t0 + i, n = t / per, r = t % per, ty = r / p->tw, tx = r % p->tw;
         tl[i].n = n; tl[i].oh = 4 * ty; tl[i].ow = 4 * tx;
         tl[i].ih = 4 * ty - p->ph; tl[i].iw = 4 * tx - p->pw;
-        tl[i].inner = tl[i].ih >= 0 && tl[i].ih + 6 <= p->H && tl[i].iw >= 0 && tl[i].iw + 6 <= p->W;
         if (i == 0 || n != tl[i - 1].n) ih0 = tl[i].ih;
         tl[i].srow = tl[i].ih - ih0;
     }
@@ -72,10 +71,6 @@ void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pa
         memcpy(dst + pad, plane + h * W, (size_t)W * sizeof(float));
         memset(dst + pad + W, 0, (size_t)(ld - pad - W) * sizeof(float));
     }
-}
-
-void wino_stage_rows(const wplan *p, const float *plane, int64_t ih, float *dst) {
-    wino_stage(plane, p->H, p->W, ih, p->pw, 6, wino_stage_w(p), dst);
 }
 
 /* ---- weight transform: U[g][xi][ob][i][k8] for output channel o = ob*8+k8

@@ -10,8 +10,8 @@
  *   output  y  = Aᵀ M A    36 frequencies -> 4x4 output tile
  *   dy      D  = A dy Aᵀ   4x4 dy tile    -> 36 frequencies (weight gradient:
  *                          dU = Σ_tiles D ⊙ V, dW = Gᵀ dU G)
- * Lane l of element k lives at in[k*16 + l] in the small 16-lane buffers;
- * frequency xi of a transformed tile at out[xi*stride + l]. */
+ * The kernels gather their 16 lanes themselves (in-register transposes of
+ * staged rows) and store frequency xi of lane l at out[xi*stride + l]. */
 #ifndef NN_CONV_WINOGRAD_H
 #define NN_CONV_WINOGRAD_H
 
@@ -33,7 +33,6 @@ typedef struct wplan {
 typedef struct wtile {
     int64_t n, oh, ow;    /* sample, output origin                        */
     int64_t ih, iw;       /* input origin of the 6x6 tile (may be < 0)    */
-    int inner;            /* the 6x6 input tile lies inside the plane     */
     int64_t srow;         /* its first input row, counted from the first
                              input row of its sample's run of tiles in
                              the chunk (the run is staged as one block)   */
@@ -62,9 +61,6 @@ static inline int64_t wino_max_rows(const wplan *p) {
     int64_t s = p->tc / p->tw + 2; if (s > p->tc) s = p->tc;
     return 6 * s;
 }
-/* The 6 input rows of one tile row of a plane, zero-padded: dst[i*Wp + col]
- * = plane[ih+i][col-pw] (0 outside). */
-void wino_stage_rows(const wplan *p, const float *plane, int64_t ih, float *dst);
 /* Prefetch rows h0..h0+rows-1 (clipped to the plane) of an H x W plane:
  * staging the next channel's rows otherwise waits on DRAM, since each
  * plane's run of rows is too short for the hardware prefetcher. */
@@ -72,12 +68,10 @@ static inline void wino_prefetch_rows(const float *plane, int64_t H, int64_t W, 
     int64_t a = h0 < 0 ? 0 : h0, b = h0 + rows > H ? H : h0 + rows;
     for (const float *q = plane + a * W, *end = plane + b * W; q < end; q += 16) __builtin_prefetch(q, 0, 3);
 }
-/* Generic: dst[i*ld + col] = plane[h0+i][col-pad] for i < rows, zero
+/* Staging: dst[i*ld + col] = plane[h0+i][col-pad] for i < rows, zero
  * outside the H x W plane (ld >= W + pad). */
 void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pad, int rows, int64_t ld,
                 float *dst);
-/* dst[(i*6+j)*16] = plane[ih+i][iw+j] (zero outside the H x W plane). */
-void wino_gather6(const wplan *p, const float *plane, const wtile *t, float *dst);
 
 /* Re-chunks a forward plan for the weight gradient (conv_winograd_wgrad.c). */
 void wino_wgrad_plan(wplan *p);
@@ -88,24 +82,20 @@ int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, cons
 /* db[m] (req) = Σ_n Σ_q dy[n][m][q], q < P. */
 int wino_bias_grad(const mxp_op_ctx *ctx, int64_t N, int64_t M, int64_t P, const float *dy, float *db, int32_t req);
 
-/* out[xi*os + l] = (Bᵀ d B)[xi], d[i][j] = in[(i*6+j)*16 + l]. */
-void wino_in_tf(const float *in, float *out, int64_t os);
 /* Weight transform of 8 filters (lane l): dst[xi*xs + l] = (G g Gᵀ)[xi]
  * with g[a][b] = k[(a*3+b)*8 + l]. */
 void wino_wt_tf8(const float *k, float *dst, int64_t xs);
-/* As wino_in_tf, gathering: d[i][j] of lane l = src[l][i*rs + j]; each
- * src[l] + i*rs must have 8 readable floats. */
+/* out[xi*os + l] = (Bᵀ d B)[xi] for lanes l < 16, gathering the 6x6 tile
+ * d[i][j] = src[l][i*rs + j]; each src[l] + i*rs must have 8 readable
+ * floats. */
 void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os);
-/* As wino_out_tf, transposed: out[l*16 + r*4 + c]. */
+/* out[l*16 + r*4 + c] = (Aᵀ M A)[r][c] for lanes l < 16, M[xi] =
+ * in[xi*is + l] (transposed, so each lane's 4x4 tile is contiguous). */
 void wino_out_tf16(const float *in, int64_t is, float *out);
-/* As wino_dy_tf, gathering (dy[r][c] of lane l = src[l][r*rs + c], 8
- * floats readable per row) and storing lanes 0-7 of frequency xi at
+/* (A dy Aᵀ)[xi] for lanes l < 16, gathering dy[r][c] = src[l][r*rs + c]
+ * (8 floats readable per row), storing lanes 0-7 of frequency xi at
  * lo[xi*os], lanes 8-15 at lo[hi + xi*os]. */
 void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, int64_t os);
-/* out[(r*4+c)*16 + l] = (Aᵀ M A)[r][c], M[xi] = in[xi*is + l]. */
-void wino_out_tf(const float *in, int64_t is, float *out);
-/* out[xi*os + l] = (A dy Aᵀ)[xi], dy[r][c] = in[(r*4+c)*16 + l]. */
-void wino_dy_tf(const float *in, float *out, int64_t os);
 /* C[i*ldc + j] = (acc ? C[i*ldc + j] : 0) + Σ_k A[k*8 + i] B[k*ldb + j]
  * for i < 8 and j < n; n must be a multiple of 16. */
 void wino_gemm8(int64_t K, const float *A, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t n, int acc);

@@ -1,8 +1,9 @@
 /* conv_winograd_kern.c — vector kernels of the winograd Convolution impl:
- * the F(4x4,3x3) transforms of 16 tiles (or channels) at once and the
- * 8 x 16n register-blocked product (see conv_winograd.h for the contracts).
- * No layout knowledge here: callers gather tiles into the 16-lane buffers
- * and say where each frequency goes.
+ * the F(4x4,3x3) transforms of 16 tiles (or channels) at once, gathering
+ * them from 16 row pointers with in-register transposes, the 8-filter
+ * weight transform and the 8 x 16n register-blocked product (see
+ * conv_winograd.h for the contracts).  No layout knowledge here: callers
+ * say where each lane's rows are and where each frequency goes.
  *
  * Written with GCC vector extensions (64-byte vectors) and compiled for
  * AVX-512F, AVX2 and baseline x86-64 through target_clones, like
@@ -51,51 +52,6 @@ typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
     v16 e_ = (y0) + (y2), f_ = (y1) + (y3), g_ = (y0) + 4.0f * (y2), h_ = 2.0f * (y1) + 8.0f * (y3); \
     o0 = (y0); o1 = e_ + f_; o2 = e_ - f_; o3 = g_ + h_; o4 = g_ - h_; o5 = (y3); \
 } while (0)
-
-TC static void in_tf(const float *in, float *out, int64_t os) {
-    v16 t[36];
-    for (int j = 0; j < 6; j++) {
-        v16 d0 = LD(in + (0 * 6 + j) * 16), d1 = LD(in + (1 * 6 + j) * 16), d2 = LD(in + (2 * 6 + j) * 16);
-        v16 d3 = LD(in + (3 * 6 + j) * 16), d4 = LD(in + (4 * 6 + j) * 16), d5 = LD(in + (5 * 6 + j) * 16);
-        BT6(d0, d1, d2, d3, d4, d5, t[0 * 6 + j], t[1 * 6 + j], t[2 * 6 + j], t[3 * 6 + j], t[4 * 6 + j], t[5 * 6 + j]);
-    }
-    for (int i = 0; i < 6; i++) {
-        v16 r0, r1, r2, r3, r4, r5;
-        BT6(t[i * 6 + 0], t[i * 6 + 1], t[i * 6 + 2], t[i * 6 + 3], t[i * 6 + 4], t[i * 6 + 5], r0, r1, r2, r3, r4, r5);
-        float *o = out + (int64_t)(i * 6) * os;
-        ST(o, r0); ST(o + os, r1); ST(o + 2 * os, r2); ST(o + 3 * os, r3); ST(o + 4 * os, r4); ST(o + 5 * os, r5);
-    }
-}
-
-TC static void out_tf(const float *in, int64_t is, float *out) {
-    v16 t[24];
-    for (int j = 0; j < 6; j++) {
-        v16 m0 = LD(in + (0 * 6 + j) * is), m1 = LD(in + (1 * 6 + j) * is), m2 = LD(in + (2 * 6 + j) * is);
-        v16 m3 = LD(in + (3 * 6 + j) * is), m4 = LD(in + (4 * 6 + j) * is), m5 = LD(in + (5 * 6 + j) * is);
-        AT4(m0, m1, m2, m3, m4, m5, t[0 * 6 + j], t[1 * 6 + j], t[2 * 6 + j], t[3 * 6 + j]);
-    }
-    for (int r = 0; r < 4; r++) {
-        v16 o0, o1, o2, o3;
-        AT4(t[r * 6 + 0], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o0, o1, o2, o3);
-        ST(out + (r * 4 + 0) * 16, o0); ST(out + (r * 4 + 1) * 16, o1);
-        ST(out + (r * 4 + 2) * 16, o2); ST(out + (r * 4 + 3) * 16, o3);
-    }
-}
-
-TC static void dy_tf(const float *in, float *out, int64_t os) {
-    v16 t[24]; /* [6][4] */
-    for (int c = 0; c < 4; c++) {
-        v16 y0 = LD(in + (0 * 4 + c) * 16), y1 = LD(in + (1 * 4 + c) * 16);
-        v16 y2 = LD(in + (2 * 4 + c) * 16), y3 = LD(in + (3 * 4 + c) * 16);
-        A6(y0, y1, y2, y3, t[0 * 4 + c], t[1 * 4 + c], t[2 * 4 + c], t[3 * 4 + c], t[4 * 4 + c], t[5 * 4 + c]);
-    }
-    for (int i = 0; i < 6; i++) {
-        v16 o0, o1, o2, o3, o4, o5;
-        A6(t[i * 4 + 0], t[i * 4 + 1], t[i * 4 + 2], t[i * 4 + 3], o0, o1, o2, o3, o4, o5);
-        float *o = out + (int64_t)(i * 6) * os;
-        ST(o, o0); ST(o + os, o1); ST(o + 2 * os, o2); ST(o + 3 * os, o3); ST(o + 4 * os, o4); ST(o + 5 * os, o5);
-    }
-}
 
 /* One 8 x (16*NV) block of C: 8*NV accumulators stay in registers over the
  * whole K loop (24 of the 32 zmm registers for NV = 3). */
@@ -228,9 +184,6 @@ TC static void wt_tf8(const float *k, float *dst, int64_t xs) {
 void wino_wt_tf8(const float *k, float *dst, int64_t xs) { wt_tf8(k, dst, xs); }
 void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os) { in_tf16(src, rs, out, os); }
 void wino_out_tf16(const float *in, int64_t is, float *out) { out_tf16(in, is, out); }
-void wino_in_tf(const float *in, float *out, int64_t os) { in_tf(in, out, os); }
-void wino_out_tf(const float *in, int64_t is, float *out) { out_tf(in, is, out); }
-void wino_dy_tf(const float *in, float *out, int64_t os) { dy_tf(in, out, os); }
 void wino_gemm8(int64_t K, const float *A, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t n, int acc) {
     gemm8(K, A, B, ldb, C, ldc, n, acc);
 }
