@@ -17,11 +17,11 @@
  *     the dy sub-block read by the weight-gradient GEMM is still cached
  *     for the data-gradient GEMM.
  *
- * Weight/bias gradients: each parallel_for chunk accumulates its items
- * into its own partial (dW in T, db in double), stored at the slot of the
- * chunk's first item; the partials are summed in slot order at the end,
- * so no two threads write one value and the result does not depend on
- * which thread ran which chunk.  The dW partials are kept transposed
+ * Weight/bias gradients: the items are cut into CONV_GRAD_PARTS fixed
+ * parts (the parallel_for items of backward), each accumulated into its
+ * own partial (dW in T, db in double) and summed in part order at the
+ * end, so no two threads write one value and the result is the same
+ * whatever the thread count or chunking.  The dW partials are kept transposed
  * ([K][Mg] per group: dW^T += col dy^T), so BLAS transposes the small dy
  * block when packing instead of the column matrix (~8% faster on LeNet's
  * conv2 and the 1x1 layer); the sum transposes them back.  Scratch comes
@@ -31,12 +31,19 @@
 
 #include <stdatomic.h>
 
-/* ------------------------------------------------ per-chunk partials */
+/* ------------------------------------------------ gradient partials */
+/* The backward items are split into this many fixed, contiguous parts
+ * (fewer when there are fewer items), each summed into its own partial:
+ * a constant, so the rounding of dW/db depends neither on the thread
+ * count nor on how parallel_for chunked the work (it runs everything as
+ * one chunk when no helper is free) — results are bitwise reproducible. */
+#define CONV_GRAD_PARTS 8
+
 typedef struct partials {
-    int64_t nitems;
+    int64_t nitems;           /* parts */
     int64_t Mg, K;            /* dW partials hold each group's block transposed: [K][Mg] */
     uint64_t db_bytes, bytes; /* db (double, M, padded to 64 B) then dW (T, M*K) */
-    char **slot;              /* [nitems]; slot[b] = partial of the chunk starting at b */
+    char **slot;              /* [nitems]; slot[q] = partial of part q */
 } partials;
 
 static int partials_init(partials *pt, int64_t nitems, const conv_geom *g, uint64_t es) {
@@ -50,11 +57,11 @@ static int partials_init(partials *pt, int64_t nitems, const conv_geom *g, uint6
     return MXP_OK;
 }
 
-/* A zeroed partial for the chunk starting at item b (NULL: no memory). */
-static char *partials_take(partials *pt, int64_t b) {
+/* A zeroed partial for part q (NULL: no memory). */
+static char *partials_take(partials *pt, int64_t q) {
     char *p = nn_alloc(pt->bytes);
     if (p) memset(p, 0, pt->bytes);
-    pt->slot[b] = p;
+    pt->slot[q] = p;
     return p;
 }
 
@@ -166,14 +173,12 @@ static void fwd_block_range(void *arg, int64_t b, int64_t e) {
     nn_free(col);
 }
 
-static void bwd_block_range(void *arg, int64_t b, int64_t e) {
-    sbjob *j = arg; const conv_geom *g = j->g;
+/* Blocks [b, e) into one partial (part; NULL when neither dW nor db). */
+static void bwd_blocks(sbjob *j, int64_t b, int64_t e, char *part) {
+    const conv_geom *g = j->g;
     uint64_t ldmax = (uint64_t)(j->smax * g->P), es = j->es;
     char *col = nn_alloc((uint64_t)(g->K + g->Mg) * ldmax * es);
-    char *part = (j->rq_dw != MXP_REQ_NULL || j->rq_db != MXP_REQ_NULL) ? partials_take(&j->pt, b) : NULL;
-    if (!col || (!part && (j->rq_dw != MXP_REQ_NULL || j->rq_db != MXP_REQ_NULL))) {
-        atomic_store(&j->oom, 1); nn_free(col); return;
-    }
+    if (!col) { atomic_store(&j->oom, 1); return; }
     char *tmp = col + (uint64_t)g->K * ldmax * es;
     double *dbp = (double *)(void *)part;
     char *dwp = part ? part + j->pt.db_bytes : NULL;
@@ -226,6 +231,18 @@ static void bwd_block_range(void *arg, int64_t b, int64_t e) {
     nn_free(col);
 }
 
+static void bwd_block_range(void *arg, int64_t qb, int64_t qe) {
+    sbjob *j = arg;
+    for (int64_t q = qb; q < qe; q++) {
+        char *part = NULL;
+        if (j->rq_dw != MXP_REQ_NULL || j->rq_db != MXP_REQ_NULL) {
+            part = partials_take(&j->pt, q);
+            if (!part) { atomic_store(&j->oom, 1); return; }
+        }
+        bwd_blocks(j, q * j->nblk / j->pt.nitems, (q + 1) * j->nblk / j->pt.nitems, part);
+    }
+}
+
 int conv_gemm_fwd_blocks(const mxp_forward_args *a, const conv_geom *g, const gemm_plan *pl, int32_t dt) {
     const conv_params *p = a->params;
     sbjob j; memset(&j, 0, sizeof j);
@@ -250,9 +267,9 @@ int conv_gemm_bwd_blocks(const mxp_backward_args *a, const conv_geom *g, const g
     j.x = nn_ptr(&a->in[0]); j.w = nn_ptr(&a->in[1]); j.dy = nn_ptr(&a->out_grad[0]);
     j.dx = nn_ptr(&a->in_grad[0]);
     atomic_init(&j.oom, 0);
-    int st = partials_init(&j.pt, j.nblk, g, j.es);
+    int st = partials_init(&j.pt, j.nblk < CONV_GRAD_PARTS ? j.nblk : CONV_GRAD_PARTS, g, j.es);
     if (st < 0) return st;
-    st = nn_parallel(a->ctx, j.nblk, 1, bwd_block_range, &j);
+    st = nn_parallel(a->ctx, j.pt.nitems, 1, bwd_block_range, &j);
     if (st == MXP_OK && atomic_load(&j.oom))
         st = NN_ERR(MXP_ENOMEM, "Convolution(gemm): no memory for the column buffer or gradient partials");
     int st2 = partials_finish(&j.pt, a, g, dt, st == MXP_OK ? rq_dw : MXP_REQ_NULL, st == MXP_OK ? rq_db : MXP_REQ_NULL);
@@ -296,14 +313,10 @@ static void fwd_1x1_range(void *arg, int64_t b, int64_t e) {
     }
 }
 
-static void bwd_1x1_range(void *arg, int64_t b, int64_t e) {
-    pxjob *j = arg; const conv_geom *g = j->g;
+/* Items [b, e) into one partial (part; NULL when neither dW nor db). */
+static void bwd_1x1_items(pxjob *j, int64_t b, int64_t e, char *part) {
+    const conv_geom *g = j->g;
     uint64_t es = j->es;
-    char *part = NULL;
-    if (j->rq_dw != MXP_REQ_NULL || j->rq_db != MXP_REQ_NULL) {
-        part = partials_take(&j->pt, b);
-        if (!part) { atomic_store(&j->oom, 1); return; }
-    }
     double *dbp = (double *)(void *)part;
     char *dwp = part ? part + j->pt.db_bytes : NULL;
     for (int64_t it = b; it < e; it++) {
@@ -329,6 +342,19 @@ static void bwd_1x1_range(void *arg, int64_t b, int64_t e) {
     }
 }
 
+static void bwd_1x1_range(void *arg, int64_t qb, int64_t qe) {
+    pxjob *j = arg;
+    int64_t nitems = j->g->N * j->npb;
+    for (int64_t q = qb; q < qe; q++) {
+        char *part = NULL;
+        if (j->rq_dw != MXP_REQ_NULL || j->rq_db != MXP_REQ_NULL) {
+            part = partials_take(&j->pt, q);
+            if (!part) { atomic_store(&j->oom, 1); return; }
+        }
+        bwd_1x1_items(j, q * nitems / j->pt.nitems, (q + 1) * nitems / j->pt.nitems, part);
+    }
+}
+
 int conv_gemm_fwd_1x1(const mxp_forward_args *a, const conv_geom *g, const gemm_plan *pl, int32_t dt) {
     const conv_params *p = a->params;
     pxjob j; memset(&j, 0, sizeof j);
@@ -351,9 +377,9 @@ int conv_gemm_bwd_1x1(const mxp_backward_args *a, const conv_geom *g, const gemm
     j.dx = nn_ptr(&a->in_grad[0]);
     atomic_init(&j.oom, 0);
     int64_t nitems = g->N * j.npb;
-    int st = partials_init(&j.pt, nitems, g, j.es);
+    int st = partials_init(&j.pt, nitems < CONV_GRAD_PARTS ? nitems : CONV_GRAD_PARTS, g, j.es);
     if (st < 0) return st;
-    st = nn_parallel(a->ctx, nitems, 1, bwd_1x1_range, &j);
+    st = nn_parallel(a->ctx, j.pt.nitems, 1, bwd_1x1_range, &j);
     if (st == MXP_OK && atomic_load(&j.oom))
         st = NN_ERR(MXP_ENOMEM, "Convolution(gemm): no memory for gradient partials");
     int st2 = partials_finish(&j.pt, a, g, dt, st == MXP_OK ? rq_dw : MXP_REQ_NULL, st == MXP_OK ? rq_db : MXP_REQ_NULL);
