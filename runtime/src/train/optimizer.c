@@ -27,12 +27,15 @@ enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_RMSPROP = 2 };
  * rest are fixed at create) and the weight signature it was inferred for,
  * so a step with unchanged lr pushes through a bound node instead of
  * parsing kwargs, selecting and binding a temporary one (mxp_invoke).
- * Like an executor's nodes it pins the ops pack while it lives. */
+ * It pushes through a pre-created engine op (step) while the arrays stay
+ * the same, as an executor's nodes do, and like them pins the ops pack
+ * while it lives. */
 typedef struct pstate {
     int used;
     int64_t count;
     mxp_ndarray *s[2];
     mxp__node *node;
+    mxp__node_step *step;   /* node's pre-created engine op (op.h) */
     double k_lr, k_wd;
     int k_ndim, k_dtype;
     int64_t k_shape[MXP_MAX_NDIM];
@@ -104,6 +107,7 @@ static void free_states(mxp_optimizer *o) {
     for (int i = 0; i < o->n_states; i++) {
         mxp_ndarray_free(o->states[i].s[0]);
         mxp_ndarray_free(o->states[i].s[1]);
+        mxp__node_step_free(o->states[i].step);
         mxp__node_free(o->states[i].node);
     }
     free(o->states);
@@ -164,6 +168,8 @@ static int node_fits(const pstate *st, double lr, double wd, mxp_ndarray *weight
  * cache assumes (the caller then goes through mxp_invoke). */
 static int make_node(pstate *st, const char *op, int n_in, mxp_ndarray *const *in, mxp_ndarray *weight,
                      const char *const *kv, double lr, double wd) {
+    mxp__node_step_free(st->step);
+    st->step = NULL;
     mxp__node_free(st->node);
     st->node = NULL;
     const char *keys[16], *vals[16];
@@ -213,8 +219,10 @@ static int push_update(pstate *st, const char *op, int n_in, mxp_ndarray *const 
         if (rc) return rc;
         if (!st->node) return mxp__train_invoke(op, n_in, in, 1, out, kv);
     }
-    int rc = mxp__node_forward(st->node, in, out, NULL, NULL, 0);
+    int rc = mxp__node_forward_step(st->node, &st->step, in, out, NULL, NULL, 0);
     if (rc) {
+        mxp__node_step_free(st->step);
+        st->step = NULL;
         mxp__node_free(st->node);
         st->node = NULL;
     }
