@@ -65,20 +65,16 @@ static char *partials_take(partials *pt, int64_t q) {
     return p;
 }
 
-typedef struct redjob { int32_t dt, req; int64_t n; const partials *pt; char *dst; } redjob;
+/* acc[i] += every later partial's [i], in part order (contiguous, vectorizable). */
+typedef struct redjob { int32_t dt; const partials *pt; int64_t first; } redjob;
 static void reduce_range(void *arg, int64_t b, int64_t e) {
     const redjob *j = arg; const partials *pt = j->pt;
-    int64_t R = pt->Mg, Cc = pt->K;
     NN_TYPED(j->dt, T,
-        T *d = (T *)j->dst;
-        if (j->req != MXP_REQ_ADD) for (int64_t i = b; i < e; i++) d[i] = 0;
-        for (int64_t s = 0; s < pt->nitems; s++) {
+        T *acc = (T *)(pt->slot[j->first] + pt->db_bytes);
+        for (int64_t s = j->first + 1; s < pt->nitems; s++) {
             if (!pt->slot[s]) continue;
             const T *p = (const T *)(pt->slot[s] + pt->db_bytes);
-            for (int64_t i = b; i < e; i++) { /* d[(gr*R + r)*Cc + c] += p[gr*R*Cc + c*R + r] */
-                int64_t blk = i / (R * Cc), q = i % (R * Cc);
-                d[i] += p[blk * R * Cc + (q % Cc) * R + q / Cc];
-            }
+            for (int64_t i = b; i < e; i++) acc[i] += p[i];
         });
 }
 
@@ -86,9 +82,22 @@ static void reduce_range(void *arg, int64_t b, int64_t e) {
 static int partials_finish(partials *pt, const mxp_backward_args *a, const conv_geom *g, int32_t dt,
                            int32_t rq_dw, int32_t rq_db) {
     int st = MXP_OK;
-    if (rq_dw != MXP_REQ_NULL) {
-        redjob r = { dt, rq_dw, g->M * g->K, pt, nn_ptr(&a->in_grad[1]) };
-        st = nn_parallel(a->ctx, r.n, 4096, reduce_range, &r);
+    int64_t first = 0;
+    while (first < pt->nitems && !pt->slot[first]) first++;
+    if (rq_dw != MXP_REQ_NULL && first < pt->nitems) {
+        redjob r = { dt, pt, first };
+        st = nn_parallel(a->ctx, g->M * g->K, 4096, reduce_range, &r);
+        /* dW[gr][m][k] (req) = acc[gr][k][m] */
+        int64_t Mg = g->Mg, K = g->K;
+        if (st == MXP_OK) NN_TYPED(dt, T,
+            T *d = nn_ptr(&a->in_grad[1]);
+            const T *acc = (const T *)(pt->slot[first] + pt->db_bytes);
+            for (int64_t gr = 0; gr < g->G; gr++) for (int64_t m = 0; m < Mg; m++) {
+                T *dr = d + (gr * Mg + m) * K;
+                const T *ac = acc + gr * Mg * K + m;
+                if (rq_dw == MXP_REQ_ADD) for (int64_t k = 0; k < K; k++) dr[k] += ac[k * Mg];
+                else for (int64_t k = 0; k < K; k++) dr[k] = ac[k * Mg];
+            });
     }
     if (st == MXP_OK && rq_db != MXP_REQ_NULL)
         NN_TYPED(dt, T, T *db = nn_ptr(&a->in_grad[2]);
