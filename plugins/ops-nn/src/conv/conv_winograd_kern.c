@@ -9,13 +9,10 @@
  * AVX-512F, AVX2 and baseline x86-64 through target_clones, like
  * microkernel.c: the clones are static behind plain wrappers (a non-static
  * target_clones function would export its resolver), and under ASan or
- * clang they are plain functions.  Contraction into FMA is switched on
- * for this file only. */
+ * clang they are plain functions.  The FMAs rely on pack.mk's
+ * -ffp-contract=fast (-std=c11 alone turns contraction off). */
 #include "conv_winograd.h"
 
-/* -std=c11 turns floating-point contraction off; the products and
- * transforms want fused multiply-adds (also slightly more accurate). */
-#pragma GCC optimize("fp-contract=fast")
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
