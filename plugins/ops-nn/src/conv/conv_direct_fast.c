@@ -44,30 +44,8 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 /* Stride of one shifted plane holding R rows of width Wout. */
 static int64_t plane_stride(int64_t R, int64_t Wout) { return (R * Wout + SLACK + 15) / 16 * 16; }
 
-/* buf[c][kj][r*Wout + ow] = V[c][r0 + r][ow + kj*dw] for c < Ct, r < R, where
- * V is src (Ct planes of Hs x Ws) shifted down by top and right by left,
- * zero outside; the slack after each plane is zeroed. */
-static void build_shift(float *buf, const float *src, int64_t Ct, int64_t Hs, int64_t Ws, int64_t top, int64_t left,
-                        int64_t r0, int64_t R, int64_t Wout, int64_t kw, int64_t dw, int64_t S) {
-    for (int64_t c = 0; c < Ct; c++) {
-        const float *sc = src + c * Hs * Ws;
-        for (int64_t kj = 0; kj < kw; kj++) {
-            float *d = buf + (c * kw + kj) * S;
-            int64_t col0 = kj * dw - left; /* source column of ow = 0 */
-            int64_t a = min64(max64(0, -col0), Wout), z = max64(a, min64(Wout, Ws - col0));
-            for (int64_t r = 0; r < R; r++) {
-                float *dr = d + r * Wout;
-                int64_t row = r0 + r - top;
-                if (row < 0 || row >= Hs) { memset(dr, 0, (size_t)Wout * sizeof(float)); continue; }
-                const float *sr = sc + row * Ws + col0;
-                for (int64_t ow = 0; ow < a; ow++) dr[ow] = 0.0f;
-                memcpy(dr + a, sr + a, (size_t)(z - a) * sizeof(float));
-                for (int64_t ow = z; ow < Wout; ow++) dr[ow] = 0.0f;
-            }
-            memset(d + R * Wout, 0, (size_t)(S - R * Wout) * sizeof(float));
-        }
-    }
-}
+/* The shifted copies: dk_shift (conv_direct_kern.c). */
+#define build_shift dk_shift
 
 /* Packed weights, blocks of mb output channels: block (gr, m0) at
  * (gr*Cout + m0)*Cin*nk, laid out [c][k][mbs].  flip: the data-gradient

@@ -20,6 +20,12 @@ void dk_fwd(int mb, int nv, const float *x, int64_t cs, int64_t Cin, int64_t nk,
 void dk_dw(int mb, int kb, const float *dy, int64_t ldy, int64_t dys, const float *x, const int64_t *roff,
            int64_t xs, int64_t N, int64_t nvec, float *res);
 
+/* buf[c][kj][r*Wout + ow] = V[c][r0 + r][ow + kj*dw] for c < Ct, kj < kw, r < R,
+ * where V is src (Ct planes of Hs x Ws) shifted down by top and right by
+ * left, zero outside; each (c, kj) plane has stride S >= R*Wout and its
+ * slack after R*Wout is zeroed. */
+void dk_shift(float *buf, const float *src, int64_t Ct, int64_t Hs, int64_t Ws, int64_t top, int64_t left,
+              int64_t r0, int64_t R, int64_t Wout, int64_t kw, int64_t dw, int64_t S);
 /* dx += col2im(dcol) for one group: rows r = (c, ki, kj) of dcol (row
  * stride ldc, Ho*Wo pixels each) added at (oh - ph + ki*dh, ow - pw + kj*dw). */
 void dk_col2im(float *dx, const float *dcol, int64_t ldc, int64_t K, int64_t kh, int64_t kw, int64_t H, int64_t W,

@@ -28,6 +28,9 @@ typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 #define TC
 #endif
 #define AI static inline __attribute__((always_inline))
+typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define ld8(p) (*(const v8u *)(const void *)(p))
+#define st8(p, v) (*(v8u *)(void *)(p) = (v))
 
 AI void fwd_body(const int MB, const int NV, const float *x, int64_t cs, int64_t Cin, int64_t nk,
                  const int64_t *off, const float *wpk, const float *bias, float *out, int64_t ldo, int add) {
@@ -146,18 +149,24 @@ void dk_dw(int mb, int kb, const float *dy, int64_t ldy, int64_t dys, const floa
  * too: each segment becomes a few wide adds. */
 TC static void col2im_any(float *dx, const float *dcol, int64_t ldc, int64_t K, int64_t kh, int64_t kw, int64_t H,
                           int64_t W, int64_t Ho, int64_t Wo, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
-    int64_t nk = kh * kw;
-    for (int64_t r = 0; r < K; r++) {
-        int64_t c = r / nk, ki = r % nk / kw, kj = r % kw;
+    int64_t nk = kh * kw, Cg = K / nk;
+    /* rows visited tap-major, channel-minor: consecutive segments land in
+     * different planes, so a segment never reloads the partly overlapping
+     * one just stored (a failed store-to-load forward costs more than the add) */
+    for (int64_t t = 0; t < K; t++) {
+        int64_t c = t % Cg, k = t / Cg, ki = k / kw, kj = k % kw, r = c * nk + k;
         int64_t owa = pw - kj * dw > 0 ? pw - kj * dw : 0, owz = W + pw - kj * dw < Wo ? W + pw - kj * dw : Wo;
         float *dxc = dx + c * H * W + (kj * dw - pw);
         const float *row = dcol + r * ldc;
         for (int64_t oh = 0; oh < Ho; oh++) {
             int64_t ih = oh - ph + ki * dh;
             if (ih < 0 || ih >= H) continue;
-            float *d = dxc + ih * W;
-            const float *s = row + oh * Wo;
-            for (int64_t ow = owa; ow < owz; ow++) d[ow] += s[ow];
+            float *d = dxc + ih * W + owa;
+            const float *s = row + oh * Wo + owa;
+            int64_t n = owz - owa, i = 0; /* explicit widths: no vectorizer prologue per short segment */
+            for (; i + 16 <= n; i += 16) st16(d + i, ld16(d + i) + ld16(s + i));
+            for (; i + 8 <= n; i += 8) st8(d + i, ld8(d + i) + ld8(s + i));
+            for (; i < n; i++) d[i] += s[i];
         }
     }
 }
@@ -165,4 +174,42 @@ TC static void col2im_any(float *dx, const float *dcol, int64_t ldc, int64_t K, 
 void dk_col2im(float *dx, const float *dcol, int64_t ldc, int64_t K, int64_t kh, int64_t kw, int64_t H, int64_t W,
                int64_t Ho, int64_t Wo, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
     col2im_any(dx, dcol, ldc, K, kh, kw, H, W, Ho, Wo, ph, pw, dh, dw);
+}
+
+/* The kw-shifted copies (see conv_direct_fast.c).  Rows are short (the
+ * output width), so each is copied with explicit wide moves. */
+TC static void shift_any(float *buf, const float *src, int64_t Ct, int64_t Hs, int64_t Ws, int64_t top, int64_t left,
+                         int64_t r0, int64_t R, int64_t Wout, int64_t kw, int64_t dw, int64_t S) {
+    for (int64_t c = 0; c < Ct; c++) {
+        const float *sc = src + c * Hs * Ws;
+        for (int64_t kj = 0; kj < kw; kj++) {
+            float *d = buf + (c * kw + kj) * S;
+            int64_t col0 = kj * dw - left; /* source column of ow = 0 */
+            int64_t a = -col0 > 0 ? -col0 : 0, z = Ws - col0 < Wout ? Ws - col0 : Wout;
+            if (a > Wout) a = Wout;
+            if (z < a) z = a;
+            int64_t rb = top - r0, re = Hs + top - r0; /* rows r in [rb, re) have a source row */
+            if (rb < 0) rb = 0;
+            if (rb > R) rb = R;
+            if (re > R) re = R;
+            if (re < rb) re = rb;
+            memset(d, 0, (size_t)(rb * Wout) * sizeof(float));
+            for (int64_t r = rb; r < re; r++) {
+                float *dr = d + r * Wout;
+                const float *sr = sc + (r0 + r - top) * Ws + col0;
+                for (int64_t ow = 0; ow < a; ow++) dr[ow] = 0.0f;
+                int64_t ow = a;
+                for (; ow + 16 <= z; ow += 16) st16(dr + ow, ld16(sr + ow));
+                for (; ow + 8 <= z; ow += 8) st8(dr + ow, ld8(sr + ow));
+                for (; ow < z; ow++) dr[ow] = sr[ow];
+                for (ow = z; ow < Wout; ow++) dr[ow] = 0.0f;
+            }
+            memset(d + re * Wout, 0, (size_t)(S - re * Wout) * sizeof(float));
+        }
+    }
+}
+
+void dk_shift(float *buf, const float *src, int64_t Ct, int64_t Hs, int64_t Ws, int64_t top, int64_t left,
+              int64_t r0, int64_t R, int64_t Wout, int64_t kw, int64_t dw, int64_t S) {
+    shift_any(buf, src, Ct, Hs, Ws, top, left, r0, R, Wout, kw, dw, S);
 }
