@@ -76,6 +76,7 @@ typedef struct vconv {
     int64_t rows, rblocks, S;         /* output rows per item, items per sample, plane stride */
     int mb, nv;
     int in_place;                     /* the source already is its own shifted copy (see vconv_plan) */
+    _Atomic int no_memory;            /* set by an item whose scratch allocation failed */
     int64_t off[256];
 } vconv;
 
@@ -83,7 +84,7 @@ static void vconv_range(void *arg, int64_t b, int64_t e) {
     const vconv *v = arg;
     int64_t Ct = v->G * v->Cin, HW = v->Hout * v->Wout, cs = v->in_place ? v->Hs * v->Ws : v->kw * v->S;
     float *buf = v->in_place ? NULL : nn_alloc((uint64_t)(Ct * cs) * sizeof(float));
-    if (!v->in_place && !buf) return;
+    if (!v->in_place && !buf) { ((vconv *)v)->no_memory = 1; return; }
     float tmp[DK_MB_MAX * 16 * DK_NV_MAX];
     int add = v->req == MXP_REQ_ADD;
     for (int64_t it = b; it < e; it++) {
@@ -166,6 +167,7 @@ static int vconv_run(const mxp_op_ctx *ctx, vconv *v, const float *w, int flip) 
     if (!wpk) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for packed weights");
     v->wpk = wpk;
     int st = nn_parallel(ctx, v->N * v->rblocks, 1, vconv_range, v);
+    if (st >= 0 && v->no_memory) st = NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for a shifted copy");
     nn_free(wpk);
     return st;
 }
@@ -387,6 +389,7 @@ typedef struct dcjob {
     int64_t G, Cg, Mg, K, kh, kw, P, Ppad, H, W, Ho, Wo, dh, dw, ph, pw;
     int mb, nv;
     int32_t req;
+    _Atomic int no_memory;             /* set by an item whose scratch allocation failed */
 } dcjob;
 
 static void dcol_range(void *arg, int64_t b, int64_t e) {
@@ -394,7 +397,7 @@ static void dcol_range(void *arg, int64_t b, int64_t e) {
     int64_t C = j->G * j->Cg, M = j->G * j->Mg, zero = 0;
     float *dcol = nn_alloc((uint64_t)(j->K * j->Ppad) * sizeof(float));
     float *dyz = j->P % 16 ? nn_alloc((uint64_t)(j->Mg * j->Ppad) * sizeof(float)) : NULL;
-    if (!dcol || (j->P % 16 && !dyz)) { nn_free(dcol); nn_free(dyz); return; }
+    if (!dcol || (j->P % 16 && !dyz)) { nn_free(dcol); nn_free(dyz); ((dcjob *)j)->no_memory = 1; return; }
     for (int64_t n = b; n < e; n++) {
         float *dxn = j->dx + n * C * j->H * j->W;
         if (j->req != MXP_REQ_ADD) memset(dxn, 0, (size_t)(C * j->H * j->W) * sizeof(float));
@@ -434,7 +437,7 @@ static int use_dcol(const conv_geom *g) {
 static int dcol_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *w, const float *dy, float *dx,
                     int32_t req) {
     dcjob j = { dy, NULL, dx, g->G, g->Cg, g->Mg, g->Cg * g->kh * g->kw, g->kh, g->kw, g->P,
-                (g->P + 15) / 16 * 16, g->H, g->W, g->Ho, g->Wo, g->dh, g->dw, g->ph, g->pw, 0, 0, req };
+                (g->P + 15) / 16 * 16, g->H, g->W, g->Ho, g->Wo, g->dh, g->dw, g->ph, g->pw, 0, 0, req, 0 };
     j.nv = (int)min64(DK_NV_MAX, j.Ppad / 16);
     int mmax = j.nv >= 4 ? 6 : 8;
     j.mb = mmax;
@@ -444,6 +447,7 @@ static int dcol_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *w, c
     if (!wpk) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for packed weights");
     j.wpk = wpk;
     int st = nn_parallel(ctx, g->N, 1, dcol_range, &j);
+    if (st >= 0 && j.no_memory) st = NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for data-gradient columns");
     nn_free(wpk);
     return st;
 }
