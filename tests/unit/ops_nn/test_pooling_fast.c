@@ -123,3 +123,22 @@ Test(pooling_fast, max2x2_tie_rule_explicit, .init = setup, .fini = teardown) {
         nnh_node_free(&n);
     }
 }
+
+/* Forward keeps the first of equal maxima, so even the sign of a zero is
+ * that of the scalar scan in window order (r0[0], r0[1], r1[0], r1[1]):
+ * checked on the vector step (windows 0-3) and the remainder (window 4). */
+Test(pooling_fast, max2x2_forward_signed_zero_order, .init = setup, .fini = teardown) {
+    nnh_node n; int64_t d[4] = {1, 1, 2, 10};
+    tu_node(&n, pack, "Pooling", "pool_type=max kernel=(2,2) stride=(2,2)", MXP_DTYPE_F32, 4, d, 1);
+    const float row0[10] = {-1, -1,  -0.0f, 0.0f,  0.0f, -0.0f,  -1, 0.0f,  -1, -1};
+    const float row1[10] = {-0.0f, 0.0f,  -1, -1,  -1, -1,  -0.0f, -1,  0.0f, -0.0f};
+    const int neg[5] = {1, 1, 0, 0, 0};   /* sign bit of each window's result */
+    memcpy(n.in[0], row0, sizeof row0);
+    memcpy((float *)n.in[0] + 10, row1, sizeof row1);
+    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    for (int i = 0; i < 5; i++) {
+        float v = ((float *)n.out[0])[i];
+        cr_assert(v == 0 && !!signbit(v) == neg[i], "window %d: %g sign %d", i, v, !!signbit(v));
+    }
+    nnh_node_free(&n);
+}
