@@ -3,7 +3,7 @@
  * im2col/col2im fast path (row widths 8/16/24 and odd ones, padding on
  * both axes, stride and dilation along H only — along W the generic path
  * runs, also checked), the sample-block path (ragged near-equal blocks,
- * groups, no bias), the 1x1 path (several pixel blocks per sample, a
+ * groups, no bias), the row-item path (large columns), the 1x1 path (several pixel blocks per sample, a
  * ragged last block), req add / null per gradient (a null data gradient
  * leaves dx untouched and still gives dW/db), float64, and central finite
  * differences in float64 on the sample-block and 1x1 paths. */
@@ -170,6 +170,18 @@ Test(conv_gemm, one_by_one, .init = setup, .fini = teardown, .timeout = 120) {
         {8, 512, 4, 40, 16, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0}, /* wide C: backward sub-blocks */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) check_cfg(&cs[i], MXP_DTYPE_F32, 1e-5, 51 + i);
+}
+
+/* Large column matrices from 4 samples: (sample, row block) items with a
+ * ragged last row block, groups, H stride and dilation with padding. */
+Test(conv_gemm, row_items, .init = setup, .fini = teardown, .timeout = 120) {
+    gcfg cs[] = {
+        {4, 36, 40, 40, 8, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0},  /* ragged row blocks, backward too */
+        {5, 72, 30, 30, 8, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+        {4, 64, 33, 30, 6, 1, 3, 3, 2, 1, 2, 1, 2, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) check_cfg(&cs[i], MXP_DTYPE_F32, 1e-5, 61 + i);
+    check_cfg(&cs[0], MXP_DTYPE_F64, 1e-12, 64);
 }
 
 Test(conv_gemm, float64_paths, .init = setup, .fini = teardown, .timeout = 120) {

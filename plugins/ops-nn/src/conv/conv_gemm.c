@@ -1,7 +1,8 @@
 /* conv_gemm.c — Convolution impl "gemm": im2col + OpenBLAS GEMM (f32, f64),
  * forward and backward (data, weight, bias), any 2-D configuration
- * (padding, stride, dilation, groups).  This file plans and dispatches;
- * the batched loop structures live in conv_gemm_blocks.c.
+ * (padding, stride, dilation, groups).  This file plans and dispatches
+ * and runs the small-batch row-block loop; the batched loop structures
+ * live in conv_gemm_blocks.c and conv_gemm_rows.c.
  *
  * Plans (conv_gemm_plan):
  *   - 1x1 stride-1 unpadded kernels need no column buffer (data is the
@@ -14,10 +15,13 @@
  *     measured best on LeNet's layers), a multiple of 4 blocks (balanced
  *     over 2 or 4 threads),
  *     each block an independent parallel_for item (conv_gemm_blocks.c);
- *   - otherwise one sample at a time, split over output rows when the
- *     column buffer would exceed min(workspace MB, 16 MiB): im2col/col2im
- *     on parallel_for over channels and each GEMM split into column/row
- *     blocks of single-threaded OpenBLAS calls (nn_gemm_par).
+ *   - otherwise, from 4 samples: (sample, output-row block) items with an
+ *     L2-sized column buffer per block (conv_gemm_rows.c);
+ *   - otherwise (1-3 large samples) one sample at a time, split over
+ *     output rows when the column buffer would exceed min(workspace MB,
+ *     16 MiB): im2col/col2im on parallel_for over channels and each GEMM
+ *     split into column/row blocks of single-threaded OpenBLAS calls
+ *     (nn_gemm_par).
  * OpenBLAS's own pool is switched off at pack init because the runtime
  * owns the cores (docs/engine.md).  A null req on data skips the data
  * gradient entirely (the first layer's input never needs it). */
@@ -27,6 +31,8 @@
 #define CONV_BATCH_BELOW (1ull << 20)
 #define CONV_BLOCK_BYTES (256ull << 10) /* col + tmp of one sample block */
 #define CONV_1X1_ITEMS 8                /* at least this many (sample, pixel block) items */
+#define CONV_ROW_BYTES (512ull << 10)   /* column buffer of one row block (row items) */
+#define CONV_ROWS_MIN_N 4               /* row items from this batch size */
 
 void conv_gemm_plan(const conv_geom *g, const conv_params *p, int32_t dt, gemm_plan *pl) {
     uint64_t es = mxp_dtype_size(dt);
@@ -56,6 +62,13 @@ void conv_gemm_plan(const conv_geom *g, const conv_params *p, int32_t dt, gemm_p
         return;
     }
     uint64_t row = (uint64_t)g->K * (uint64_t)g->Wo * es;
+    if (g->N >= CONV_ROWS_MIN_N) {
+        int64_t rb = (int64_t)(CONV_ROW_BYTES / row);
+        if (rb < 1) rb = 1;
+        if (rb > g->Ho) rb = g->Ho;
+        pl->rows = 1; pl->rb = rb;
+        return;
+    }
     int64_t rb = (int64_t)(cap / row);
     if (rb < 1) rb = 1;
     if (rb > g->Ho) rb = g->Ho;
@@ -112,6 +125,7 @@ int conv_gemm_forward_impl(const mxp_forward_args *a) {
                       (unsigned long long)a->ctx->workspace_bytes, (unsigned long long)pl.ws);
     if (pl.one_by_one) return conv_gemm_fwd_1x1(a, &g, &pl, dt);
     if (pl.nblk > 0) return conv_gemm_fwd_blocks(a, &g, &pl, dt);
+    if (pl.rows) return conv_gemm_fwd_rows(a, &g, &pl, dt);
     uint64_t es = mxp_dtype_size(dt);
     const char *x = nn_ptr(&a->in[0]), *w = nn_ptr(&a->in[1]);
     char *y = nn_ptr(&a->out[0]);
@@ -165,6 +179,7 @@ int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx) {
     int32_t rq_db = (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL;
     if (pl.one_by_one) return conv_gemm_bwd_1x1(a, &g, &pl, dt, rq_dx, rq_dw, rq_db);
     if (pl.nblk > 0) return conv_gemm_bwd_blocks(a, &g, &pl, dt, rq_dx, rq_dw, rq_db);
+    if (pl.rows) return conv_gemm_bwd_rows(a, &g, &pl, dt, rq_dx, rq_dw, rq_db);
     const char *x = nn_ptr(&a->in[0]), *w = nn_ptr(&a->in[1]), *dy = nn_ptr(&a->out_grad[0]);
     char *dx = nn_ptr(&a->in_grad[0]), *dw = nn_ptr(&a->in_grad[1]);
     char *col = a->ctx->workspace;

@@ -32,21 +32,7 @@
 #include <stdatomic.h>
 
 /* ------------------------------------------------ gradient partials */
-/* The backward items are split into this many fixed, contiguous parts
- * (fewer when there are fewer items), each summed into its own partial:
- * a constant, so the rounding of dW/db depends neither on the thread
- * count nor on how parallel_for chunked the work (it runs everything as
- * one chunk when no helper is free) — results are bitwise reproducible. */
-#define CONV_GRAD_PARTS 8
-
-typedef struct partials {
-    int64_t nitems;           /* parts */
-    int64_t Mg, K;            /* dW partials hold each group's block transposed: [K][Mg] */
-    uint64_t db_bytes, bytes; /* db (double, M, padded to 64 B) then dW (T, M*K) */
-    char **slot;              /* [nitems]; slot[q] = partial of part q */
-} partials;
-
-static int partials_init(partials *pt, int64_t nitems, const conv_geom *g, uint64_t es) {
+int conv_gemm_partials_init(conv_gemm_partials *pt, int64_t nitems, const conv_geom *g, uint64_t es) {
     pt->nitems = nitems;
     pt->Mg = g->Mg; pt->K = g->K;
     pt->db_bytes = ((uint64_t)g->M * sizeof(double) + 63) & ~(uint64_t)63;
@@ -58,7 +44,7 @@ static int partials_init(partials *pt, int64_t nitems, const conv_geom *g, uint6
 }
 
 /* A zeroed partial for part q (NULL: no memory). */
-static char *partials_take(partials *pt, int64_t q) {
+char *conv_gemm_partials_take(conv_gemm_partials *pt, int64_t q) {
     char *p = nn_alloc(pt->bytes);
     if (p) memset(p, 0, pt->bytes);
     pt->slot[q] = p;
@@ -66,9 +52,9 @@ static char *partials_take(partials *pt, int64_t q) {
 }
 
 /* acc[i] += every later partial's [i], in part order (contiguous, vectorizable). */
-typedef struct redjob { int32_t dt; const partials *pt; int64_t first; } redjob;
+typedef struct redjob { int32_t dt; const conv_gemm_partials *pt; int64_t first; } redjob;
 static void reduce_range(void *arg, int64_t b, int64_t e) {
-    const redjob *j = arg; const partials *pt = j->pt;
+    const redjob *j = arg; const conv_gemm_partials *pt = j->pt;
     NN_TYPED(j->dt, T,
         T *acc = (T *)(pt->slot[j->first] + pt->db_bytes);
         for (int64_t s = j->first + 1; s < pt->nitems; s++) {
@@ -79,7 +65,7 @@ static void reduce_range(void *arg, int64_t b, int64_t e) {
 }
 
 /* Sums the partials into dW/db (req) and frees them. */
-static int partials_finish(partials *pt, const mxp_backward_args *a, const conv_geom *g, int32_t dt,
+int conv_gemm_partials_finish(conv_gemm_partials *pt, const mxp_backward_args *a, const conv_geom *g, int32_t dt,
                            int32_t rq_dw, int32_t rq_db) {
     int st = MXP_OK;
     int64_t first = 0;
@@ -121,7 +107,7 @@ typedef struct sbjob {
     uint64_t es;
     const char *x, *w, *bias, *dy;
     char *y, *dx;
-    partials pt;
+    conv_gemm_partials pt;
     atomic_int oom;
 } sbjob;
 
@@ -245,7 +231,7 @@ static void bwd_block_range(void *arg, int64_t qb, int64_t qe) {
     for (int64_t q = qb; q < qe; q++) {
         char *part = NULL;
         if (j->rq_dw != MXP_REQ_NULL || j->rq_db != MXP_REQ_NULL) {
-            part = partials_take(&j->pt, q);
+            part = conv_gemm_partials_take(&j->pt, q);
             if (!part) { atomic_store(&j->oom, 1); return; }
         }
         bwd_blocks(j, q * j->nblk / j->pt.nitems, (q + 1) * j->nblk / j->pt.nitems, part);
@@ -276,12 +262,12 @@ int conv_gemm_bwd_blocks(const mxp_backward_args *a, const conv_geom *g, const g
     j.x = nn_ptr(&a->in[0]); j.w = nn_ptr(&a->in[1]); j.dy = nn_ptr(&a->out_grad[0]);
     j.dx = nn_ptr(&a->in_grad[0]);
     atomic_init(&j.oom, 0);
-    int st = partials_init(&j.pt, j.nblk < CONV_GRAD_PARTS ? j.nblk : CONV_GRAD_PARTS, g, j.es);
+    int st = conv_gemm_partials_init(&j.pt, j.nblk < CONV_GRAD_PARTS ? j.nblk : CONV_GRAD_PARTS, g, j.es);
     if (st < 0) return st;
     st = nn_parallel(a->ctx, j.pt.nitems, 1, bwd_block_range, &j);
     if (st == MXP_OK && atomic_load(&j.oom))
         st = NN_ERR(MXP_ENOMEM, "Convolution(gemm): no memory for the column buffer or gradient partials");
-    int st2 = partials_finish(&j.pt, a, g, dt, st == MXP_OK ? rq_dw : MXP_REQ_NULL, st == MXP_OK ? rq_db : MXP_REQ_NULL);
+    int st2 = conv_gemm_partials_finish(&j.pt, a, g, dt, st == MXP_OK ? rq_dw : MXP_REQ_NULL, st == MXP_OK ? rq_db : MXP_REQ_NULL);
     return st < 0 ? st : st2;
 }
 
@@ -297,7 +283,7 @@ typedef struct pxjob {
     uint64_t es;
     const char *x, *w, *bias, *dy;
     char *y, *dx;
-    partials pt;
+    conv_gemm_partials pt;
     atomic_int oom;
 } pxjob;
 
@@ -357,7 +343,7 @@ static void bwd_1x1_range(void *arg, int64_t qb, int64_t qe) {
     for (int64_t q = qb; q < qe; q++) {
         char *part = NULL;
         if (j->rq_dw != MXP_REQ_NULL || j->rq_db != MXP_REQ_NULL) {
-            part = partials_take(&j->pt, q);
+            part = conv_gemm_partials_take(&j->pt, q);
             if (!part) { atomic_store(&j->oom, 1); return; }
         }
         bwd_1x1_items(j, q * nitems / j->pt.nitems, (q + 1) * nitems / j->pt.nitems, part);
@@ -386,11 +372,11 @@ int conv_gemm_bwd_1x1(const mxp_backward_args *a, const conv_geom *g, const gemm
     j.dx = nn_ptr(&a->in_grad[0]);
     atomic_init(&j.oom, 0);
     int64_t nitems = g->N * j.npb;
-    int st = partials_init(&j.pt, nitems < CONV_GRAD_PARTS ? nitems : CONV_GRAD_PARTS, g, j.es);
+    int st = conv_gemm_partials_init(&j.pt, nitems < CONV_GRAD_PARTS ? nitems : CONV_GRAD_PARTS, g, j.es);
     if (st < 0) return st;
     st = nn_parallel(a->ctx, j.pt.nitems, 1, bwd_1x1_range, &j);
     if (st == MXP_OK && atomic_load(&j.oom))
         st = NN_ERR(MXP_ENOMEM, "Convolution(gemm): no memory for gradient partials");
-    int st2 = partials_finish(&j.pt, a, g, dt, st == MXP_OK ? rq_dw : MXP_REQ_NULL, st == MXP_OK ? rq_db : MXP_REQ_NULL);
+    int st2 = conv_gemm_partials_finish(&j.pt, a, g, dt, st == MXP_OK ? rq_dw : MXP_REQ_NULL, st == MXP_OK ? rq_db : MXP_REQ_NULL);
     return st < 0 ? st : st2;
 }
