@@ -157,7 +157,8 @@ Test(conv_direct, stride1_paths_match_reference, .init = setup, .fini = teardown
         {2, 5, 9, 8, 1, 1, 3, 3, 1, 1, 1, 1, 0},      /* one output channel              */
         {2, 2, 8, 30, 16, 2, 3, 5, 1, 2, 1, 1, 1},    /* groups with 8 filters each      */
         {12, 16, 30, 29, 12, 1, 3, 3, 0, 0, 1, 1, 0}, /* dW in sample chunks (5 + 5 + 2) */
-        {2, 64, 40, 40, 8, 1, 3, 3, 0, 1, 1, 1, 0},   /* dW in pixel chunks of a sample  */
+        {2, 64, 40, 40, 8, 1, 3, 3, 0, 1, 1, 1, 0},   /* dW one sample per chunk         */
+        {1, 256, 60, 60, 4, 1, 3, 3, 0, 0, 1, 1, 1},  /* dW in pixel pieces (> 8 MiB)    */
         {2, 24, 8, 8, 20, 1, 1, 1, 0, 0, 1, 1, 0},    /* 1x1, whole vectors: x and dy read in place */
         {2, 12, 4, 8, 6, 3, 1, 1, 0, 0, 1, 1, 1},     /* the same with groups            */
         {2, 5, 10, 16, 7, 1, 3, 1, 0, 0, 1, 1, 0},    /* one column tap: x read in place  */
