@@ -111,7 +111,8 @@ typedef struct sbjob {
     atomic_int oom;
 } sbjob;
 
-/* From this many output pixels per sample, the GEMMs run per sample on y
+/* From this many output pixels per sample (or with one-sample blocks,
+ * where the block's GEMM is the sample's), the GEMMs run per sample on y
  * and dy in place: each is big enough on its own, and the scatter/gather
  * through tmp (a copy of y or dy) would cost more than the extra calls. */
 #define CONV_PER_SAMPLE_P 256
@@ -242,7 +243,7 @@ int conv_gemm_fwd_blocks(const mxp_forward_args *a, const conv_geom *g, const ge
     const conv_params *p = a->params;
     sbjob j; memset(&j, 0, sizeof j);
     j.dt = dt; j.req = a->req[0]; j.g = g; j.nblk = pl->nblk; j.smax = (g->N + pl->nblk - 1) / pl->nblk;
-    j.per_sample = g->P >= CONV_PER_SAMPLE_P;
+    j.per_sample = g->P >= CONV_PER_SAMPLE_P || j.smax == 1;
     j.es = mxp_dtype_size(dt);
     j.x = nn_ptr(&a->in[0]); j.w = nn_ptr(&a->in[1]); j.bias = p->no_bias ? NULL : nn_ptr(&a->in[2]);
     j.y = nn_ptr(&a->out[0]);
@@ -258,7 +259,7 @@ int conv_gemm_bwd_blocks(const mxp_backward_args *a, const conv_geom *g, const g
     sbjob j; memset(&j, 0, sizeof j);
     j.dt = dt; j.rq_dx = rq_dx; j.rq_dw = rq_dw; j.rq_db = rq_db; j.g = g;
     j.nblk = pl->nblk; j.smax = (g->N + pl->nblk - 1) / pl->nblk; j.es = mxp_dtype_size(dt);
-    j.per_sample = g->P >= CONV_PER_SAMPLE_P;
+    j.per_sample = g->P >= CONV_PER_SAMPLE_P || j.smax == 1;
     j.x = nn_ptr(&a->in[0]); j.w = nn_ptr(&a->in[1]); j.dy = nn_ptr(&a->out_grad[0]);
     j.dx = nn_ptr(&a->in_grad[0]);
     atomic_init(&j.oom, 0);
