@@ -25,6 +25,8 @@
 /* Backward row blocks span at least this many output pixels (measured on
  * layers (c)/(d): below it the dW GEMM's C traffic dominates). */
 #define CONV_ROWS_BWD_MIN_LD 1024
+/* ... unless the column buffer would exceed this (huge K). */
+#define CONV_ROWS_BWD_MAX_BYTES (8ull << 20)
 
 typedef struct rowjob {
     int32_t dt, req, rq_dx, rq_dw, rq_db;
@@ -136,6 +138,8 @@ int conv_gemm_bwd_rows(const mxp_backward_args *a, const conv_geom *g, const gem
     /* backward blocks of at least CONV_ROWS_BWD_MIN_LD columns: the
      * weight-gradient GEMM reads and writes its whole C (K x Mg) per block */
     j.rb = (CONV_ROWS_BWD_MIN_LD + g->Wo - 1) / g->Wo;
+    int64_t rb_cap = (int64_t)(CONV_ROWS_BWD_MAX_BYTES / ((uint64_t)g->K * (uint64_t)g->Wo * mxp_dtype_size(dt)));
+    if (j.rb > rb_cap) j.rb = rb_cap;
     if (j.rb < pl->rb) j.rb = pl->rb;
     if (j.rb > g->Ho) j.rb = g->Ho;
     j.nrb = (g->Ho + j.rb - 1) / j.rb; j.es = mxp_dtype_size(dt);
