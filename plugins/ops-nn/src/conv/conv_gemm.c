@@ -13,8 +13,8 @@
  *     blocks of whole samples sized so col + tmp stay about a quarter of
  *     a 1 MiB L2 (OpenBLAS's packed panels and the data need the rest;
  *     measured best on LeNet's layers), a multiple of 4 blocks (balanced
- *     over 2 or 4 threads),
- *     each block an independent parallel_for item (conv_gemm_blocks.c);
+ *     over 2 or 4 threads), each block an independent parallel_for item
+ *     (conv_gemm_blocks.c);
  *   - otherwise, from 4 samples: (sample, output-row block) items with an
  *     L2-sized column buffer per block (conv_gemm_rows.c);
  *   - otherwise (1-3 large samples) one sample at a time, split over

@@ -9,6 +9,8 @@
  *     NCHW with the bias fused.  Backward per block: gather dy into tmp,
  *     bias partial sums, im2col + one GEMM for the weight-gradient
  *     partial, one GEMM + col2im into the block's own samples for dx.
+ *     With one-sample blocks or >= 256 output pixels per sample the GEMMs
+ *     instead run per sample on y and dy in place (no tmp copies).
  *   - 1x1 stride-1 unpadded kernels: the data is the column matrix, so an
  *     item is (sample, pixel block) and GEMMs read x and write y/dx in
  *     place (ld = P).  Forward pre-fills y with the bias and runs the GEMM
@@ -21,12 +23,10 @@
  * parts (the parallel_for items of backward), each accumulated into its
  * own partial (dW in T, db in double) and summed in part order at the
  * end, so no two threads write one value and the result is the same
- * whatever the thread count or chunking.  The dW partials are kept transposed
- * ([K][Mg] per group: dW^T += col dy^T), so BLAS transposes the small dy
- * block when packing instead of the column matrix (~8% faster on LeNet's
- * conv2 and the 1x1 layer); the sum transposes them back.  Scratch comes
- * from the host pool per chunk; an allocation failure is reported as
- * ENOMEM after the loop. */
+ * whatever the thread count or chunking (conv_gemm.h: conv_gemm_partials,
+ * also used by conv_gemm_rows.c).  Scratch comes from the host pool per
+ * chunk or part; an allocation failure is reported as ENOMEM after the
+ * loop. */
 #include "conv_gemm.h"
 
 #include <stdatomic.h>
