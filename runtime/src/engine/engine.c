@@ -572,25 +572,18 @@ void mxp_engine_delete_var(mxp_var *var) {
 typedef struct var_waiter {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_int done;   /* set under mu; read without it while spinning */
-    atomic_int sleeping;
+    int done;
 } var_waiter;
 
 static int wake_waiter(void *arg, const mxp_run_ctx *ctx) {
     (void)ctx;
     var_waiter *w = arg;
     pthread_mutex_lock(&w->mu);
-    atomic_store(&w->done, 1);
-    /* A waiter still spinning needs no futex wake (~1 µs here, and its
-     * sleep + wake-up ~10 µs there). */
-    if (atomic_load(&w->sleeping)) pthread_cond_signal(&w->cv);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return MXP_OK;
 }
-
-/* Short waits (a metric reading the output a forward is finishing) end
- * while spinning; longer ones sleep on the condition variable. */
-enum { WAIT_SPIN_ROUNDS = 2000 };
 
 int mxp_engine_wait_for_var(mxp_var *var) {
     if (!var) return mxp__error(MXP_EINVAL, "mxp_engine_wait_for_var: var is NULL");
@@ -600,19 +593,14 @@ int mxp_engine_wait_for_var(mxp_var *var) {
         if (eng_in_function())
             return mxp__error(MXP_EMISUSE, "mxp_engine_wait_for_var called inside an engine function "
                               "on a var with pending writes: it would deadlock");
-        var_waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+        var_waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
         eng_opr *o = internal_opr(e, ENG_KIND_WAIT, var, "WaitForVar", false);
         if (!o) return mxp__error_oom("engine wait");
         o->sync_fn = wake_waiter;
         o->arg = &w;
         submit(e, o, &o->blk, 0, NULL, o->arg, NULL);
-        for (int i = 0; i < WAIT_SPIN_ROUNDS && !atomic_load_explicit(&w.done, memory_order_acquire); i++)
-            eng_cpu_relax();
-        /* Always through the mutex: wake_waiter may still hold it after
-         * setting done, and w dies when we return. */
         pthread_mutex_lock(&w.mu);
-        atomic_store(&w.sleeping, 1);
-        while (!atomic_load(&w.done)) pthread_cond_wait(&w.cv, &w.mu);
+        while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
         pthread_mutex_unlock(&w.mu);
         pthread_mutex_destroy(&w.mu);
         pthread_cond_destroy(&w.cv);
