@@ -95,7 +95,6 @@ static void vconv_range(void *arg, int64_t b, int64_t e) {
         if (!v->in_place)
             build_shift(buf, v->src + n * Ct * v->Hs * v->Ws, Ct, v->Hs, v->Ws, v->top, v->left, r0, R, v->Wout, v->kw,
                         v->dw, v->S);
-
         for (int64_t gr = 0; gr < v->G; gr++)
             for (int64_t m0 = 0; m0 < v->Cout; m0 += v->mb) {
                 int mbs = (int)min64(v->mb, v->Cout - m0);
