@@ -38,12 +38,14 @@ void conv_im2col(int32_t dt, const conv_geom *g, const void *x, int64_t c0, int6
 void conv_col2im(int32_t dt, const conv_geom *g, const void *col, int64_t c0, int64_t c1,
                  int64_t r0, int64_t r1, int64_t ld, void *dx);
 
-/* gemm impl pieces reused by winograd (weight and bias gradients). */
+/* gemm impl entry points reused by Deconvolution (deconv.c), whose forward
+ * is a convolution's data gradient and whose backward is its forward. */
 uint64_t conv_gemm_workspace_bytes(const conv_geom *g, const conv_params *p, int32_t dt);
 int conv_gemm_backward_impl(const mxp_backward_args *a, int skip_dx);
 int conv_gemm_forward_impl(const mxp_forward_args *a);
 
-/* 8 output channels x 16 positions, float32 (microkernel.c). */
+/* 8 output channels x 16 positions, float32 (microkernel.c; the direct
+ * impl's 1x1 path). */
 void conv_mk_8x16(const float *x, int64_t plane, int64_t Cg, int64_t nk, const int64_t *off,
                   const float *wpk, float *out, int64_t ld);
 

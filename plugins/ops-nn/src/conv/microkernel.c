@@ -1,6 +1,7 @@
-/* microkernel.c — the float32 8x16 register-blocked kernel shared by the
- * direct convolution (taps at offsets `off`) and the winograd batched
- * products (one tap, offset 0):
+/* microkernel.c — the float32 8x16 register-blocked kernel of the direct
+ * convolution's 1x1 path (taps at offsets `off`; the stride-1 k>1 paths
+ * have their own kernels in conv_direct_kern.c, winograd in
+ * conv_winograd_kern.c):
  *   out[i*ld + l] = sum_c sum_k wpk[(c*nk + k)*8 + i] * x[c*plane + off[k] + l]
  * for i < 8, l < 16.  Compiled for AVX-512F, AVX2 and baseline x86-64
  * (target_clones), chosen at load time by CPU features.  The clones are
