@@ -275,7 +275,7 @@ static int direct_workspace(mxp_impl_query_args *a) {
 
 const mxp_op_impl conv_direct_impl = {
     .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "direct", .device = "cpu",
-    .rank = MXP_RANK_SECONDARY, .doc = "vectorized direct convolution (1x1 channel loop; padded-width taps), float32",
+    .rank = MXP_RANK_SECONDARY, .doc = "vectorized direct convolution (register-blocked kernels on shifted input copies; 1x1 channel loop), float32",
     .supports = direct_supports, .workspace = direct_workspace,
     .forward = direct_forward, .backward = direct_backward,
 };
