@@ -30,6 +30,8 @@
 #include "conv.h"
 #include "conv_winograd.h"
 
+#include <stdatomic.h>
+
 
 /* ---- plan ---- */
 
@@ -111,7 +113,10 @@ static float *weights_transform(const mxp_op_ctx *ctx, const wplan *p, const flo
     float *U = nn_alloc(n * sizeof(float));
     if (!U) return NULL;
     ujob j = { p, wt, U, flip };
-    nn_parallel(ctx, p->G * p->nmb, 1, u_range, &j);
+    if (nn_parallel(ctx, p->G * p->nmb, 1, u_range, &j) != MXP_OK) {
+        nn_free(U);
+        return NULL;
+    }
     return U;
 }
 
@@ -121,6 +126,7 @@ typedef struct fjob {
     const float *x, *U, *bias;
     float *y;
     int32_t req;
+    atomic_int failed;      /* a chunk could not get its scratch */
 } fjob;
 
 /* V[xi][c][ld] for the chunk's tiles: per channel, the input rows of each
@@ -193,7 +199,10 @@ static void fwd_range(void *arg, int64_t b, int64_t e) {
     uint64_t nV = 36ull * (uint64_t)(p->Cg * tc), nM = 36ull * 8 * (uint64_t)tc;
     uint64_t nS = (uint64_t)(wino_max_rows(p) * wino_stage_w(p));
     float *buf = nn_alloc((nV + nM + nS + 256) * sizeof(float) + (uint64_t)tc * (sizeof(wtile) + sizeof(float *)));
-    if (!buf) return; /* cannot report from a chunk; the caller's pool does not fail in practice */
+    if (!buf) { /* a chunk cannot return a status: run_forward reports it */
+        atomic_store(&((fjob *)arg)->failed, 1);
+        return;
+    }
     float *V = buf, *Mx = V + nV, *st = Mx + nM, *tmp = st + nS;
     wtile *tl = (wtile *)(void *)(tmp + 256);
     const float **tp = (const float **)(void *)(tl + tc);
@@ -216,8 +225,11 @@ static void fwd_range(void *arg, int64_t b, int64_t e) {
 /* y (req) = winograd conv of x with the weights of U. */
 static int run_forward(const mxp_op_ctx *ctx, const wplan *p, const float *x, const float *U, const float *bias,
                        float *y, int32_t req) {
-    fjob j = { p, x, U, bias, y, req };
-    return nn_parallel(ctx, p->nchunk, 1, fwd_range, &j);
+    fjob j = { p, x, U, bias, y, req, 0 };
+    int st = nn_parallel(ctx, p->nchunk, 1, fwd_range, &j);
+    if (st == MXP_OK && atomic_load(&j.failed))
+        st = NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for a chunk's transform buffers");
+    return st;
 }
 
 static int wino_forward(const mxp_forward_args *a) {

@@ -9,12 +9,13 @@
  *                                     8-channel blocks for broadcasting
  *   dU[xi][m][c] += Σ_t D · Vt        36 GEMMs (8 x Cg, K = tiles) with the
  *                                     same register-blocked kernel as forward
- * Chunks are pulled from an atomic counter by P partitions (P = thread
- * budget), each accumulating into its own dU, so no two threads write one
- * value; the partitions are summed and transformed back (Gᵀ dU G) at the
- * end, in parallel over output channels.  If fewer threads show up than
- * partitions, the first partition drains the counter and the others stay
- * zero, so the result does not depend on scheduling.
+ * The chunks are cut into WGRAD_PARTS fixed contiguous ranges (fewer when
+ * there are fewer chunks), each accumulated into its own dU by whichever
+ * thread runs it, so no two threads write one value; the partitions are
+ * summed in part order and transformed back (Gᵀ dU G) at the end, in
+ * parallel over output channels.  The summation order therefore depends
+ * neither on scheduling nor on the thread count: the gradient is bitwise
+ * reproducible (a resumed training run continues exactly).
  * Bias gradient: per output channel, sums of dy in 16 float lanes per
  * plane, added across samples in double. */
 #include "conv.h"
@@ -27,6 +28,10 @@
 
 #include <stdatomic.h>
 
+/* Fixed partition count: enough items for 2-4 threads; fixed so that the
+ * sum order (and so every bit of dW) is the same whatever the threads. */
+#define WGRAD_PARTS 4
+
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 
@@ -37,7 +42,8 @@ typedef struct gjob {
     double *dbp;            /* [P][M] bias-gradient partials, or NULL */
     int64_t Cgp, nmb2;      /* Cg padded to 16; 8-filter blocks rounded up to even */
     uint64_t part_n;        /* floats per partition */
-    _Atomic int64_t next;   /* next chunk */
+    int64_t nparts;
+    atomic_int failed;      /* an item could not get its scratch */
 } gjob;
 
 /* Transforms of one sample's run of tiles [i0, i1) in the chunk, group g:
@@ -97,7 +103,10 @@ static void part_range(void *arg, int64_t b, int64_t e) {
     uint64_t nV = 36ull * (uint64_t)(tc * Cgp), nD = 36ull * (uint64_t)(j->nmb2 * tc * 8);
     uint64_t nS = (uint64_t)(16 * wino_max_rows(p) * (Wp + Wq));
     float *buf = nn_alloc((nV + nD + nS) * sizeof(float) + (uint64_t)tc * sizeof(wtile));
-    if (!buf) return; /* cannot report from a chunk; the host pool does not fail in practice */
+    if (!buf) { /* an item cannot return a status: wino_weight_grad reports it */
+        atomic_store(&j->failed, 1);
+        return;
+    }
     float *Vt = buf, *D = Vt + nV, *stx = D + nD, *sty = stx + 16 * wino_max_rows(p) * Wp;
     wtile *tl = (wtile *)(void *)(sty + 16 * wino_max_rows(p) * Wq);
     for (int64_t part = b; part < e; part++) {
@@ -105,8 +114,8 @@ static void part_range(void *arg, int64_t b, int64_t e) {
         double *db = j->dbp ? j->dbp + part * p->M : NULL;
         memset(dU, 0, j->part_n * sizeof(float));
         if (db) memset(db, 0, (size_t)p->M * sizeof(double));
-        int64_t ch;
-        while ((ch = atomic_fetch_add(&j->next, 1)) < p->nchunk) {
+        int64_t ch1 = (part + 1) * p->nchunk / j->nparts;
+        for (int64_t ch = part * p->nchunk / j->nparts; ch < ch1; ch++) {
             int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc;
             wino_tiles_decode(p, t0, nt, tl);
             for (int64_t g = 0; g < p->G; g++) {
@@ -124,7 +133,7 @@ static void part_range(void *arg, int64_t b, int64_t e) {
     nn_free(buf);
 }
 
-typedef struct rjob { const gjob *j; int64_t P; float *dw; int32_t req; } rjob;
+typedef struct rjob { const gjob *j; int64_t P; float *dw; int32_t req; atomic_int failed; } rjob;
 
 /* dw[g*Mg+m][c] = Gᵀ (Σ_parts dU[g][·][m][c]) G for items (g, m); the
  * partition sums run along contiguous channel rows first. */
@@ -132,7 +141,10 @@ static void reduce_range(void *arg, int64_t b, int64_t e) {
     const rjob *r = arg; const gjob *j = r->j; const wplan *p = j->p;
     int64_t Cgp = j->Cgp;
     float *u = nn_alloc(36ull * (uint64_t)Cgp * sizeof(float));
-    if (!u) return;
+    if (!u) {
+        atomic_store(&((rjob *)arg)->failed, 1);
+        return;
+    }
     for (int64_t it = b; it < e; it++) {
         int64_t g = it / p->Mg, m = it % p->Mg;
         for (int xi = 0; xi < 36; xi++) {
@@ -185,21 +197,22 @@ int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, cons
     memset(&j, 0, sizeof j);
     j.p = p; j.x = x; j.dy = dy; j.Cgp = (p->Cg + 15) / 16 * 16; j.nmb2 = (p->nmb + 1) / 2 * 2;
     j.part_n = 36ull * (uint64_t)(p->G * p->Mgp * j.Cgp);
-    int64_t P = nn_host && nn_host->num_threads ? nn_host->num_threads() : 1;
-    if (P < 1) P = 1;
-    if (P > p->nchunk) P = p->nchunk;
+    int64_t P = p->nchunk < WGRAD_PARTS ? p->nchunk : WGRAD_PARTS;
+    j.nparts = P;
     /* double partials first: 8-byte aligned whatever part_n is */
     uint64_t dbn = db ? (uint64_t)(P * p->M) : 0;
     char *mem = nn_alloc(dbn * sizeof(double) + (uint64_t)P * j.part_n * sizeof(float));
     if (!mem) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for weight-gradient partials");
     j.dbp = db ? (double *)(void *)mem : NULL;
     j.part = (float *)(void *)(mem + dbn * sizeof(double));
-    atomic_init(&j.next, 0);
     int st = nn_parallel(ctx, P, 1, part_range, &j);
-    if (st == MXP_OK) {
-        rjob r = { &j, P, dw, req };
+    if (st == MXP_OK && !atomic_load(&j.failed)) {
+        rjob r = { &j, P, dw, req, 0 };
         st = nn_parallel(ctx, p->G * p->Mg, 4, reduce_range, &r);
+        if (st == MXP_OK && atomic_load(&r.failed)) atomic_store(&j.failed, 1);
     }
+    if (st == MXP_OK && atomic_load(&j.failed))
+        st = NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for weight-gradient scratch");
     if (st == MXP_OK && db)
         for (int64_t m = 0; m < p->M; m++) {
             double acc = 0;
