@@ -14,6 +14,8 @@
  * what conv_direct_fast.c asks for (shifted copies of x). */
 #include "conv_direct_fast.h"
 
+#include <stdatomic.h>
+
 #define MR 8
 #define VL 16
 
@@ -175,13 +177,17 @@ typedef struct bjob {
     const float *xp, *w, *dy;
     float *dx, *dw, *db;
     int32_t req_dx, req_dw, req_db;
+    atomic_int failed;     /* an item could not get its scratch plane */
 } bjob;
 
 /* stride > 1 backward: dx items (n, c) on a padded plane; dW items m. */
 static void bwd_x_generic_range(void *arg, int64_t b, int64_t e) {
     const bjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
     float *dxp = nn_alloc((uint64_t)d->plane * sizeof(float));
-    if (!dxp) return;
+    if (!dxp) { /* an item cannot return a status: direct_backward reports it */
+        atomic_store(&((bjob *)arg)->failed, 1);
+        return;
+    }
     for (int64_t it = b; it < e; it++) {
         int64_t n = it / g->C, cc = it % g->C, gr = cc / g->Cg, c = cc % g->Cg;
         memset(dxp, 0, (size_t)d->plane * sizeof(float));
@@ -244,15 +250,18 @@ static int direct_backward(const mxp_backward_args *a) {
     float *xp = a->ctx->workspace;
     bjob j = { &d, xp, nn_ptr(&a->in[1]), nn_ptr(&a->out_grad[0]), nn_ptr(&a->in_grad[0]),
                nn_ptr(&a->in_grad[1]), a->n_in > 2 ? nn_ptr(&a->in_grad[2]) : NULL,
-               a->req[0], a->req[1], (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL };
+               a->req[0], a->req[1], (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL, 0 };
+    st = MXP_OK;
     if (j.req_dw != MXP_REQ_NULL) {
         padjob pj = { &d, nn_ptr(&a->in[0]), xp };
-        nn_parallel(a->ctx, g.N * g.C, 1, pad_range, &pj);
+        st = nn_parallel(a->ctx, g.N * g.C, 1, pad_range, &pj);
+        if (st == MXP_OK) st = nn_parallel(a->ctx, g.M, 1, bwd_w_generic_range, &j);
     }
-    if (j.req_dw != MXP_REQ_NULL) nn_parallel(a->ctx, g.M, 1, bwd_w_generic_range, &j);
-    if (j.req_dx != MXP_REQ_NULL) nn_parallel(a->ctx, g.N * g.C, 1, bwd_x_generic_range, &j);
-    if (j.req_db != MXP_REQ_NULL) nn_parallel(a->ctx, g.M, 1, bwd_b_range, &j);
-    return MXP_OK;
+    if (st == MXP_OK && j.req_dx != MXP_REQ_NULL) st = nn_parallel(a->ctx, g.N * g.C, 1, bwd_x_generic_range, &j);
+    if (st == MXP_OK && j.req_db != MXP_REQ_NULL) st = nn_parallel(a->ctx, g.M, 1, bwd_b_range, &j);
+    if (st == MXP_OK && atomic_load(&j.failed))
+        st = NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for a data-gradient plane");
+    return st;
 }
 
 static int direct_supports(mxp_impl_query_args *a) {
