@@ -10,6 +10,10 @@
 # on a shared, loaded machine libgomp's spinning threads made the MLP ~15x
 # slower (3,900 vs 46,000 samples/s measured side by side); set
 # OMP_WAIT_POLICY=active to measure the default.
+# mxplug runs with MXP_IMPL_Convolution=tune (unless the environment sets
+# it): each convolution layer gets the implementation timed fastest on its
+# own shapes, the counterpart of PyTorch's best settings; the tune cache
+# starts empty in a scratch directory, so tuning is part of the timed loop.
 # Env: BUILD (absolute build dir, set by make), EPOCHS, DATA, NETS ("lenet mlp"), SEED.
 # Last lines, one per net:
 #   train <lenet|mlp> mxplug_sps=<x> torch_sps=<y> mxplug_acc=<a> torch_acc=<b>
@@ -28,8 +32,10 @@ export MXP_MANIFEST="${MXP_MANIFEST:-$BUILD/plugins/manifest.yaml}"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export MXP_IMPL_Convolution=${MXP_IMPL_Convolution:-tune}
+export XDG_CACHE_HOME="$tmp/cache"
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
-echo "bench-train: $EPOCHS epochs, batch 64, SGD momentum 0.9 lr 0.01 (x0.1 from epoch 9), 2 threads, data $DATA"
+echo "bench-train: $EPOCHS epochs, batch 64, SGD momentum 0.9 lr 0.01 (x0.1 from epoch 9), 2 threads, Convolution impl policy $MXP_IMPL_Convolution, data $DATA"
 for net in $NETS; do
     json="$root/examples/$net/$net-symbol.json"
     MXP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$bin" "$json" "$DATA" "$EPOCHS" "$SEED" | tee "$tmp/$net.mx" | sed "s/^/$net: /"

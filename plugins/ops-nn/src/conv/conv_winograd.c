@@ -290,7 +290,10 @@ static int wino_supports(mxp_impl_query_args *a) {
 
 const mxp_op_impl conv_winograd_impl = {
     .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "winograd", .device = "cpu",
-    .rank = MXP_RANK_SECONDARY, .doc = "Winograd F(4x4,3x3), 3x3 stride 1 dilation 1 pad<=2, float32",
+    /* Above gemm: where it applies (3x3, stride 1, float32) it was 2-3x
+     * faster than gemm on the bench's 3x3 layers (docs/convolution.md), so
+     * `auto` should take it. */
+    .rank = MXP_RANK_PRIMARY + 64, .doc = "Winograd F(4x4,3x3), 3x3 stride 1 dilation 1 pad<=2, float32",
     .supports = wino_supports,
     .forward = wino_forward, .backward = wino_backward,
 };
