@@ -15,8 +15,6 @@
 #include "base/base.h"
 #include "engine/parallel.h"
 
-#include <stdbool.h>
-
 /* Set (or with NULL clear) the function every engine thread calls once when
  * it starts, after flush-to-zero is set.  Threads already running are not
  * affected, so call it before the first push (pack load time).  Thread-safe. */
@@ -42,9 +40,5 @@ const mxp__engine_device_hooks *mxp__engine_device_hooks_for(int32_t dev_type);
 
 /* Internal: the worker-init hook currently set (may be NULL). */
 void mxp__engine_run_worker_init(void);
-
-/* True on a thread that is running an engine function right now (pushing
- * work and waiting for it there would deadlock). */
-bool mxp__engine_in_function(void);
 
 #endif /* MXP_ENGINE_ENGINE_H */

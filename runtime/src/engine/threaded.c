@@ -32,7 +32,6 @@ static _Thread_local int tl_depth TLS_IE;      /* nesting of engine functions on
 
 bool eng_on_worker(void) { return tl_lane != NULL; }
 bool eng_in_function(void) { return tl_depth > 0; }
-bool mxp__engine_in_function(void) { return eng_in_function(); }
 
 /* ------------------------------------------------------------ queues */
 

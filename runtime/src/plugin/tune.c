@@ -8,10 +8,8 @@
  * name@version, the candidates' names, every parameter formatted
  * canonically (mxp__params_format, all of the schema, defaults included)
  * and the dtypes and shapes of inputs, outputs and aux states — and looks
- * it up in the cache.  On a miss it times each candidate synchronously, as
- * one engine function on a CPU worker (where the node will run; on the
- * calling thread when that is already inside an engine function), not
- * through the node runtime: workspace + create once, then
+ * it up in the cache.  On a miss it times each candidate on the calling
+ * thread, synchronously, without the engine: workspace + create once, then
  * forward on scratch tensors of the node's shapes (inputs uniform in
  * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs, median; for a
  * training signature (is_train) each run is forward + backward (every
@@ -38,7 +36,6 @@
  * in kind and the later write wins). */
 #include "plugin/plugin.h"
 
-#include "engine/engine.h"
 #include "engine/parallel.h"
 
 #include <mxplug/engine.h>
@@ -638,47 +635,6 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
     return MXP_OK;
 }
 
-/* Timing runs as an engine function when it can, so the candidates are
- * measured where they will run: on a CPU worker, its intra-op helpers
- * taken from the same thread budget.  Timed on the calling thread instead,
- * gemm's Convolution backward came out ~1.5x faster than it then ran on a
- * worker (layer (e) of bench/conv: 21 vs 32 ms), so tune picked it over a
- * faster impl.  Inside an engine function (waiting would deadlock) it
- * times on the calling thread. */
-typedef struct timing_job {
-    const mxp_impl_ref *ref;
-    const mxp_select_query *q;
-    double ms;
-} timing_job;
-
-static int timing_job_run(void *arg, const mxp_run_ctx *ctx) {
-    (void)ctx;
-    timing_job *j = arg;
-    return time_one(j->ref, j->q, &j->ms);
-}
-
-static int time_on_engine(const mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms) {
-    if (mxp__engine_in_function() || q->device.type != MXP_DEV_CPU) return time_one(ref, q, out_ms);
-    timing_job j = {ref, q, 0};
-    mxp_var *done = NULL;
-    int rc = mxp_engine_new_var(&done);
-    if (rc) return rc;
-    mxp_engine_push_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.sync_fn = timing_job_run;
-    pa.arg = &j;
-    pa.mutate_vars = &done;
-    pa.n_mutate = 1;
-    pa.device = q->device;
-    pa.prop = MXP_FN_NORMAL;
-    pa.name = "tune";
-    rc = mxp_engine_push(&pa);
-    if (!rc) rc = mxp_engine_wait_for_var(done);
-    mxp_engine_delete_var(done);
-    if (!rc) *out_ms = j.ms;
-    return rc;
-}
-
 static int timing_forbidden(void) {
     const char *e = getenv("MXP_TUNE_NO_TIMING");
     return e && *e && strcmp(e, "0");
@@ -749,7 +705,7 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     mxp__strbuf failed = {0};
     for (int i = 0; i < n; i++) {
         double ms;
-        int trc = time_on_engine(refs[i], q, &ms);
+        int trc = time_one(refs[i], q, &ms);
         if (trc) {
             MXP_LOGW("plugin", "op '%s': tune could not time impl '%s': %s", op->name, refs[i]->entry->name,
                      mxp_last_error());
