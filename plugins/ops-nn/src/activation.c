@@ -7,13 +7,8 @@
  * chosen at load time; static behind plain calls, none under ASan, as in
  * conv/microkernel.c); the other cases are plain loops. */
 #include "nn_common.h"
+#include "nn_simd.h"
 #include <math.h>
-
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TC
-#endif
 
 /* o (=|+=) max(x, 0) written as a select (NaN -> 0, as the generic loop);
  * o may be x exactly (inplace). */

@@ -8,6 +8,7 @@
  * data for the values.  Max pooling with non-overlapping windows inside the
  * data (2x2 stride 2 and the like) has a fast path with the same results. */
 #include "nn_common.h"
+#include "nn_simd.h"
 #include <float.h>
 
 enum { POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP };
@@ -183,11 +184,6 @@ typedef float v4fu __attribute__((vector_size(16), aligned(4), may_alias));
 #define ST4(p, v) (*(v4fu *)(void *)(p) = (v))
 /* bitwise select on float lanes: m ? a : b (m all-ones or zero per lane) */
 #define SEL8(m, a, b) ((v8f)(((v8i)(a) & (m)) | ((v8i)(b) & ~(m))))
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TC
-#endif
 
 /* 2x2/2 max pooling backward over `planes` consecutive float32 planes: the
  * window's gradient dy goes to its first maximum (order r0[2ow], r0[2ow+1],

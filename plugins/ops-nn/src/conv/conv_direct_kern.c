@@ -17,18 +17,9 @@
  * off.  No bounds checks here: callers guarantee every load is inside their
  * buffers (slack after each row). */
 #include "conv_direct_fast.h"
+#include "nn_simd.h"
 
-typedef float v16 __attribute__((vector_size(64)));
-typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
-#define ld16(p) (*(const v16u *)(const void *)(p))
-#define st16(p, v) (*(v16u *)(void *)(p) = (v))
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TC
-#endif
 #define AI static inline __attribute__((always_inline))
-typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
 #define ld8(p) (*(const v8u *)(const void *)(p))
 #define st8(p, v) (*(v8u *)(void *)(p) = (v))
 
@@ -88,8 +79,6 @@ void dk_fwd(int mb, int nv, const float *x, int64_t cs, int64_t Cin, int64_t nk,
 /* Sum of the 16 lanes as a halving tree (4 shuffles and adds instead of 15
  * dependent scalar adds; the order differs from a serial sum only by
  * float rounding). */
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v4 __attribute__((vector_size(16)));
 AI float hsum16(v16 s) {
     v8 a = __builtin_shufflevector(s, s, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(s, s, 8, 9, 10, 11, 12, 13, 14, 15);
     v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);

@@ -5,12 +5,7 @@
  * -march.  The double sum uses 16 independent lanes, so its rounding
  * differs from a left-to-right sum only at double precision. */
 #include "conv_gemm.h"
-
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TC
-#endif
+#include "nn_simd.h"
 
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v8fu __attribute__((vector_size(32), aligned(4), may_alias));

@@ -12,19 +12,10 @@
  * clang they are plain functions.  The FMAs rely on pack.mk's
  * -ffp-contract=fast (-std=c11 alone turns contraction off). */
 #include "conv_winograd.h"
+#include "nn_simd.h"
 
-
-typedef float v16 __attribute__((vector_size(64)));
-typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
 #define LD(p) (*(const v16u *)(const void *)(p))
 #define ST(p, v) (*(v16u *)(void *)(p) = (v))
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TC
-#endif
 
 /* r = Bᵀ d for one column of 6: the rows of Bᵀ are
  *   [4 0 -5 0 1 0] [0 -4 -4 1 1 0] [0 4 -4 -1 1 0]

@@ -16,19 +16,8 @@
  * The edge bounds lo/hi (first/one-past-last ow whose input column is in
  * range) are computed once per (kj) for all rows. */
 #include "conv.h"
+#include "nn_simd.h"
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TC
-#endif
-
-typedef float v16 __attribute__((vector_size(64)));
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v4 __attribute__((vector_size(16)));
-typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
-typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
-typedef float v4u __attribute__((vector_size(16), aligned(4), may_alias));
 #define LDV(T, p) (*(const T##u *)(const void *)(p))
 #define STV(T, p, v) (*(T##u *)(void *)(p) = (v))
 

@@ -9,16 +9,7 @@
  * an exported (weak, default-visibility) resolver despite
  * -fvisibility=hidden, which check-exports rejects. */
 #include "conv.h"
-
-typedef float v16 __attribute__((vector_size(64)));
-typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
-#define ld16(p) (*(const v16u *)(const void *)(p))
-#define st16(p, v) (*(v16u *)(void *)(p) = (v))
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TC
-#endif
+#include "nn_simd.h"
 
 TC static void mk_8x16(const float *x, int64_t plane, int64_t Cg, int64_t nk, const int64_t *off,
                        const float *wpk, float *out, int64_t ld) {
