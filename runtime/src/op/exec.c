@@ -201,6 +201,15 @@ void mxp__exec_async(exec *x, const mxp_run_ctx *rctx, mxp_engine_callback cb) {
 
 void mxp__exec_free_fn(void *arg) { mxp__exec_free(arg); }
 
+/* Random numbers to reserve for one run of x: ops draw at most 2 values
+ * per element of any tensor they touch (f64 normals: 4 per pair), so 4 per
+ * element, whole blocks. */
+static uint64_t rng_values(const exec *x) {
+    uint64_t elems = 0;
+    for (int i = 0; i < x->n_t; i++) elems += (uint64_t)mxp_tensor_numel(&x->t[i]);
+    return 4 * elems + 16;
+}
+
 /* Temp space and RNG, at push time. */
 static int exec_resources(exec *x, mxp_var **temp_var) {
     node_inst *in = x->inst;
@@ -215,11 +224,7 @@ static int exec_resources(exec *x, mxp_var **temp_var) {
         *temp_var = ts.var;
     }
     if (in->ref->def->resources & MXP_RESOURCE_RANDOM) {
-        /* Ops draw at most 2 values per element of any tensor they touch
-         * (f64 normals: 4 per pair); reserve 4 per element, whole blocks. */
-        uint64_t elems = 0;
-        for (int i = 0; i < x->n_t; i++) elems += (uint64_t)mxp_tensor_numel(&x->t[i]);
-        int rc = mxp__rng_reserve(x->dev, 4 * elems + 16, &x->rng.stream);
+        int rc = mxp__rng_reserve(x->dev, rng_values(x), &x->rng.stream);
         if (rc) return mxp__error_prefix(rc, "op '%s': reserving random numbers", x->name);
         x->rng.cursor = 0;
         x->has_rng = 1;
@@ -241,32 +246,33 @@ static int step_resources(exec *x, mxp_var **temp_var) {
         x->ws_var = ts.var;
         *temp_var = ts.var;
     }
-    if (in->ref->def->resources & MXP_RESOURCE_RANDOM) {
-        uint64_t elems = 0;
-        for (int i = 0; i < x->n_t; i++) elems += (uint64_t)mxp_tensor_numel(&x->t[i]);
-        x->rng_values = 4 * elems + 16; /* as exec_resources */
-    }
+    if (in->ref->def->resources & MXP_RESOURCE_RANDOM) x->rng_values = rng_values(x);
     return MXP_OK;
+}
+
+void mxp__exec_push_args(exec *x, mxp_engine_sync_fn sync_fn, mxp_engine_async_fn async_fn,
+                         mxp_engine_push_args *p) {
+    memset(p, 0, sizeof *p);
+    if (x->inst->ref->impl->flags & MXP_IMPL_ASYNC) {
+        p->async_fn = async_fn;
+        p->prop = MXP_FN_ASYNC;
+    } else {
+        p->sync_fn = sync_fn;
+        p->prop = MXP_FN_NORMAL;
+    }
+    p->arg = x;
+    p->free_arg = mxp__exec_free_fn;
+    p->const_vars = x->vars;
+    p->n_const = x->n_const;
+    p->mutate_vars = x->vars + x->n_const;
+    p->n_mutate = x->n_mutate;
+    p->device = x->dev;
+    p->name = x->name;
 }
 
 static int exec_push(exec *x) {
     mxp_engine_push_args p;
-    memset(&p, 0, sizeof p);
-    if (x->inst->ref->impl->flags & MXP_IMPL_ASYNC) {
-        p.async_fn = exec_async;
-        p.prop = MXP_FN_ASYNC;
-    } else {
-        p.sync_fn = exec_sync;
-        p.prop = MXP_FN_NORMAL;
-    }
-    p.arg = x;
-    p.free_arg = mxp__exec_free_fn;
-    p.const_vars = x->vars;
-    p.n_const = x->n_const;
-    p.mutate_vars = x->vars + x->n_const;
-    p.n_mutate = x->n_mutate;
-    p.device = x->dev;
-    p.name = x->name;
+    mxp__exec_push_args(x, exec_sync, exec_async, &p);
     int rc = mxp_engine_push(&p);
     if (rc) mxp__exec_free(x);
     return rc;

@@ -72,6 +72,10 @@ int mxp__exec_call(mxp__exec *x, void *stream);
 void mxp__exec_async(mxp__exec *x, const mxp_run_ctx *rctx, mxp_engine_callback cb);
 void mxp__exec_free(mxp__exec *x);
 void mxp__exec_free_fn(void *arg); /* as an engine free_arg */
+/* Engine push arguments running x (its var lists, device, name; x freed by
+ * free_arg) through sync_fn or, for an async impl, async_fn. */
+void mxp__exec_push_args(mxp__exec *x, mxp_engine_sync_fn sync_fn, mxp_engine_async_fn async_fn,
+                         mxp_engine_push_args *p);
 
 /* node.c accessors for exec.c. */
 const mxp_shape *mxp__node_shapes(const mxp__node *n);

@@ -172,22 +172,8 @@ static int step_install(mxp__node_step *s, mxp__exec *x, const slot_lists *l, co
     }
     int with_record = x->ws_var || x->rng_values;
     mxp_engine_push_args p;
-    memset(&p, 0, sizeof p);
-    if (x->inst->ref->impl->flags & MXP_IMPL_ASYNC) {
-        p.async_fn = with_record ? run_record_async : run_template_async;
-        p.prop = MXP_FN_ASYNC;
-    } else {
-        p.sync_fn = with_record ? run_record : run_template;
-        p.prop = MXP_FN_NORMAL;
-    }
-    p.arg = x;
-    p.free_arg = mxp__exec_free_fn;
-    p.const_vars = x->vars;
-    p.n_const = x->n_const;
-    p.mutate_vars = x->vars + x->n_const;
-    p.n_mutate = x->n_mutate;
-    p.device = x->dev;
-    p.name = x->name;
+    mxp__exec_push_args(x, with_record ? run_record : run_template,
+                        with_record ? run_record_async : run_template_async, &p);
     mxp_engine_op *op = NULL;
     if (!rc) rc = mxp_engine_new_op(&p, &op);
     if (rc) {
