@@ -43,14 +43,15 @@ static inline double tu_loss(nnh_node *n) {
     for (int64_t q = 0; q < ny; q++) l += ((double *)n->out[0])[q] * ((double *)n->out_grad[0])[q];
     return l;
 }
-static inline void tu_fd_check(nnh_node *n, int is_train, const int *check, double tol) {
+/* every: check each every-th element; 0 = about 60 elements per input. */
+static inline void tu_fd_check_every(nnh_node *n, int is_train, const int *check, double tol, int64_t every) {
     cr_assert_eq(nnh_node_forward(n, is_train, NULL), 0, "%s", nnh_error());
     cr_assert_eq(nnh_node_backward(n, NULL), 0, "%s", nnh_error());
     const double h = 1e-6;
     for (uint32_t k = 0; k < n->n_in; k++) {
         if (!check[k]) continue;
         double *v = n->in[k], *g = n->in_grad[k];
-        int64_t cnt = nnh_numel(&n->in_shape[k]), step = cnt > 60 ? cnt / 60 : 1;
+        int64_t cnt = nnh_numel(&n->in_shape[k]), step = every > 0 ? every : cnt > 60 ? cnt / 60 : 1;
         for (int64_t i = 0; i < cnt; i += step) {
             double save = v[i];
             v[i] = save + h; cr_assert_eq(nnh_node_forward(n, is_train, NULL), 0);
@@ -63,6 +64,9 @@ static inline void tu_fd_check(nnh_node *n, int is_train, const int *check, doub
                       n->def->name, k, (long long)i, fd, g[i]);
         }
     }
+}
+static inline void tu_fd_check(nnh_node *n, int is_train, const int *check, double tol) {
+    tu_fd_check_every(n, is_train, check, tol, 0);
 }
 /* init + set data shape + infer + alloc, asserting success. */
 static inline void tu_node(nnh_node *n, nnh_pack *p, const char *op, const char *kw, int32_t dt,
