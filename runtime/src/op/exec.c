@@ -210,15 +210,22 @@ static uint64_t rng_values(const exec *x) {
     return 4 * elems + 16;
 }
 
+/* The node's temp space (its workspace_bytes) on x's device. */
+static int acquire_temp(exec *x, mxp_temp_space *ts) {
+    uint64_t bytes = x->inst->workspace_bytes;
+    int rc = mxp__temp_space_acquire(x->dev, (size_t)bytes, ts);
+    if (rc) return mxp__error_prefix(rc, "op '%s': temp space of %llu bytes", x->name, (unsigned long long)bytes);
+    return MXP_OK;
+}
+
 /* Temp space and RNG, at push time. */
 static int exec_resources(exec *x, mxp_var **temp_var) {
     node_inst *in = x->inst;
     *temp_var = NULL;
     if (in->workspace_bytes) {
         mxp_temp_space ts;
-        int rc = mxp__temp_space_acquire(x->dev, (size_t)in->workspace_bytes, &ts);
-        if (rc) return mxp__error_prefix(rc, "op '%s': temp space of %llu bytes", x->name,
-                                         (unsigned long long)in->workspace_bytes);
+        int rc = acquire_temp(x, &ts);
+        if (rc) return rc;
         x->ws = ts.ptr;
         x->ws_bytes = ts.size;
         *temp_var = ts.var;
@@ -240,9 +247,8 @@ static int step_resources(exec *x, mxp_var **temp_var) {
     *temp_var = NULL;
     if (in->workspace_bytes) {
         mxp_temp_space ts;
-        int rc = mxp__temp_space_acquire(x->dev, (size_t)in->workspace_bytes, &ts);
-        if (rc) return mxp__error_prefix(rc, "op '%s': temp space of %llu bytes", x->name,
-                                         (unsigned long long)in->workspace_bytes);
+        int rc = acquire_temp(x, &ts);
+        if (rc) return rc;
         x->ws_var = ts.var;
         *temp_var = ts.var;
     }
