@@ -3,7 +3,8 @@
 # print a summary, exit non-zero if any failed.
 #
 # Environment: BUILD (absolute build dir; sets MXP_MANIFEST to its manifest
-# unless already set), SANITIZE (as given to make; selects sanitizer options).
+# unless already set), SANITIZE (as given to make; selects sanitizer options),
+# TEST_TIMEOUT (seconds one binary may run, default 600).
 # XDG_CONFIG_HOME / XDG_CACHE_HOME point at fresh temporary directories, so no
 # test reads or writes the user's config or cache.
 #
@@ -52,9 +53,11 @@ for t in "$@"; do
     # failed and any sanitizer report.  Default verbosity prints failures
     # and one synthesis line per binary.
     echo "--- $t"
-    "$t" --jobs=2
+    # A hang fails its binary after TEST_TIMEOUT s instead of eating CI's budget.
+    timeout -k 10 "${TEST_TIMEOUT:-600}" "$t" --jobs=2
     rc=$?
-    [ "$rc" -ne 0 ] && why="exit status $rc"
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${TEST_TIMEOUT:-600} s (a hang)"
+    elif [ "$rc" -ne 0 ]; then why="exit status $rc"; fi
     if [ -n "${SANITIZE:-}" ] && [ -n "$(ls -A "$logdir")" ]; then
         for f in "$logdir"/*; do echo "--- sanitizer report ($t, $(basename "$f"))" >&2; cat "$f" >&2; done
         why="${why:+$why, }sanitizer report"

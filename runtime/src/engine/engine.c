@@ -11,7 +11,9 @@
  * fresh one on first use.  Orphaned engines stay reachable, never touched.
  * Not here: the var state machine (var.c), running blocks (threaded.c). */
 #include "engine_impl.h"
+#include "storage/storage.h"
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,14 @@ static atomic_int all_waiters;
 /* Completions broadcast once `completed` reaches this (a waiter's target);
  * INT64_MAX when nobody waits. */
 static _Atomic int64_t wait_target = INT64_MAX;
+/* The fork gate: atfork_prepare closes it so no push starts between its
+ * wait for idleness and the fork (another thread's push would leave the
+ * child a var queued behind a block that no thread there will ever run).
+ * g_pushing counts submits between gate_enter and gate_leave. */
+static atomic_int g_pushing;
+static atomic_bool g_gate_closed;
+static pthread_mutex_t g_gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_gate_cv = PTHREAD_COND_INITIALIZER;
 
 /* ------------------------------------------------------------ budget */
 
@@ -92,6 +102,8 @@ static bool device_ok(mxp_device d) {
 /* ------------------------------------------------------------ lifecycle */
 
 static void atfork_prepare(void);
+static void close_fork_gate(void);
+static void open_fork_gate(void);
 static void atfork_parent(void);
 static void atfork_child(void);
 static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
@@ -218,6 +230,7 @@ void mxp_engine_shutdown(void) {
 
 static void atfork_prepare(void) {
     pthread_mutex_lock(&g_mu);
+    close_fork_gate();
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
         if (!eng_in_function()) wait_idle(e);
@@ -225,17 +238,20 @@ static void atfork_prepare(void) {
         pthread_mutex_lock(&e->err_mu);
     }
     mxp__parallel_before_fork();
+    mxp__storage_before_fork();
     pthread_mutex_lock(&eng_all_mu);
 }
 
 static void atfork_parent(void) {
     pthread_mutex_unlock(&eng_all_mu);
+    mxp__storage_after_fork();
     mxp__parallel_after_fork_parent();
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
         pthread_mutex_unlock(&e->err_mu);
         pthread_mutex_unlock(&e->dev_mu);
     }
+    open_fork_gate();
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -244,6 +260,7 @@ static void atfork_child(void) {
     pthread_cond_init(&eng_all_cv, NULL);
     atomic_store(&all_waiters, 0);
     atomic_store(&wait_target, INT64_MAX);
+    mxp__storage_after_fork();
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
         pthread_mutex_unlock(&e->err_mu);
@@ -254,6 +271,11 @@ static void atfork_child(void) {
         atomic_store(&g_engine, NULL);
     }
     mxp__parallel_after_fork_child();
+    /* Threads waiting at the gate do not exist here. */
+    pthread_mutex_init(&g_gate_mu, NULL);
+    pthread_cond_init(&g_gate_cv, NULL);
+    atomic_store(&g_pushing, 0);
+    atomic_store(&g_gate_closed, false);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -416,6 +438,33 @@ void eng_opr_release(eng_engine *e, eng_opr *o) {
     }
 }
 
+/* Pushes from inside engine functions pass a closed gate: the prepare
+ * handler's wait for idleness waits for them. */
+static void gate_enter(void) {
+    for (;;) {
+        atomic_fetch_add(&g_pushing, 1); /* seq_cst: pairs with close_fork_gate */
+        if (!atomic_load(&g_gate_closed) || eng_in_function()) return;
+        atomic_fetch_sub(&g_pushing, 1);
+        pthread_mutex_lock(&g_gate_mu);
+        while (atomic_load(&g_gate_closed)) pthread_cond_wait(&g_gate_cv, &g_gate_mu);
+        pthread_mutex_unlock(&g_gate_mu);
+    }
+}
+
+static void gate_leave(void) { atomic_fetch_sub(&g_pushing, 1); }
+
+static void close_fork_gate(void) {
+    atomic_store(&g_gate_closed, true);
+    while (atomic_load(&g_pushing) > 0) sched_yield();
+}
+
+static void open_fork_gate(void) {
+    pthread_mutex_lock(&g_gate_mu);
+    atomic_store(&g_gate_closed, false);
+    pthread_cond_broadcast(&g_gate_cv);
+    pthread_mutex_unlock(&g_gate_mu);
+}
+
 /* Make one push of o with block b: count it, register its var uses, and
  * release the push guard (which dispatches it if every var was free). */
 static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane *l, void *arg,
@@ -430,6 +479,7 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     b->eng = e;
     b->naive_done = NULL;
     atomic_store_explicit(&b->wait, o->n_const + o->n_mutate + 1, memory_order_relaxed);
+    gate_enter();
     atomic_fetch_add_explicit(&e->pushed, 1, memory_order_relaxed);
     bool naive = e->type == ENGINE_NAIVE;
     atomic_int done = 0;
@@ -440,6 +490,9 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     if (wait_async) b->naive_done = &done;
     for (int i = 0; i < o->n_mutate; i++) eng_var_append_write(o->vars[i], b, e);
     for (int i = 0; i < o->n_const; i++) eng_var_append_read(o->vars[o->n_mutate + i], b, e);
+    /* Counted in `pushed` and queued on its vars: a wait for idleness now
+     * covers it.  Left before running it, so a naive push's function may fork. */
+    gate_leave();
     eng_blk_decr(b, e);
     if (naive) {
         if (wait_async) {

@@ -367,6 +367,19 @@ int mxp_storage_release_all(mxp_device dev) {
     return MXP_OK;
 }
 
+/* fork(): the engine's prepare handler calls this last, once no engine
+ * work runs, so a thread outside the engine (a prefetcher, say) cannot be
+ * inside a pool at the fork and leave the child a pool locked for good. */
+void mxp__storage_before_fork(void) {
+    pthread_mutex_lock(&registry_mu);
+    for (pool *p = pools; p; p = p->next) pthread_mutex_lock(&p->mu);
+}
+
+void mxp__storage_after_fork(void) {
+    for (pool *p = pools; p; p = p->next) pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&registry_mu);
+}
+
 void mxp__storage_reset(void) {
     pthread_mutex_lock(&registry_mu);
     init_backends_locked();

@@ -117,3 +117,60 @@ Test(engine, fork_after_shutdown_child_threaded) {
     cr_assert_eq(atomic_load(&n), 100);
     mxp_engine_delete_var(v);
 }
+
+/* A thread that keeps pushing while another forks: no push may slip in
+ * between the prepare handler's wait for idleness and the fork, or the child
+ * inherits a var queued behind a block no thread there will run, and its
+ * first wait on that var never returns (seen in CI: io/test_iter hung). */
+typedef struct pusher {
+    mxp_var *v;
+    atomic_int *n;
+    atomic_int stop;
+    atomic_int pushed;
+} pusher;
+
+static void *push_until_stopped(void *arg) {
+    pusher *p = arg;
+    while (!atomic_load(&p->stop)) {
+        if (push(slow_bump, p->n, &p->v, "racing_push") != MXP_OK) break;
+        atomic_fetch_add(&p->pushed, 1);
+    }
+    return NULL;
+}
+
+Test(engine, fork_while_another_thread_pushes) {
+    use_engine("threaded", 2);
+    static atomic_int n;
+    pusher p = {.v = new_var(), .n = &n};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, push_until_stopped, &p), 0);
+    int failed_round = -1, status = 0;
+    for (int round = 0; round < 40 && failed_round < 0; round++) {
+        while (atomic_load(&p.pushed) < 20 * (round + 1)) sched_yield();
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0) {
+            alarm(20); /* a hang kills the child, and the parent reports it */
+            setenv("MXP_ENGINE_TYPE", CHILD_ENGINE, 1);
+            int ok = mxp_engine_wait_for_var(p.v) == MXP_OK;
+            /* Every push the child inherited has run: one bump per version. */
+            ok = ok && mxp_engine_var_version(p.v) == (uint64_t)atomic_load(&n);
+            ok = ok && push(slow_bump, &n, &p.v, "child") == MXP_OK;
+            ok = ok && mxp_engine_wait_for_all() == MXP_OK;
+            ok = ok && mxp_engine_var_version(p.v) == (uint64_t)atomic_load(&n);
+            _exit(ok ? 0 : 3);
+        }
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            failed_round = round;
+    }
+    /* Stop the pusher before asserting: a failing assertion ends the test. */
+    atomic_store(&p.stop, 1);
+    pthread_join(th, NULL);
+    cr_assert_eq(failed_round, -1, "round %d: child %s %d", failed_round,
+                 WIFSIGNALED(status) ? "killed by signal" : "exit status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    cr_assert_eq(mxp_engine_wait_for_var(p.v), MXP_OK);
+    cr_assert_eq(mxp_engine_var_version(p.v), (uint64_t)atomic_load(&n));
+    mxp_engine_delete_var(p.v);
+    mxp_engine_shutdown();
+}
