@@ -6,7 +6,11 @@
  * parallel_for takes up to (chunks - 1) *free* slots for helpers and never
  * waits for more, so nesting cannot oversubscribe or deadlock.  The caller
  * always runs chunks itself; helpers pull chunks from the same atomic counter
- * and give their slot back when the range is exhausted.  A job lives on the
+ * and give their slot back when the range is exhausted.  A job that got
+ * fewer helpers than it could use stays "wanting": a slot released while it
+ * still has chunks left goes to it (grant_locked), so an op that started
+ * while another held the other cores (a backward running beside its
+ * forward) gets the cores back when that one ends.  A job lives on the
  * caller's stack: it is unlinked, and the caller waits until no helper is
  * inside it, before parallel_for returns.
  * Helpers (budget - 1 threads) start on the first parallel_for that gets a
@@ -69,8 +73,13 @@ void mxp__parallel_acquire_one(void) {
     }
 }
 
+static atomic_int pf_wanting; /* jobs on pf_jobs that could use more helpers */
+static void grant_wanting(void);
+
 void mxp__parallel_release(int k) {
-    if (k > 0) atomic_fetch_sub(&busy, k);
+    if (k <= 0) return;
+    atomic_fetch_sub(&busy, k); /* seq_cst: pairs with a job's registration */
+    if (atomic_load(&pf_wanting) > 0) grant_wanting();
 }
 
 /* ------------------------------------------------------------ jobs, helpers */
@@ -82,6 +91,8 @@ typedef struct pf_job {
     atomic_llong next;
     int tickets;    /* slots reserved for helpers not yet joined */
     int active;     /* helpers inside the job */
+    int want;       /* helpers it could use (chunks - 1, at most budget - 1) */
+    bool wanting;   /* counted in pf_wanting */
     struct pf_job *link;
 } pf_job;
 
@@ -145,6 +156,43 @@ static int ensure_helpers(void) {
     return pf_n_helpers;
 }
 
+/* Caller holds pf_mu.  Hand free slots to jobs that want helpers and still
+ * have chunks to give out; a job that got all it wants stops wanting. */
+static void grant_locked(void) {
+    bool woke = false;
+    for (pf_job *j = pf_jobs; j; j = j->link) {
+        if (!j->wanting) continue;
+        while (j->tickets + j->active < j->want &&
+               atomic_load_explicit(&j->next, memory_order_relaxed) < j->nchunks - 1 &&
+               mxp__parallel_try_acquire(1)) {
+            j->tickets++;
+            woke = true;
+        }
+        if (j->tickets + j->active >= j->want) {
+            j->wanting = false;
+            atomic_fetch_sub(&pf_wanting, 1);
+        }
+    }
+    if (woke) pthread_cond_broadcast(&pf_cv);
+}
+
+static void grant_wanting(void) {
+    pthread_mutex_lock(&pf_mu);
+    grant_locked();
+    pthread_mutex_unlock(&pf_mu);
+}
+
+/* Caller holds pf_mu: take j off the job list (and the wanting count). */
+static void unlink_job_locked(pf_job *j) {
+    pf_job **pp = &pf_jobs;
+    while (*pp && *pp != j) pp = &(*pp)->link;
+    if (*pp) *pp = j->link;
+    if (j->wanting) {
+        j->wanting = false;
+        atomic_fetch_sub(&pf_wanting, 1);
+    }
+}
+
 int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t begin, int64_t end),
                       void *arg) {
     if (!fn || n < 0) return mxp__error(MXP_EINVAL, "mxp__parallel_for: n = %lld, fn %s", (long long)n,
@@ -164,10 +212,6 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
     int64_t nchunks = (n + chunk - 1) / chunk;
     int want = nchunks - 1 < budget - 1 ? (int)(nchunks - 1) : budget - 1;
     int k = mxp__parallel_try_acquire(want);
-    if (k == 0) {
-        fn(arg, 0, n);
-        return MXP_OK;
-    }
     pf_job j;
     memset(&j, 0, sizeof j);
     j.fn = fn;
@@ -179,24 +223,33 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
     pthread_mutex_lock(&pf_mu);
     int have = ensure_helpers();
     if (k > have) {
-        mxp__parallel_release(k - have);
+        atomic_fetch_sub(&busy, k - have); /* no helper to give them to */
         k = have;
     }
+    j.want = want < have ? want : have;
     j.tickets = k;
-    if (k > 0) {
+    if (j.want > 0) {
         j.link = pf_jobs;
         pf_jobs = &j;
-        if (k == 1) pthread_cond_signal(&pf_cv); else pthread_cond_broadcast(&pf_cv);
+        if (k < j.want) {
+            j.wanting = true;
+            atomic_fetch_add(&pf_wanting, 1); /* seq_cst: pairs with release */
+            grant_locked(); /* a slot freed since try_acquire */
+        }
+        if (j.tickets == 1) pthread_cond_signal(&pf_cv);
+        else if (j.tickets > 1) pthread_cond_broadcast(&pf_cv);
     }
     pthread_mutex_unlock(&pf_mu);
     run_chunks(&j);
-    if (k > 0) {
+    if (j.want > 0) {
         pthread_mutex_lock(&pf_mu);
-        pf_job **pp = &pf_jobs;
-        while (*pp && *pp != &j) pp = &(*pp)->link;
-        if (*pp) *pp = j.link;
-        mxp__parallel_release(j.tickets); /* slots no helper came for */
+        unlink_job_locked(&j);
+        int unused = j.tickets; /* slots no helper came for */
         j.tickets = 0;
+        if (unused > 0) {
+            atomic_fetch_sub(&busy, unused);
+            if (atomic_load(&pf_wanting) > 0) grant_locked();
+        }
         while (j.active > 0) pthread_cond_wait(&pf_done_cv, &pf_mu);
         pthread_mutex_unlock(&pf_mu);
     }
@@ -232,6 +285,7 @@ void mxp__parallel_after_fork_child(void) {
     pf_n_helpers = 0;
     pf_jobs = NULL;
     atomic_store(&busy, 0);
+    atomic_store(&pf_wanting, 0);
     pthread_cond_init(&pf_cv, NULL);
     pthread_cond_init(&pf_done_cv, NULL);
     pthread_mutex_unlock(&pf_mu);

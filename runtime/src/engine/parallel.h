@@ -4,9 +4,9 @@
  * cores), is shared by engine CPU workers and by mxp__parallel_for.  A global
  * count of busy threads ("slots") keeps the threads actively computing at or
  * under the budget: an engine compute worker holds a slot while it runs a
- * function; mxp__parallel_for borrows only the slots that are free at the
- * moment and runs the rest of the range itself, so it never nests a second
- * pool and never oversubscribes.  Helpers are a small set of threads owned by
+ * function; mxp__parallel_for borrows only the slots that are free (at the
+ * start, or released while its chunks last) and runs the rest of the range
+ * itself, so it never nests a second pool and never oversubscribes.  Helpers are a small set of threads owned by
  * this module (budget - 1 of them), started on first need.
  * Not here: the engine's queues. */
 #ifndef MXP_ENGINE_PARALLEL_H
@@ -16,8 +16,8 @@
 
 /* Run fn(arg, begin, end) over [0, n) in chunks of at least `grain`
  * (grain <= 0 means 1).  Chunks run on the calling thread and on as many
- * helper threads as the budget has free slots right now; may run everything
- * inline.  fn must be safe to call concurrently on disjoint ranges.
+ * helper threads as the budget has free slots, now or while chunks remain;
+ * may run everything inline.  fn must be safe to call concurrently on disjoint ranges.
  * Returns when every chunk has run.  Callable from engine workers (the
  * normal case: an op's kernel) and from any other thread.  Returns MXP_OK,
  * or MXP_EINVAL for n < 0 or fn NULL. */

@@ -134,3 +134,52 @@ Test(parallel, workers_get_init_hook_and_ftz) {
     mxp__engine_set_worker_init(NULL);
     /* Denormal check on this (non-worker) thread is untouched. */
 }
+
+/* A job that started while every slot was taken (a backward running beside
+ * its forward) gets a helper as soon as a slot is released, instead of
+ * running all its chunks alone. */
+typedef struct late_join {
+    pthread_t caller;
+    atomic_int started, helper_ran, gave_up;
+    atomic_int chunks_by_helper;
+} late_join;
+
+static void wait_for_helper(void *arg, int64_t b, int64_t e) {
+    late_join *lj = arg;
+    (void)b; (void)e;
+    if (!pthread_equal(pthread_self(), lj->caller)) {
+        atomic_store(&lj->helper_ran, 1);
+        atomic_fetch_add(&lj->chunks_by_helper, 1);
+        return;
+    }
+    atomic_store(&lj->started, 1);
+    /* The caller's chunks hold on (bounded) until a helper has run one. */
+    double t0 = now_s();
+    while (!atomic_load(&lj->helper_ran) && !atomic_load(&lj->gave_up)) {
+        if (now_s() - t0 > 20.0) atomic_store(&lj->gave_up, 1);
+        sched_yield();
+    }
+}
+
+static void *run_late_join_job(void *arg) {
+    late_join *lj = arg;
+    lj->caller = pthread_self();
+    mxp__parallel_for(64, 1, wait_for_helper, lj);
+    return NULL;
+}
+
+Test(parallel, job_started_without_slots_gets_a_helper_when_one_frees) {
+    use_engine("threaded", 2);
+    cr_assert_eq(mxp__parallel_try_acquire(2), 2, "the test needs both slots");
+    late_join lj = {0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, run_late_join_job, &lj), 0);
+    cr_assert(await_at_least(&lj.started, 1), "the job never started");
+    cr_assert_eq(atomic_load(&lj.helper_ran), 0, "a helper ran with no free slot");
+    mxp__parallel_release(1); /* the "forward" finished */
+    pthread_join(th, NULL);
+    mxp__parallel_release(1);
+    cr_assert_eq(atomic_load(&lj.gave_up), 0, "no helper joined within 20 s of a slot freeing");
+    cr_assert_gt(atomic_load(&lj.chunks_by_helper), 0);
+    cr_assert_eq(mxp__parallel_busy(), 0, "slots leaked: %d busy", mxp__parallel_busy());
+}
