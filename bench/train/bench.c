@@ -17,6 +17,11 @@
  * of the same net (simple_bind, gradients for parameters only) reports
  * planned intermediate storage vs allocating every value separately.
  *
+ * With BENCH_SHARE_DIR set (run.sh sets it), the parameters are
+ * initialized first (a fit of no epochs) and written there with every
+ * batch's sample order (share_start), so PyTorch can run the identical
+ * experiment; the timed fit then starts from those parameters.
+ *
  * usage: bench NET.json DATA_DIR EPOCHS [SEED]
  * prints: mxplug sps=<x> acc=<a> time=<s> train_acc=<b> mem_planned=<B> mem_naive=<B> */
 #include <mxplug.h>
@@ -122,6 +127,54 @@ static void on_epoch(void *user, int epoch, const char *metric, double train_val
     ((timing *)user)->train_acc = train_value;
 }
 
+/* Write what the PyTorch side needs to run the identical experiment into
+ * DIR: params.txt (name and shape per line) + params.bin (float32, the
+ * initial values in that order) and order.bin (int32 sample indices of
+ * every batch of every epoch, as the training iterator will produce them). */
+static void share_start(mxp_module *mod, const char *dir, int flat, const char *data_dir, uint64_t seed,
+                        int epochs) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/params.txt", dir);
+    FILE *txt = fopen(path, "w");
+    snprintf(path, sizeof path, "%s/params.bin", dir);
+    FILE *bin = fopen(path, "wb");
+    if (!txt || !bin) { fprintf(stderr, "bench-train: cannot write in %s\n", dir); exit(1); }
+    for (int i = 0; i < mxp_module_num_params(mod); i++) {
+        const char *name = mxp_module_param_name(mod, i);
+        mxp_ndarray *a = mxp_module_param(mod, name);
+        int64_t n = mxp_ndarray_size(a);
+        float *v = malloc((size_t)n * sizeof *v);
+        if (!v || mxp_ndarray_sync_copy_to(a, v, (size_t)n * sizeof *v)) die("reading a parameter");
+        fprintf(txt, "%s", name);
+        for (int k = 0; k < mxp_ndarray_ndim(a); k++) fprintf(txt, " %lld", (long long)mxp_ndarray_shape(a)[k]);
+        fprintf(txt, "\n");
+        if (fwrite(v, sizeof *v, (size_t)n, bin) != (size_t)n) exit(1);
+        free(v);
+    }
+    fclose(txt);
+    fclose(bin);
+    int64_t n;
+    mxp_iter *it = make_iter(data_dir, "train", flat, 1, seed, MXP_LAST_BATCH_DISCARD, &n);
+    snprintf(path, sizeof path, "%s/order.bin", dir);
+    FILE *ord = fopen(path, "wb");
+    if (!ord) { fprintf(stderr, "bench-train: cannot write %s\n", path); exit(1); }
+    for (int e = 0; e < epochs; e++) {
+        int has = 0;
+        if (mxp_iter_set_epoch(it, (uint64_t)e)) die("set_epoch");
+        while (mxp_iter_next(it, &has) == MXP_OK && has) {
+            int64_t k;
+            const uint64_t *idx = mxp_iter_index(it, &k);
+            if (!idx) { fprintf(stderr, "bench-train: NDArrayIter reports no indices\n"); exit(1); }
+            for (int64_t j = 0; j < k; j++) {
+                int32_t v = (int32_t)idx[j];
+                if (fwrite(&v, sizeof v, 1, ord) != 1) exit(1);
+            }
+        }
+    }
+    fclose(ord);
+    mxp_iter_free(it);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s NET.json DATA_DIR EPOCHS [SEED]\n", argv[0]);
@@ -185,6 +238,14 @@ int main(int argc, char **argv) {
         o.n_lr_steps = 1;
         o.lr_steps = &lr_step;
         o.lr_factor = 0.1;
+    }
+    const char *share = getenv("BENCH_SHARE_DIR");
+    if (share && *share) {
+        /* Initialize (a fit of no epochs), then hand the start to PyTorch. */
+        o.num_epoch = 0;
+        if (mxp_module_fit(mod, train, NULL, &o)) die("fit (initialization)");
+        o.num_epoch = epochs;
+        share_start(mod, share, flat, dir, seed, epochs);
     }
     if (mxp_module_fit(mod, train, NULL, &o)) die("fit");
     double t_end = now();

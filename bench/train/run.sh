@@ -10,6 +10,13 @@
 # on a shared, loaded machine libgomp's spinning threads made the MLP ~15x
 # slower (3,900 vs 46,000 samples/s measured side by side); set
 # OMP_WAIT_POLICY=active to measure the default.
+# Paired runs: mxplug initializes its weights (seed SEED) and writes them,
+# with the sample order of every batch of every epoch, to a scratch
+# directory (BENCH_SHARE_DIR); PyTorch starts from those weights and feeds
+# the batches in that order.  Both sides then run the same experiment and
+# differ only in arithmetic, so the accuracy gap measures the
+# implementations rather than two draws of the seed (unpaired, LeNet's
+# test accuracy moves by +-0.3 points from seed to seed on either side).
 # mxplug runs with MXP_IMPL_Convolution=tune (unless the environment sets
 # it): each convolution layer gets the implementation timed fastest on its
 # own shapes, the counterpart of PyTorch's best settings; the tune cache
@@ -38,6 +45,8 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
 echo "bench-train: $EPOCHS epochs, batch 64, SGD momentum 0.9 lr 0.01 (x0.1 from epoch 9), 2 threads, Convolution impl policy $MXP_IMPL_Convolution, data $DATA"
 for net in $NETS; do
     json="$root/examples/$net/$net-symbol.json"
+    mkdir -p "$tmp/share-$net"
+    export BENCH_SHARE_DIR="$tmp/share-$net"
     MXP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$bin" "$json" "$DATA" "$EPOCHS" "$SEED" | tee "$tmp/$net.mx" | sed "s/^/$net: /"
     THREADS=2 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/torch_train.py" "$net" "$DATA" "$EPOCHS" "$SEED" \
         | tee "$tmp/$net.torch" | sed "s/^/$net: /"

@@ -13,7 +13,10 @@ cross-entropy (= SoftmaxOutput with rescale_grad 1/batch), pixels / 256 as
 MNISTIter scales them, a fresh shuffle per epoch, the short last batch
 dropped, weights ~ N(0, 2/fan_in) (Kaiming normal = MXNet's
 Xavier(gaussian, in, 2)), biases 0.  2 threads, flush-to-zero on.
-Only the training loop is timed (all epochs, incl. the running train
+With BENCH_SHARE_DIR set (run.sh sets it), the initial weights and every
+batch's sample order come from the files the mxplug side wrote there
+(params.txt / params.bin, order.bin), so both sides run the same
+experiment.  Only the training loop is timed (all epochs, incl. the running train
 accuracy, which the mxplug side computes too); test accuracy is measured
 after training.
 
@@ -85,6 +88,26 @@ def main():
     xtr, ytr = load(d, "train", flat)
     xte, yte = load(d, "t10k", flat)
     model = net(name)
+    share = os.environ.get("BENCH_SHARE_DIR")
+    order = None
+    if share:
+        # mxplug's initial weights and batch order (bench.c share_start).
+        raw = np.fromfile(os.path.join(share, "params.bin"), dtype=np.float32)
+        off = 0
+        with open(os.path.join(share, "params.txt")) as f:
+            specs = [line.split() for line in f if line.strip()]
+        params = list(model.parameters())
+        if len(specs) != len(params):
+            sys.exit("torch_train.py: %d shared parameters for %d" % (len(specs), len(params)))
+        with torch.no_grad():
+            for (pname, *dims), p in zip(specs, params):
+                shape = tuple(int(d) for d in dims)
+                if shape != tuple(p.shape):
+                    sys.exit("torch_train.py: %s has shape %s, the net wants %s" % (pname, shape, tuple(p.shape)))
+                cnt = int(np.prod(shape))
+                p.copy_(torch.from_numpy(raw[off:off + cnt].reshape(shape)))
+                off += cnt
+        order = torch.from_numpy(np.fromfile(os.path.join(share, "order.bin"), dtype=np.int32).astype(np.int64))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     lossf = nn.CrossEntropyLoss()
     bs = 64
@@ -95,7 +118,10 @@ def main():
     for ep in range(epochs):
         for group in opt.param_groups:
             group["lr"] = 0.01 * (0.1 if ep >= LR_DECAY_EPOCH else 1.0)
-        perm = torch.randperm(len(xtr), generator=g)
+        if order is not None:
+            perm = order[ep * nb * bs:(ep + 1) * nb * bs]
+        else:
+            perm = torch.randperm(len(xtr), generator=g)
         correct = torch.zeros((), dtype=torch.int64)
         for b in range(nb):
             i = perm[b * bs:(b + 1) * bs]
