@@ -11,7 +11,9 @@
  * it up in the cache.  On a miss it times each candidate on the calling
  * thread, synchronously, without the engine: workspace + create once, then
  * forward on scratch tensors of the node's shapes (inputs uniform in
- * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs, median; for a
+ * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs, median, in
+ * TUNE_PASSES passes over the candidates (alternating order; the lowest
+ * median of each counts); for a
  * training signature (is_train) each run is forward + backward (every
  * input gradient written), as a training step pays for both.  A
  * candidate whose timing fails is skipped; when none could be timed (or
@@ -51,6 +53,7 @@
 #include <unistd.h>
 
 #define TUNE_RUNS 5
+#define TUNE_PASSES 2
 
 typedef struct tune_entry {
     char *op, *sig, *choice;
@@ -703,23 +706,43 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     int best = -1;
     double best_ms = 0;
     mxp__strbuf failed = {0};
-    for (int i = 0; i < n; i++) {
-        double ms;
-        int trc = time_one(refs[i], q, &ms);
-        if (trc) {
-            MXP_LOGW("plugin", "op '%s': tune could not time impl '%s': %s", op->name, refs[i]->entry->name,
-                     mxp_last_error());
-            mxp__strbuf_addf(&failed, "; '%s' not timed: %s", refs[i]->entry->name, mxp_last_error());
-            continue;
+    /* TUNE_PASSES passes, in alternating order, each candidate keeping its
+     * lowest median: interference from elsewhere only ever adds time, and a
+     * drift in machine load does not favour whoever ran first. */
+    double *ms = calloc((size_t)n, sizeof *ms);
+    if (!ms) {
+        free(e.names);
+        free(e.ms);
+        free(sig);
+        return mxp__error_oom("tune");
+    }
+    for (int i = 0; i < n; i++) ms[i] = -1;
+    for (int pass = 0; pass < TUNE_PASSES; pass++)
+        for (int k = 0; k < n; k++) {
+            int i = pass % 2 ? n - 1 - k : k;
+            if (pass > 0 && ms[i] < 0) continue; /* failed before */
+            double t;
+            int trc = time_one(refs[i], q, &t);
+            if (trc) {
+                MXP_LOGW("plugin", "op '%s': tune could not time impl '%s': %s", op->name, refs[i]->entry->name,
+                         mxp_last_error());
+                mxp__strbuf_addf(&failed, "; '%s' not timed: %s", refs[i]->entry->name, mxp_last_error());
+                ms[i] = -1;
+                continue;
+            }
+            if (pass == 0 || t < ms[i]) ms[i] = t;
         }
+    for (int i = 0; i < n; i++) {
+        if (ms[i] < 0) continue;
         e.names[e.n_times] = (char *)refs[i]->entry->name;
-        e.ms[e.n_times++] = ms;
+        e.ms[e.n_times++] = ms[i];
         /* Strictly faster wins: a tie keeps the auto order. */
-        if (best < 0 || ms < best_ms) {
+        if (best < 0 || ms[i] < best_ms) {
             best = i;
-            best_ms = ms;
+            best_ms = ms[i];
         }
     }
+    free(ms);
     mxp__error_clear();
     if (best < 0) {
         mxp__strbuf_addf(&note, "tune: no candidate could be timed: '%s' as auto%s", refs[0]->entry->name,
