@@ -14,8 +14,9 @@
  * caller's stack: it is unlinked, and the caller waits until no helper is
  * inside it, before parallel_for returns.
  * Helpers (budget - 1 threads) start on the first parallel_for that gets a
- * slot; they sleep on a condition variable between jobs, so a job pays one
- * wake-up (~10 µs): chunks should be coarse (grain).
+ * slot; after a job they spin briefly (HELPER_SPIN) for the next one, then
+ * sleep on a condition variable, so a job after a pause pays one wake-up
+ * (~10 µs, more on a virtual machine): chunks should be coarse (grain).
  * Not here: the engine's queues and lanes. */
 #include "engine.h"
 
@@ -114,19 +115,42 @@ static void run_chunks(pf_job *j) {
     }
 }
 
+/* Tickets handed out and not yet taken by a helper (pf_mu changes it; read
+ * without the lock by spinning helpers). */
+static atomic_int pf_open;
+
+/* A helper that found no job spins this many pauses, watching pf_open,
+ * before it sleeps: consecutive jobs (the passes of one op, or the next op
+ * a few tens of µs later) then cost no wake-up, which on a virtual machine
+ * can take longer than a small job. */
+#define HELPER_SPIN 4000
+
 static void *helper_main(void *p) {
     (void)p;
     mxp__parallel_set_ftz();
     mxp__engine_run_worker_init();
     pthread_mutex_lock(&pf_mu);
+    int spun = 0;
     for (;;) {
         pf_job *j = pf_jobs;
         while (j && j->tickets == 0) j = j->link;
         if (!j) {
             if (pf_stop) break;
+            if (!spun) {
+                spun = 1;
+                pthread_mutex_unlock(&pf_mu);
+                for (int i = 0; i < HELPER_SPIN && !atomic_load_explicit(&pf_open, memory_order_relaxed); i++) {
+                    if (i % 256 == 255) sched_yield(); else eng_cpu_relax();
+                }
+                pthread_mutex_lock(&pf_mu);
+                continue;
+            }
             pthread_cond_wait(&pf_cv, &pf_mu);
+            spun = 0;
             continue;
         }
+        spun = 0;
+        atomic_fetch_sub(&pf_open, 1);
         j->tickets--;
         j->active++;
         pthread_mutex_unlock(&pf_mu);
@@ -166,6 +190,7 @@ static void grant_locked(void) {
                atomic_load_explicit(&j->next, memory_order_relaxed) < j->nchunks - 1 &&
                mxp__parallel_try_acquire(1)) {
             j->tickets++;
+            atomic_fetch_add(&pf_open, 1);
             woke = true;
         }
         if (j->tickets + j->active >= j->want) {
@@ -228,6 +253,7 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
     }
     j.want = want < have ? want : have;
     j.tickets = k;
+    if (k > 0) atomic_fetch_add(&pf_open, k);
     if (j.want > 0) {
         j.link = pf_jobs;
         pf_jobs = &j;
@@ -246,6 +272,7 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
         unlink_job_locked(&j);
         int unused = j.tickets; /* slots no helper came for */
         j.tickets = 0;
+        if (unused > 0) atomic_fetch_sub(&pf_open, unused);
         if (unused > 0) {
             atomic_fetch_sub(&busy, unused);
             if (atomic_load(&pf_wanting) > 0) grant_locked();
@@ -286,6 +313,7 @@ void mxp__parallel_after_fork_child(void) {
     pf_jobs = NULL;
     atomic_store(&busy, 0);
     atomic_store(&pf_wanting, 0);
+    atomic_store(&pf_open, 0);
     pthread_cond_init(&pf_cv, NULL);
     pthread_cond_init(&pf_done_cv, NULL);
     pthread_mutex_unlock(&pf_mu);
