@@ -178,6 +178,7 @@ typedef struct eng_lane {
     uint64_t seq;
     /* Sleeping. */
     _Alignas(64) atomic_int sleepers; /* workers blocked (or about to block) on cv */
+    atomic_int spinners;       /* idle workers spinning on the queue: they take new work */
     atomic_int waking;         /* a signal is in flight: later pushes need not signal */
     int n_sleeping;            /* under mu: workers inside the wait loop */
     bool stop;

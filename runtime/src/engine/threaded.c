@@ -132,6 +132,9 @@ static bool lane_nonempty(eng_lane *l) {
  * queued calls this again, so queued work always has a worker coming: the
  * flag only merges concurrent signals. */
 static void wake_one(eng_lane *l) {
+    /* A spinning worker takes the work: waking a sleeper as well only got a
+     * third thread spinning beside the one running it and its helper. */
+    if (atomic_load(&l->spinners) > 0) return; /* seq_cst: pairs with lane_pop */
     if (atomic_load(&l->sleepers) == 0 || atomic_exchange(&l->waking, 1) != 0) return;
     pthread_mutex_lock(&l->mu);
     if (l->n_sleeping > 0) pthread_cond_signal(&l->cv);
@@ -176,9 +179,17 @@ static eng_blk *lane_take(eng_lane *l) {
 /* Next block for a worker; NULL when the lane stops.  Releases the worker's
  * budget slot while it has nothing to do. */
 static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
+    /* Counted in `spinners` while spinning; a spinner stops counting before
+     * it re-checks the queue on its way to sleep, so a push that skipped
+     * the wake-up because of it is seen there. */
+    atomic_fetch_add(&l->spinners, 1);
     for (int spin = 0;; spin++) {
         eng_blk *b = lane_take(l);
-        if (b) return b;
+        if (b) {
+            atomic_fetch_sub(&l->spinners, 1);
+            if (lane_nonempty(l)) wake_one(l); /* more queued: bring the next worker */
+            return b;
+        }
         if (*have_slot) {
             mxp__parallel_release(1);
             *have_slot = false;
@@ -188,6 +199,7 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
             else if (!lane_nonempty(l)) eng_cpu_relax();
             continue;
         }
+        atomic_fetch_sub(&l->spinners, 1);
         pthread_mutex_lock(&l->mu);
         atomic_fetch_add(&l->sleepers, 1); /* seq_cst: pairs with the pusher */
         l->n_sleeping++;
@@ -205,6 +217,7 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
             return b;
         }
         if (stop && !lane_nonempty(l)) return NULL;
+        atomic_fetch_add(&l->spinners, 1);
         spin = 0;
     }
 }
