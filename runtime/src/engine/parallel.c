@@ -93,6 +93,7 @@ typedef struct pf_job {
     int tickets;    /* slots reserved for helpers not yet joined */
     int active;     /* helpers inside the job */
     int want;       /* helpers it could use (chunks - 1, at most budget - 1) */
+    atomic_int caller_cpu; /* CPU the caller runs on (-1: unknown) */
     bool wanting;   /* counted in pf_wanting */
     struct pf_job *link;
 } pf_job;
@@ -106,8 +107,14 @@ static int pf_n_helpers;
 static bool pf_stop;
 static pthread_t *pf_orphans; /* fork child: helper ids of the parent, kept reachable */
 
-static void run_chunks(pf_job *j) {
+/* The caller publishes its CPU before each of its chunks; a helper checks
+ * it before each of its own (move_off_cpu). */
+static void move_off_cpu(int cpu);
+
+static void run_chunks(pf_job *j, bool helper) {
     for (;;) {
+        if (!helper) atomic_store_explicit(&j->caller_cpu, sched_getcpu(), memory_order_relaxed);
+        else move_off_cpu(atomic_load_explicit(&j->caller_cpu, memory_order_relaxed));
         int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (i >= j->nchunks) return;
         int64_t b = i * j->chunk, e = b + j->chunk < j->n ? b + j->chunk : j->n;
@@ -124,6 +131,24 @@ static atomic_int pf_open;
  * a few tens of µs later) then cost no wake-up, which on a virtual machine
  * can take longer than a small job. */
 #define HELPER_SPIN 4000
+
+/* A helper running on its caller's CPU moves off it.  The scheduler's
+ * wake-affine placement puts a woken helper next to its waker, and on a
+ * 2-vCPU machine the pair then shared one CPU for tens of ms while the other
+ * idled: over 12 short processes each, layer (e) gemm forward median
+ * 11.7 -> 6.7 ms, (b) direct forward 1.14 -> 0.82 ms, (a) 0.200 -> 0.164 ms.
+ * The move: the allowed set minus that CPU for a moment, then the full set
+ * again, so the helper stays free to migrate.  Two syscalls, only when
+ * co-located. */
+static void move_off_cpu(int cpu) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return;
+    cpu_set_t allowed, others;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || !CPU_ISSET(cpu, &allowed)) return;
+    others = allowed;
+    CPU_CLR(cpu, &others);
+    if (CPU_COUNT(&others) == 0) return;
+    if (sched_setaffinity(0, sizeof others, &others) == 0) sched_setaffinity(0, sizeof allowed, &allowed);
+}
 
 static void *helper_main(void *p) {
     (void)p;
@@ -154,7 +179,7 @@ static void *helper_main(void *p) {
         j->tickets--;
         j->active++;
         pthread_mutex_unlock(&pf_mu);
-        run_chunks(j);
+        run_chunks(j, true);
         mxp__parallel_release(1);
         pthread_mutex_lock(&pf_mu);
         if (--j->active == 0) pthread_cond_broadcast(&pf_done_cv);
@@ -245,6 +270,7 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
     j.chunk = chunk;
     j.nchunks = nchunks;
     atomic_init(&j.next, 0);
+    atomic_init(&j.caller_cpu, sched_getcpu());
     pthread_mutex_lock(&pf_mu);
     int have = ensure_helpers();
     if (k > have) {
@@ -266,7 +292,7 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
         else if (j.tickets > 1) pthread_cond_broadcast(&pf_cv);
     }
     pthread_mutex_unlock(&pf_mu);
-    run_chunks(&j);
+    run_chunks(&j, false);
     if (j.want > 0) {
         pthread_mutex_lock(&pf_mu);
         unlink_job_locked(&j);
