@@ -298,8 +298,8 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
         unlink_job_locked(&j);
         int unused = j.tickets; /* slots no helper came for */
         j.tickets = 0;
-        if (unused > 0) atomic_fetch_sub(&pf_open, unused);
         if (unused > 0) {
+            atomic_fetch_sub(&pf_open, unused);
             atomic_fetch_sub(&busy, unused);
             if (atomic_load(&pf_wanting) > 0) grant_locked();
         }
