@@ -11,7 +11,8 @@
  * it up in the cache.  On a miss it times each candidate on the calling
  * thread, synchronously, without the engine: workspace + create once, then
  * forward on scratch tensors of the node's shapes (inputs uniform in
- * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs, median, in
+ * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs (more for a
+ * fast configuration, fewer for a slow one), median, in
  * TUNE_PASSES passes over the candidates (alternating order; the lowest
  * median of each counts); for a
  * training signature (is_train) each run is forward + backward (every
@@ -53,6 +54,11 @@
 #include <unistd.h>
 
 #define TUNE_RUNS 5
+/* A fast configuration gets more runs, up to about TUNE_FAST_MS of timing
+ * per candidate and pass: the median of 5 runs of a 0.2 ms op moved by
+ * more than the gap between two impls. */
+#define TUNE_MAX_RUNS 41
+#define TUNE_FAST_MS 10.0
 #define TUNE_PASSES 2
 
 typedef struct tune_entry {
@@ -563,7 +569,7 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
         rc = mxp__rng_reserve(q->device, 1u << 20, &rng.stream);
         has_rng = !rc;
     }
-    double times[TUNE_RUNS];
+    double times[TUNE_MAX_RUNS];
     int runs = 0;
     if (!rc) {
         mxp_op_ctx c;
@@ -616,6 +622,8 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
                 /* A slow configuration: fewer runs keep tuning bounded. */
                 if (dt > 500) total = 2;
                 else if (dt > 100) total = 4;
+                else if (dt * TUNE_MAX_RUNS < TUNE_FAST_MS) total = 1 + TUNE_MAX_RUNS;
+                else if (dt * TUNE_RUNS < TUNE_FAST_MS) total = 1 + (int)(TUNE_FAST_MS / dt);
                 continue;
             }
             times[runs++] = dt;

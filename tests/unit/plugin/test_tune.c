@@ -93,8 +93,8 @@ Test(tune, first_use_times_and_saves_the_fastest_then_reuses_it) {
     snprintf(first, sizeof first, "%s", got);
     unsigned long t1 = mxp__tune_timing_runs();
     /* Two candidates (fast refuses 5000 elements), two passes of warm-up +
-     * 5 runs each. */
-    cr_expect_eq(t1 - t0, 24, "timed %lu forward calls", t1 - t0);
+     * 5 runs each, up to 41 for an op this fast (tune.c: TUNE_MAX_RUNS). */
+    cr_expect(t1 - t0 >= 2 * 2 * (1 + 5) && t1 - t0 <= 2 * 2 * (1 + 41), "timed %lu forward calls", t1 - t0);
     char *text = slurp(g_file);
     cr_assert(text, "no cache file at %s", g_file);
     double mid, slow;
