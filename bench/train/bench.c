@@ -59,11 +59,11 @@ static float *load_idx(const char *dir, const char *base, int64_t *n, int64_t *i
         exit(1);
     }
     unsigned char h[4], d[4];
-    if (gzread(f, h, 4) != 4) exit(1);
+    if (gzread(f, h, 4) != 4) { fprintf(stderr, "bench-train: %s: truncated header\n", path); exit(1); }
     int nd = h[3];
     int64_t dims[4] = {1, 1, 1, 1};
     for (int i = 0; i < nd && i < 4; i++) {
-        if (gzread(f, d, 4) != 4) exit(1);
+        if (gzread(f, d, 4) != 4) { fprintf(stderr, "bench-train: %s: truncated header\n", path); exit(1); }
         dims[i] = (int64_t)d[0] << 24 | d[1] << 16 | d[2] << 8 | d[3];
     }
     *n = dims[0];
@@ -148,7 +148,10 @@ static void share_start(mxp_module *mod, const char *dir, int flat, const char *
         fprintf(txt, "%s", name);
         for (int k = 0; k < mxp_ndarray_ndim(a); k++) fprintf(txt, " %lld", (long long)mxp_ndarray_shape(a)[k]);
         fprintf(txt, "\n");
-        if (fwrite(v, sizeof *v, (size_t)n, bin) != (size_t)n) exit(1);
+        if (fwrite(v, sizeof *v, (size_t)n, bin) != (size_t)n) {
+            fprintf(stderr, "bench-train: writing %s/params.bin failed\n", dir);
+            exit(1);
+        }
         free(v);
     }
     fclose(txt);
@@ -167,7 +170,10 @@ static void share_start(mxp_module *mod, const char *dir, int flat, const char *
             if (!idx) { fprintf(stderr, "bench-train: NDArrayIter reports no indices\n"); exit(1); }
             for (int64_t j = 0; j < k; j++) {
                 int32_t v = (int32_t)idx[j];
-                if (fwrite(&v, sizeof v, 1, ord) != 1) exit(1);
+                if (fwrite(&v, sizeof v, 1, ord) != 1) {
+                    fprintf(stderr, "bench-train: writing %s failed\n", path);
+                    exit(1);
+                }
             }
         }
     }
