@@ -705,9 +705,11 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     e.sig = sig;
     e.names = calloc((size_t)n, sizeof *e.names);
     e.ms = calloc((size_t)n, sizeof *e.ms);
-    if (!e.names || !e.ms) {
+    double *ms = calloc((size_t)n, sizeof *ms); /* per candidate, -1: not timed */
+    if (!e.names || !e.ms || !ms) {
         free(e.names);
         free(e.ms);
+        free(ms);
         free(sig);
         return mxp__error_oom("tune");
     }
@@ -717,13 +719,6 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     /* TUNE_PASSES passes, in alternating order, each candidate keeping its
      * lowest median: interference from elsewhere only ever adds time, and a
      * drift in machine load does not favour whoever ran first. */
-    double *ms = calloc((size_t)n, sizeof *ms);
-    if (!ms) {
-        free(e.names);
-        free(e.ms);
-        free(sig);
-        return mxp__error_oom("tune");
-    }
     for (int i = 0; i < n; i++) ms[i] = -1;
     for (int pass = 0; pass < TUNE_PASSES; pass++)
         for (int k = 0; k < n; k++) {
