@@ -105,13 +105,20 @@ def main():
                 if shape != tuple(p.shape):
                     sys.exit("torch_train.py: %s has shape %s, the net wants %s" % (pname, shape, tuple(p.shape)))
                 cnt = int(np.prod(shape))
+                if off + cnt > raw.size:
+                    sys.exit("torch_train.py: %s/params.bin ends inside %s" % (share, pname))
                 p.copy_(torch.from_numpy(raw[off:off + cnt].reshape(shape)))
                 off += cnt
+        if off != raw.size:
+            sys.exit("torch_train.py: %s/params.bin has %d floats, params.txt names %d" % (share, raw.size, off))
         order = torch.from_numpy(np.fromfile(os.path.join(share, "order.bin"), dtype=np.int32).astype(np.int64))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     lossf = nn.CrossEntropyLoss()
     bs = 64
     nb = len(xtr) // bs
+    if order is not None and len(order) != epochs * nb * bs:
+        sys.exit("torch_train.py: %s/order.bin has %d sample indices, %d epochs need %d"
+                 % (share, len(order), epochs, epochs * nb * bs))
     g = torch.Generator().manual_seed(seed)
     model.train()
     t0 = time.perf_counter()
