@@ -56,7 +56,8 @@ for t in "$@"; do
     # A hang fails its binary after TEST_TIMEOUT s instead of eating CI's budget.
     timeout -k 10 "${TEST_TIMEOUT:-600}" "$t" --jobs=2
     rc=$?
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${TEST_TIMEOUT:-600} s (a hang)"
+    if [ "$rc" -eq 124 ]; then why="timed out after ${TEST_TIMEOUT:-600} s (a hang)"
+    elif [ "$rc" -eq 137 ]; then why="killed (SIGKILL: ignored the timeout's SIGTERM, or the OOM killer)"
     elif [ "$rc" -ne 0 ]; then why="exit status $rc"; fi
     if [ -n "${SANITIZE:-}" ] && [ -n "$(ls -A "$logdir")" ]; then
         for f in "$logdir"/*; do echo "--- sanitizer report ($t, $(basename "$f"))" >&2; cat "$f" >&2; done
