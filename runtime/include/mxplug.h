@@ -22,6 +22,7 @@
 #include <mxplug/symbol.h>   /* symbolic graphs, JSON, inference         */
 #include <mxplug/executor.h> /* bound graphs: forward, backward          */
 #include <mxplug/io.h>       /* data iterators, prefetching              */
+#include <mxplug/recordio.h> /* RecordIO .rec/.idx files (MXNet im2rec)   */
 #include <mxplug/train.h>    /* initializers, optimizers, metrics, checkpoints */
 
 #endif /* MXPLUG_H */
