@@ -24,5 +24,6 @@
 #include <mxplug/io.h>       /* data iterators, prefetching              */
 #include <mxplug/recordio.h> /* RecordIO .rec/.idx files (MXNet im2rec)   */
 #include <mxplug/train.h>    /* initializers, optimizers, metrics, checkpoints */
+#include <mxplug/kvstore.h>  /* KVStore: push/pull, local and distributed */
 
 #endif /* MXPLUG_H */

@@ -1,0 +1,198 @@
+/* reduce.c — the engine operations a KVStore push or pull becomes: the
+ * local sum of the arrays pushed for one key, a copy between two arrays of
+ * a key's shape, and the hand-off of a key's merged buffer to a transport
+ * pack (asynchronous: the engine op completes when the transport calls
+ * back, so no engine worker ever waits on the network).
+ *
+ * Not here: key bookkeeping and argument checks (kvstore.c).  Every op
+ * captures data pointers and element counts at push time (ndarray.h: a
+ * chunk outlives the ops on its var) and keeps no NDArray handle.  All
+ * run in the engine's priority lane with the caller's priority.
+ * Sums run on the CPU in the arrays' dtype, in argument order
+ * (((a0 + a1) + a2) ...), so a given list gives the same bits every time. */
+#include "kvstore/kvstore_impl.h"
+
+#include "ndarray/ndarray.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct reduce_arg {
+    int n, dtype;
+    int64_t count;
+    void *dst;
+    void *src[];
+} reduce_arg;
+
+#define SUM_LOOP(T)                                                          \
+    do {                                                                     \
+        T *d = a->dst;                                                       \
+        const T *s0 = a->src[0];                                             \
+        if (d != s0) memcpy(d, s0, (size_t)a->count * sizeof(T));            \
+        for (int k = 1; k < a->n; k++) {                                     \
+            const T *s = a->src[k];                                          \
+            for (int64_t i = 0; i < a->count; i++) d[i] += s[i];             \
+        }                                                                    \
+    } while (0)
+
+static int run_reduce(void *arg, const mxp_run_ctx *ctx) {
+    (void)ctx;
+    reduce_arg *a = arg;
+    switch (a->dtype) {
+    case MXP_DTYPE_F32: SUM_LOOP(float); break;
+    case MXP_DTYPE_F64: SUM_LOOP(double); break;
+    case MXP_DTYPE_I32: SUM_LOOP(int32_t); break;
+    case MXP_DTYPE_I64: SUM_LOOP(int64_t); break;
+    default: return mxp__error(MXP_ETYPE, "kvstore reduce: dtype %d", a->dtype);
+    }
+    return MXP_OK;
+}
+
+static int64_t numel(const kv_entry *e) {
+    int64_t n = 1;
+    for (int i = 0; i < e->ndim; i++) n *= e->shape[i];
+    return n;
+}
+
+int mxp__kv_push_reduce(const kv_entry *e, int n, mxp_ndarray *const *srcs, int priority) {
+    reduce_arg *a = malloc(sizeof *a + (size_t)n * sizeof(void *));
+    mxp_var **cv = malloc((size_t)n * sizeof *cv);
+    if (!a || !cv) {
+        free(a);
+        free(cv);
+        return mxp__error_oom("kvstore push");
+    }
+    a->n = n;
+    a->dtype = e->dtype;
+    a->count = numel(e);
+    a->dst = mxp__ndarray_dptr(e->merged);
+    for (int i = 0; i < n; i++) {
+        a->src[i] = mxp__ndarray_dptr(srcs[i]);
+        cv[i] = mxp_ndarray_var(srcs[i]);
+    }
+    mxp_var *mv = mxp_ndarray_var(e->merged);
+    char name[128];
+    snprintf(name, sizeof name, "kvstore reduce %s", e->label);
+    mxp_engine_push_args p = {.sync_fn = run_reduce, .arg = a, .free_arg = free, .const_vars = cv, .n_const = n,
+                              .mutate_vars = &mv, .n_mutate = 1, .prop = MXP_FN_PRIORITIZED,
+                              .priority = priority, .name = name};
+    int rc = mxp_engine_push(&p);
+    free(cv);
+    if (rc) free(a);
+    return rc;
+}
+
+typedef struct copy_arg {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_arg;
+
+static int run_copy(void *arg, const mxp_run_ctx *ctx) {
+    (void)ctx;
+    copy_arg *a = arg;
+    if (a->dst != a->src) memcpy(a->dst, a->src, a->bytes);
+    return MXP_OK;
+}
+
+int mxp__kv_push_copy(const kv_entry *e, mxp_ndarray *src, mxp_ndarray *dst, int priority, const char *what) {
+    copy_arg *a = malloc(sizeof *a);
+    if (!a) return mxp__error_oom("kvstore copy");
+    a->dst = mxp__ndarray_dptr(dst);
+    a->src = mxp__ndarray_dptr(src);
+    a->bytes = (size_t)numel(e) * mxp_dtype_size(e->dtype);
+    mxp_var *cv = mxp_ndarray_var(src), *mv = mxp_ndarray_var(dst);
+    char name[128];
+    snprintf(name, sizeof name, "kvstore %s %s", what, e->label);
+    mxp_engine_push_args p = {.sync_fn = run_copy, .arg = a, .free_arg = free, .const_vars = &cv, .n_const = 1,
+                              .mutate_vars = &mv, .n_mutate = 1, .prop = MXP_FN_PRIORITIZED,
+                              .priority = priority, .name = name};
+    int rc = mxp_engine_push(&p);
+    if (rc) free(a);
+    return rc;
+}
+
+void mxp__kv_tensor(const kv_entry *e, mxp_ndarray *nd, mxp_tensor *out) {
+    memset(out, 0, sizeof *out);
+    out->hdr = (mxp_header)MXP_HEADER(mxp_tensor);
+    out->data = mxp__ndarray_chunk_ptr(nd);
+    out->byte_offset = mxp__ndarray_offset(nd);
+    out->dtype = e->dtype;
+    out->ndim = e->ndim;
+    out->shape = e->shape;
+    out->device = mxp_ndarray_device(nd);
+    out->version = 0;
+}
+
+/* The transport op's argument: the key (copied: the entry may not outlive
+ * a failed store) and the merged buffer's view. */
+typedef struct transport_arg {
+    const mxp_kvstore_def *def;
+    void *store;
+    int priority;
+    int is_str;
+    int64_t ikey;
+    char *skey;
+    int64_t shape[MXP_MAX_NDIM];
+    mxp_tensor t;
+} transport_arg;
+
+static void free_transport(void *arg) {
+    transport_arg *a = arg;
+    free(a->skey);
+    free(a);
+}
+
+static void run_transport(void *arg, const mxp_run_ctx *ctx, mxp_engine_callback cb) {
+    (void)ctx;
+    transport_arg *a = arg;
+    mxp_kv_args ka;
+    memset(&ka, 0, sizeof ka);
+    ka.hdr = (mxp_header)MXP_HEADER(mxp_kv_args);
+    ka.user_data = a->def->user_data;
+    ka.store = a->store;
+    ka.n = 1;
+    ka.priority = a->priority;
+    const char *sk = a->skey;
+    if (a->is_str) ka.str_keys = &sk;
+    else ka.int_keys = &a->ikey;
+    ka.values = &a->t;
+    ka.outs = &a->t;
+    ka.complete = (mxp_complete_fn)cb.done;
+    ka.complete_token = cb.token;
+    int rc;
+    if (a->def->pushpull) {
+        rc = a->def->pushpull(&ka);
+    } else {
+        rc = mxp__error(MXP_EPLUGIN, "kvstore '%s': the transport has no pushpull", a->def->name);
+    }
+    /* A call that returns an error does not call complete (mxp/kvstore.h). */
+    if (rc) cb.done(cb.token, rc, mxp_last_error());
+}
+
+int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int priority) {
+    transport_arg *a = calloc(1, sizeof *a);
+    if (!a) return mxp__error_oom("kvstore push");
+    a->def = kv->def;
+    a->store = kv->store;
+    a->priority = priority;
+    a->is_str = e->is_str;
+    a->ikey = e->ikey;
+    if (e->is_str && !(a->skey = strdup(e->skey))) {
+        free(a);
+        return mxp__error_oom("kvstore push");
+    }
+    mxp__kv_tensor(e, e->merged, &a->t);
+    memcpy(a->shape, e->shape, sizeof a->shape);
+    a->t.shape = a->shape;
+    mxp_var *mv = mxp_ndarray_var(e->merged);
+    char name[160];
+    snprintf(name, sizeof name, "kvstore %s push %s", kv->type, e->label);
+    mxp_engine_push_args p = {.async_fn = run_transport, .arg = a, .free_arg = free_transport,
+                              .mutate_vars = &mv, .n_mutate = 1, .prop = MXP_FN_PRIORITIZED,
+                              .priority = priority, .name = name};
+    int rc = mxp_engine_push(&p);
+    if (rc) free_transport(a);
+    return rc;
+}
