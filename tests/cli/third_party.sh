@@ -35,6 +35,7 @@ for d in tp tpl; do
 done
 has "$TMP/tp/manifest.yaml" "hardswish"
 has "$TMP/tp/manifest.yaml" "thirdparty"
+has "$TMP/tp/manifest.yaml" "naive"
 has "$TMP/tpl/manifest.yaml" "template_axpb"
 
 # The template pack stands alone.
@@ -75,6 +76,10 @@ run 0 "$MX" info hard_swish
 run 0 "$MX" info relu --why --shape data=2,3
 has "$TMP/out" "thirdparty"
 has "$TMP/out" "default"
+# The naive Convolution reads ops-nn's params by name: fixed to it, it
+# accepts the configuration (its supports() reads every parameter).
+run 0 env MXP_IMPL_Convolution=naive "$MX" info Convolution --why --shape data=1,2,5,5 --param kernel=3,3 --param num_filter=4
+has "$TMP/out" "naive"
 # Run both through the registry from an application built against the
 # install (pkg-config mxplug): mxp_invoke checks values; relu runs the
 # thirdparty impl once the policy names it.

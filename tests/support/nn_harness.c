@@ -229,7 +229,7 @@ static const mxp_host g_host = {
     MXP_HEADER(mxp_host), "nn-harness",
     h_set_error, h_log, h_num_threads, h_parallel_for, h_alloc, h_free,
     h_uniform_f32, NULL, h_bernoulli_f32, h_uniform_f64, NULL, h_bits, NULL,
-    NULL, parse_into, h_free_params, NULL, NULL, NULL, NULL, NULL
+    NULL, parse_into, h_free_params, NULL, NULL, NULL, NULL, NULL, NULL
 };
 const mxp_host *nnh_host(void) { return &g_host; }
 
@@ -398,7 +398,7 @@ int nnh_node_forward(nnh_node *n, int is_train, const int32_t *req) {
     static _Thread_local struct mxp_rng rng = { 12345 };
     mxp_op_ctx c; mk_ctx(n, &c, is_train, &rng);
     mxp_forward_args a = { MXP_HEADER(mxp_forward_args), &c, n->params, n->state, n->impl->user_data,
-                           n->n_in, n->n_out, n->n_aux, 0, in, out, aux, req ? req : wr };
+                           n->n_in, n->n_out, n->n_aux, 0, in, out, aux, req ? req : wr, NULL };
     return n->impl->forward(&a);
 }
 
@@ -429,7 +429,7 @@ int nnh_node_backward(nnh_node *n, const int32_t *req) {
     static _Thread_local struct mxp_rng rng = { 999 };
     mxp_op_ctx c; mk_ctx(n, &c, 1, &rng);
     mxp_backward_args a = { MXP_HEADER(mxp_backward_args), &c, n->params, n->state, n->impl->user_data,
-                            n->n_in, n->n_out, n->n_aux, 0, og, in, out, ig, aux, req ? req : wr };
+                            n->n_in, n->n_out, n->n_aux, 0, og, in, out, ig, aux, req ? req : wr, NULL };
     return n->impl->backward(&a);
 }
 

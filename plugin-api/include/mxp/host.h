@@ -6,6 +6,10 @@
  * same major.  Slots are append-only.  Before using a slot added after 1.0,
  * check MXP_HAS_FIELD(host, mxp_host, slot) and that it is non-NULL.
  *
+ * Typed reads of an op's parameters from any pack (since 1.1): the
+ * mxp_param_get_* helpers after the table; see "Implementing another
+ * pack's op" in op.h.
+ *
  * Registration is transactional: what init registers is staged, validated
  * (unique names, declared vs registered, schemas) and published only when
  * init returns MXP_OK; on failure everything is rolled back.
@@ -116,7 +120,72 @@ typedef struct mxp_host {
     void (*engine_delete_var)(struct mxp_var *var);
     int (*engine_push)(const mxp_host_push_args *a);
     int (*engine_wait_for_var)(struct mxp_var *var);
+
+    /* --- reading an op's parsed parameters (since 1.1) ------------------ */
+    /* Read parameter `name` of the record p (an impl's args->op_params)
+     * into *out, whose C type is given by `type`:
+     *   MXP_PARAM_INT     int64_t              MXP_PARAM_FLOAT  double
+     *   MXP_PARAM_BOOL    int32_t (0/1)        MXP_PARAM_DTYPE  int32_t (mxp_dtype)
+     *   MXP_PARAM_ENUM    const char * (the choice's name, e.g. "NCHW")
+     *   MXP_PARAM_STRING  const char * (NULL when unset)
+     *   MXP_PARAM_SHAPE   mxp_param_shape      (has_value 0 for "None")
+     *   MXP_PARAM_OPT_INT mxp_param_opt_int    MXP_PARAM_OPT_FLOAT mxp_param_opt_float
+     * `type` must be the parameter's declared type (no conversions).
+     * Errors (described for mxp_last_error / set_error's chain):
+     *   MXP_ENOENT  the op has no parameter `name` (the message lists them)
+     *   MXP_ETYPE   the parameter has another type (the message says which)
+     *   MXP_EINVAL  p, name or out is NULL, or p is not a valid record.
+     * Prefer the typed helpers below, which also handle an older host. */
+    int (*param_get)(const mxp_op_params *p, const char *name, int32_t type, void *out);
 } mxp_host;
+
+/* ------------------------------------------ typed parameter reads (1.1) */
+/* mxp_param_get_<type>(host, record, name, &out): the typed front of
+ * host->param_get.  They return MXP_EUNSUPPORTED (with a message) when the
+ * host predates ABI 1.1 or when record is NULL (an old host passes none);
+ * set min_host_minor = 1 in the descriptor to refuse such hosts at load. */
+static inline int mxp_param_get(const mxp_host *h, const mxp_op_params *p, const char *name, int32_t type,
+                                void *out) {
+    if (!h) return MXP_EINVAL;
+    if (!MXP_HAS_FIELD(h, mxp_host, param_get) || !h->param_get || !p)
+        return !h->set_error ? MXP_EUNSUPPORTED : h->set_error(MXP_EUNSUPPORTED, "reading parameter '%s': the host has no typed parameter "
+                            "access (ABI 1.1 needed, host has %u.%u)", name ? name : "?",
+                            (unsigned)h->hdr.abi_major, (unsigned)h->hdr.abi_minor);
+    return h->param_get(p, name, type, out);
+}
+static inline int mxp_param_get_int(const mxp_host *h, const mxp_op_params *p, const char *name, int64_t *out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_INT, out);
+}
+static inline int mxp_param_get_float(const mxp_host *h, const mxp_op_params *p, const char *name, double *out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_FLOAT, out);
+}
+static inline int mxp_param_get_bool(const mxp_host *h, const mxp_op_params *p, const char *name, int32_t *out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_BOOL, out);
+}
+/* The choice's name ("NCHW"); compare names, not indices. */
+static inline int mxp_param_get_enum(const mxp_host *h, const mxp_op_params *p, const char *name,
+                                     const char **out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_ENUM, (void *)out);
+}
+static inline int mxp_param_get_string(const mxp_host *h, const mxp_op_params *p, const char *name,
+                                       const char **out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_STRING, (void *)out);
+}
+static inline int mxp_param_get_dtype(const mxp_host *h, const mxp_op_params *p, const char *name, int32_t *out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_DTYPE, out);
+}
+static inline int mxp_param_get_shape(const mxp_host *h, const mxp_op_params *p, const char *name,
+                                      mxp_param_shape *out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_SHAPE, out);
+}
+static inline int mxp_param_get_opt_int(const mxp_host *h, const mxp_op_params *p, const char *name,
+                                        mxp_param_opt_int *out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_OPT_INT, out);
+}
+static inline int mxp_param_get_opt_float(const mxp_host *h, const mxp_op_params *p, const char *name,
+                                          mxp_param_opt_float *out) {
+    return mxp_param_get(h, p, name, MXP_PARAM_OPT_FLOAT, out);
+}
 
 /* The registrar handed to init.  Each add_* stages a feature; the pointer
  * passed must stay valid until the pack's fini returns. */
@@ -143,7 +212,8 @@ _Static_assert(offsetof(mxp_host, rng_philox) == 112, "mxp_host layout is frozen
 _Static_assert(offsetof(mxp_host, device_type) == 120, "mxp_host layout is frozen");
 _Static_assert(offsetof(mxp_host, invoke) == 144, "mxp_host layout is frozen");
 _Static_assert(offsetof(mxp_host, engine_new_var) == 152, "mxp_host layout is frozen");
-_Static_assert(sizeof(mxp_host) == 184, "mxp_host layout is frozen");
+_Static_assert(offsetof(mxp_host, param_get) == 184, "mxp_host layout is frozen");
+_Static_assert(sizeof(mxp_host) == 192, "mxp_host layout is frozen");
 _Static_assert(offsetof(mxp_registrar, add_op) == 16, "layout is frozen");
 _Static_assert(sizeof(mxp_registrar) == 64, "layout is frozen");
 #endif

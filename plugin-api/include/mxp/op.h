@@ -25,6 +25,22 @@
  * (supports, workspace, create, forward, backward, destroy) receive
  * mxp_op_impl.user_data.  A pack that drives several ops through one
  * function must set both.
+ *
+ * Implementing another pack's op (since ABI 1.1): `params` in the impl
+ * args points to the DEFINING pack's private struct, so an impl of, say,
+ * ops-nn's Convolution in a GPU pack must not cast it.  It reads the values
+ * by name and type instead, from the record `op_params` beside it:
+ *     const mxp_op_params *p = mxp_impl_query_op_params(a);   (or
+ *         mxp_forward_op_params / mxp_backward_op_params)
+ *     mxp_param_shape kernel; int64_t num_filter; const char *layout;
+ *     mxp_param_get_shape(host, p, "kernel", &kernel);
+ *     mxp_param_get_int(host, p, "num_filter", &num_filter);
+ *     mxp_param_get_enum(host, p, "layout", &layout);  -> "None", "NCHW", ...
+ * (host.h).  Values are the parsed ones after the defining op's
+ * check_params (Convolution's default stride is already (1, 1)).  A wrong
+ * name or type is an error naming the op and the parameter, never a guess.
+ * Read them once in `create` and keep them in the state.  `mxplug info OP`
+ * lists an op's parameters with their types.
  * Since ABI 1.0. */
 #ifndef MXP_OP_H
 #define MXP_OP_H
@@ -225,6 +241,9 @@ typedef struct mxp_impl_query_args {
     uint32_t reserved;
     uint64_t workspace_bytes;   /* out: workspace                             */
     void *state;                /* out: create                                */
+    /* Since 1.1: `params` as a typed record, readable from any pack
+     * (mxp_param_get_* in host.h).  Use mxp_impl_query_op_params(a). */
+    const mxp_op_params *op_params;
 } mxp_impl_query_args;
 
 typedef struct mxp_forward_args {
@@ -238,6 +257,7 @@ typedef struct mxp_forward_args {
     const mxp_tensor *out;      /* [n_out]                                   */
     const mxp_tensor *aux;      /* [n_aux], writable (e.g. moving averages)  */
     const int32_t *req;         /* [n_out] mxp_req                           */
+    const mxp_op_params *op_params; /* since 1.1, as in mxp_impl_query_args */
 } mxp_forward_args;
 
 /* Entries backward does not depend on (see backward_deps) have data NULL. */
@@ -254,6 +274,7 @@ typedef struct mxp_backward_args {
     const mxp_tensor *in_grad;  /* [n_in] to write                           */
     const mxp_tensor *aux;      /* [n_aux]                                   */
     const int32_t *req;         /* [n_in] mxp_req per in_grad                */
+    const mxp_op_params *op_params; /* since 1.1, as in mxp_impl_query_args */
 } mxp_backward_args;
 
 typedef struct mxp_destroy_args {
@@ -283,6 +304,18 @@ typedef struct mxp_op_impl {
     void (*destroy)(const mxp_destroy_args *a);  /* (optional) */
     void *user_data;
 } mxp_op_impl;
+
+/* The op_params record of impl args, or NULL when the host is older than
+ * ABI 1.1 (its args end before the field) or gave none. */
+static inline const mxp_op_params *mxp_impl_query_op_params(const mxp_impl_query_args *a) {
+    return a && MXP_HAS_FIELD(a, mxp_impl_query_args, op_params) ? a->op_params : NULL;
+}
+static inline const mxp_op_params *mxp_forward_op_params(const mxp_forward_args *a) {
+    return a && MXP_HAS_FIELD(a, mxp_forward_args, op_params) ? a->op_params : NULL;
+}
+static inline const mxp_op_params *mxp_backward_op_params(const mxp_backward_args *a) {
+    return a && MXP_HAS_FIELD(a, mxp_backward_args, op_params) ? a->op_params : NULL;
+}
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 _Static_assert(offsetof(mxp_op_ctx, device) == 8, "mxp_op_ctx layout is frozen");
@@ -320,11 +353,14 @@ _Static_assert(offsetof(mxp_impl_query_args, device) == 24, "layout is frozen");
 _Static_assert(offsetof(mxp_impl_query_args, in_shapes) == 48, "layout is frozen");
 _Static_assert(offsetof(mxp_impl_query_args, reason) == 96, "layout is frozen");
 _Static_assert(offsetof(mxp_impl_query_args, workspace_bytes) == 112, "layout is frozen");
-_Static_assert(sizeof(mxp_impl_query_args) == 128, "layout is frozen");
+_Static_assert(offsetof(mxp_impl_query_args, op_params) == 128, "layout is frozen");
+_Static_assert(sizeof(mxp_impl_query_args) == 136, "layout is frozen");
 _Static_assert(offsetof(mxp_forward_args, in) == 56, "layout is frozen");
-_Static_assert(sizeof(mxp_forward_args) == 88, "layout is frozen");
+_Static_assert(offsetof(mxp_forward_args, op_params) == 88, "layout is frozen");
+_Static_assert(sizeof(mxp_forward_args) == 96, "layout is frozen");
 _Static_assert(offsetof(mxp_backward_args, out_grad) == 56, "layout is frozen");
-_Static_assert(sizeof(mxp_backward_args) == 104, "layout is frozen");
+_Static_assert(offsetof(mxp_backward_args, op_params) == 104, "layout is frozen");
+_Static_assert(sizeof(mxp_backward_args) == 112, "layout is frozen");
 _Static_assert(sizeof(mxp_destroy_args) == 24, "layout is frozen");
 _Static_assert(offsetof(mxp_op_impl, rank) == 32, "mxp_op_impl layout is frozen");
 _Static_assert(offsetof(mxp_op_impl, supports) == 48, "mxp_op_impl layout is frozen");

@@ -76,6 +76,29 @@ typedef struct mxp_param_def {
     const char *doc;           /* one sentence                                */
 } mxp_param_def;
 
+/* ------------------------------------------------ an op's parsed params */
+/* Since ABI 1.1.  The parsed parameters of one op node, as a record an
+ * implementation in ANY pack can read by name: impl callbacks get it in
+ * their args (`op_params`, see op.h) next to `params`.  `params` is the
+ * defining pack's private struct, whose layout only that pack knows; this
+ * record pairs the same values with the schema that describes them, so a
+ * Convolution impl in a GPU pack reads ops-nn's "kernel" without knowing
+ * ops-nn's struct.  Read it through the host: mxp_param_get_int(host, p,
+ * "num_filter", &v) and friends in host.h (they check name and type and
+ * fail with a message instead of guessing).
+ *
+ * Lifetime: the record, and the strings and shapes read from it, are valid
+ * during the callback that received it.  Copy what you need into the state
+ * made by `create`. */
+typedef struct mxp_op_params {
+    mxp_header hdr;
+    const char *op_name;        /* the op's canonical name, e.g. "Convolution" */
+    const mxp_param_def *defs;  /* the defining pack's schema (MXP_ARRAY_AT)  */
+    uint32_t n_defs;
+    uint32_t reserved;
+    const void *values;         /* the parsed struct (same as args->params)   */
+} mxp_op_params;
+
 /* Convenience initializers for static schemas. */
 #define MXP_PARAM(NAME, TYPE, FLAGS, STRUCT, FIELD, DEFAULT, MIN, MAX, CHOICES, DOC) \
     { MXP_HEADER(mxp_param_def), NAME, TYPE, FLAGS, (uint32_t)offsetof(STRUCT, FIELD), 0, \
@@ -94,6 +117,9 @@ _Static_assert(offsetof(mxp_param_def, max) == 48, "mxp_param_def layout is froz
 _Static_assert(offsetof(mxp_param_def, choices) == 56, "mxp_param_def layout is frozen");
 _Static_assert(offsetof(mxp_param_def, doc) == 64, "mxp_param_def layout is frozen");
 _Static_assert(sizeof(mxp_param_def) == 72, "mxp_param_def layout is frozen");
+_Static_assert(offsetof(mxp_op_params, defs) == 16, "mxp_op_params layout is frozen");
+_Static_assert(offsetof(mxp_op_params, values) == 32, "mxp_op_params layout is frozen");
+_Static_assert(sizeof(mxp_op_params) == 40, "mxp_op_params layout is frozen");
 #endif
 
 #ifdef __cplusplus

@@ -14,6 +14,10 @@
  *     reused; no bool/long/size_t/bitfields in layouts.  Released layouts are
  *     frozen by _Static_assert(offsetof(...)) in each header (LP64 only) and
  *     by tests/unit/abi/test_layout.c.
+ * Minors: 1.0 the first release; 1.1 typed reads of an op's parsed
+ * parameters from any pack (mxp_op_params in params.h, the op_params field
+ * of the impl args in op.h, mxp_host.param_get and the mxp_param_get_*
+ * helpers in host.h).
  * Since ABI 1.0. */
 #ifndef MXP_TYPES_H
 #define MXP_TYPES_H
@@ -26,7 +30,7 @@ extern "C" {
 #endif
 
 #define MXP_ABI_MAJOR 1
-#define MXP_ABI_MINOR 0
+#define MXP_ABI_MINOR 1
 
 /* Every struct that crosses the host/pack boundary starts with this. */
 typedef struct mxp_header {

@@ -149,6 +149,7 @@ int mxp__exec_call(exec *x, void *stream) {
         a.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
         a.ctx = c;
         a.params = in->params;
+        a.op_params = &in->op_params;
         a.state = in->state;
         a.user_data = impl->user_data;
         a.n_in = x->n_in;
@@ -165,6 +166,7 @@ int mxp__exec_call(exec *x, void *stream) {
         a.hdr = (mxp_header)MXP_HEADER(mxp_backward_args);
         a.ctx = c;
         a.params = in->params;
+        a.op_params = &in->op_params;
         a.state = in->state;
         a.user_data = impl->user_data;
         a.n_in = x->n_in;

@@ -17,6 +17,7 @@ typedef struct node_inst {
     atomic_int refs;
     mxp_impl_ref *ref;
     void *params;              /* parsed against ref->def                    */
+    mxp_op_params op_params;   /* params + ref->def's schema (ABI 1.1 record) */
     void *state;               /* impl.create, or NULL                       */
     uint64_t workspace_bytes;  /* impl.workspace                             */
     mxp_device dev;

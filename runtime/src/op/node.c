@@ -390,6 +390,7 @@ static void fill_query(mxp_impl_query_args *q, const mxp__node *n, const node_in
     memset(q, 0, sizeof *q);
     q->hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
     q->params = in->params;
+    q->op_params = &in->op_params;
     q->user_data = in->ref->impl->user_data;
     q->device = in->dev;
     q->n_in = (uint32_t)n->n_in;
@@ -484,6 +485,7 @@ int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
      * this instance is still in flight). */
     rc = mxp__op_params_new(in->ref->def, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs,
                             &in->params);
+    if (!rc) mxp__op_params_record(in->ref->def, in->params, &in->op_params);
     const mxp_op_impl *impl = in->ref->impl;
     mxp_impl_query_args qa;
     if (!rc && !impl->forward) rc = mxp__error(MXP_EPLUGIN, "op '%s' (impl '%s'): no forward", n->name, in->ref->entry->name);

@@ -11,6 +11,7 @@
  *   parse/free_params   -> params.c
  *   invoke              -> op/ (the node runtime), see mxp__host_set_invoke
  *   engine_*            -> the public engine API.
+ *   param_get           -> param_access.c (typed reads of an op's params).
  * The table is static and lives for the process: packs may keep it. */
 #include "plugin/plugin.h"
 
@@ -239,6 +240,7 @@ static const mxp_host g_host = {
     .engine_delete_var = h_delete_var,
     .engine_push = h_engine_push,
     .engine_wait_for_var = h_wait_for_var,
+    .param_get = mxp__param_get,
 };
 
 const mxp_host *mxp__host_table(void) { return &g_host; }

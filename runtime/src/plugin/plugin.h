@@ -110,6 +110,10 @@ void mxp__params_free(const mxp_param_def *defs, uint32_t n_defs, void *params);
 int mxp__params_format(const mxp_param_def *def, const void *params, char *buf, size_t cap);
 /* Type name as mxp_op_param_at reports it. */
 const char *mxp__params_type_name(int32_t type);
+/* The typed record (ABI 1.1) of an op's parsed params, for impl args
+ * (param_access.c); mxp__param_get serves host.param_get. */
+void mxp__op_params_record(const mxp_op_def *def, const void *values, mxp_op_params *out);
+int mxp__param_get(const mxp_op_params *p, const char *name, int32_t type, void *out);
 /* Element i of a param def array, honouring the writer's struct_size. */
 const mxp_param_def *mxp__param_def_at(const mxp_param_def *defs, uint32_t i);
 

@@ -319,7 +319,10 @@ static int ask_supports(const mxp_impl_ref *ref, const mxp_select_query *q, char
     mxp_impl_query_args a;
     memset(&a, 0, sizeof a);
     a.hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
+    mxp_op_params rec;
+    mxp__op_params_record(ref->def, q->params, &rec);
     a.params = q->params;
+    a.op_params = &rec;
     a.user_data = ref->impl->user_data;
     a.device = q->device;
     a.n_in = q->n_in; a.n_out = q->n_out; a.n_aux = q->n_aux;

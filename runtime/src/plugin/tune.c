@@ -469,10 +469,12 @@ static int ctx_parallel_for(const mxp_op_ctx *ctx, int64_t n, int64_t grain, mxp
     return mxp__parallel_for(n, grain, fn, arg);
 }
 
-static void fill_query(mxp_impl_query_args *a, const mxp_impl_ref *ref, const mxp_select_query *q) {
+static void fill_query(mxp_impl_query_args *a, const mxp_impl_ref *ref, const mxp_select_query *q,
+                       const mxp_op_params *rec) {
     memset(a, 0, sizeof *a);
     a->hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
     a->params = q->params;
+    a->op_params = rec;
     a->user_data = ref->impl->user_data;
     a->device = q->device;
     a->n_in = q->n_in; a->n_out = q->n_out; a->n_aux = q->n_aux;
@@ -549,16 +551,18 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
     }
     for (uint32_t i = 0; breq && i < q->n_in; i++) breq[i] = MXP_REQ_WRITE;
     mxp_impl_query_args qa;
+    mxp_op_params rec;
+    mxp__op_params_record(ref->def, q->params, &rec);
     uint64_t ws_bytes = 0;
     void *state = NULL, *ws = NULL;
     if (!rc && impl->workspace) {
-        fill_query(&qa, ref, q);
+        fill_query(&qa, ref, q, &rec);
         rc = impl->workspace(&qa);
         ws_bytes = qa.workspace_bytes;
     }
     if (!rc && ws_bytes && !(ws = aligned_alloc(64, (ws_bytes + 63) / 64 * 64))) rc = mxp__error_oom("tune workspace");
     if (!rc && impl->create) {
-        fill_query(&qa, ref, q);
+        fill_query(&qa, ref, q, &rec);
         rc = impl->create(&qa);
         state = qa.state;
     }
@@ -587,6 +591,7 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
         fa.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
         fa.ctx = &c;
         fa.params = q->params;
+        fa.op_params = &rec;
         fa.state = state;
         fa.user_data = impl->user_data;
         fa.n_in = q->n_in; fa.n_out = q->n_out; fa.n_aux = q->n_aux;
@@ -603,6 +608,7 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
                 ba.hdr = (mxp_header)MXP_HEADER(mxp_backward_args);
                 ba.ctx = &c;
                 ba.params = q->params;
+                ba.op_params = &rec;
                 ba.state = state;
                 ba.user_data = impl->user_data;
                 ba.n_in = q->n_in; ba.n_out = q->n_out; ba.n_aux = q->n_aux;

@@ -1,4 +1,6 @@
-/* test_layout.c — the frozen layout of every ABI v1.0 boundary struct.
+/* test_layout.c — the frozen layout of every ABI v1.x boundary struct (1.0,
+ * and what 1.1 appended: mxp_op_params, op_params in the impl args,
+ * mxp_host.param_get).
  *
  * The table below was written from the field lists by reasoning about LP64
  * (8-byte pointers, int64/double/uint64 aligned to 8, int32/uint32 to 4,
@@ -74,6 +76,13 @@ static const layout_row rows[] = {
     F(mxp_param_def, max, 48),
     F(mxp_param_def, choices, 56),
     F(mxp_param_def, doc, 64),
+    S(mxp_op_params, 40),                 /* since 1.1 */
+    F(mxp_op_params, hdr, 0),
+    F(mxp_op_params, op_name, 8),
+    F(mxp_op_params, defs, 16),
+    F(mxp_op_params, n_defs, 24),
+    F(mxp_op_params, reserved, 28),
+    F(mxp_op_params, values, 32),
     S(mxp_op_ctx, 96),
     F(mxp_op_ctx, hdr, 0),
     F(mxp_op_ctx, device, 8),
@@ -163,7 +172,7 @@ static const layout_row rows[] = {
     F(mxp_op_def, reserved, 172),
     F(mxp_op_def, check_params, 176),
     F(mxp_op_def, user_data, 184),
-    S(mxp_impl_query_args, 128),
+    S(mxp_impl_query_args, 136),
     F(mxp_impl_query_args, hdr, 0),
     F(mxp_impl_query_args, params, 8),
     F(mxp_impl_query_args, user_data, 16),
@@ -183,7 +192,8 @@ static const layout_row rows[] = {
     F(mxp_impl_query_args, reserved, 108),
     F(mxp_impl_query_args, workspace_bytes, 112),
     F(mxp_impl_query_args, state, 120),
-    S(mxp_forward_args, 88),
+    F(mxp_impl_query_args, op_params, 128), /* since 1.1 */
+    S(mxp_forward_args, 96),
     F(mxp_forward_args, hdr, 0),
     F(mxp_forward_args, ctx, 8),
     F(mxp_forward_args, params, 16),
@@ -197,7 +207,8 @@ static const layout_row rows[] = {
     F(mxp_forward_args, out, 64),
     F(mxp_forward_args, aux, 72),
     F(mxp_forward_args, req, 80),
-    S(mxp_backward_args, 104),
+    F(mxp_forward_args, op_params, 88),   /* since 1.1 */
+    S(mxp_backward_args, 112),
     F(mxp_backward_args, hdr, 0),
     F(mxp_backward_args, ctx, 8),
     F(mxp_backward_args, params, 16),
@@ -213,6 +224,7 @@ static const layout_row rows[] = {
     F(mxp_backward_args, in_grad, 80),
     F(mxp_backward_args, aux, 88),
     F(mxp_backward_args, req, 96),
+    F(mxp_backward_args, op_params, 104), /* since 1.1 */
     S(mxp_destroy_args, 24),
     F(mxp_destroy_args, hdr, 0),
     F(mxp_destroy_args, state, 8),
@@ -450,7 +462,7 @@ static const layout_row rows[] = {
     F(mxp_host_push_args, prop, 72),
     F(mxp_host_push_args, priority, 76),
     F(mxp_host_push_args, name, 80),
-    S(mxp_host, 184),
+    S(mxp_host, 192),
     F(mxp_host, hdr, 0),
     F(mxp_host, host_version, 8),
     F(mxp_host, set_error, 16),
@@ -474,6 +486,7 @@ static const layout_row rows[] = {
     F(mxp_host, engine_delete_var, 160),
     F(mxp_host, engine_push, 168),
     F(mxp_host, engine_wait_for_var, 176),
+    F(mxp_host, param_get, 184),          /* since 1.1 */
     S(mxp_registrar, 64),
     F(mxp_registrar, hdr, 0),
     F(mxp_registrar, host_private, 8),
@@ -543,7 +556,7 @@ Test(abi_layout, fields_cover_each_struct_without_padding) {
                      "(a field missing from the table, or tail padding)", srow->type, end, srow->expected);
         n_structs++;
     }
-    cr_expect_eq(n_structs, 47, "every boundary struct of ABI 1.0 is in the table");
+    cr_expect_eq(n_structs, 48, "every boundary struct of ABI 1.1 is in the table");
 }
 
 /* A boundary struct's header says its own size when built with MXP_HEADER. */
@@ -553,11 +566,47 @@ Test(abi_layout, header_macro) {
     def.hdr = (mxp_header)MXP_HEADER(mxp_op_def);
     cr_expect_eq(def.hdr.struct_size, 192);
     cr_expect_eq(def.hdr.abi_major, 1);
-    cr_expect_eq(def.hdr.abi_minor, 0);
+    cr_expect_eq(def.hdr.abi_minor, 1);
     cr_expect(MXP_HAS_FIELD(&def, mxp_op_def, user_data));
     def.hdr.struct_size = 184; /* a writer without user_data */
     cr_expect_not(MXP_HAS_FIELD(&def, mxp_op_def, user_data));
     cr_expect(MXP_HAS_FIELD(&def, mxp_op_def, check_params));
+}
+
+/* 1.1 appended op_params: args written by a 1.0 host end before it, and
+ * the accessors then give NULL instead of reading past the struct. */
+Test(abi_layout, op_params_only_when_the_writer_had_it) {
+    mxp_op_params rec;
+    memset(&rec, 0, sizeof rec);
+    mxp_impl_query_args q;
+    memset(&q, 0, sizeof q);
+    q.hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
+    q.op_params = &rec;
+    cr_expect_eq(mxp_impl_query_op_params(&q), &rec);
+    q.hdr.struct_size = 128; /* a 1.0 host */
+    cr_expect_null(mxp_impl_query_op_params(&q));
+    mxp_forward_args f;
+    memset(&f, 0, sizeof f);
+    f.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
+    f.op_params = &rec;
+    cr_expect_eq(mxp_forward_op_params(&f), &rec);
+    f.hdr.struct_size = 88;
+    cr_expect_null(mxp_forward_op_params(&f));
+    mxp_backward_args b;
+    memset(&b, 0, sizeof b);
+    b.hdr = (mxp_header)MXP_HEADER(mxp_backward_args);
+    b.op_params = &rec;
+    cr_expect_eq(mxp_backward_op_params(&b), &rec);
+    b.hdr.struct_size = 104;
+    cr_expect_null(mxp_backward_op_params(&b));
+    /* A 1.0 host table has no param_get: the helpers refuse, not crash. */
+    mxp_host h;
+    memset(&h, 0, sizeof h);
+    h.hdr = (mxp_header)MXP_HEADER(mxp_host);
+    h.hdr.struct_size = 184;
+    h.param_get = NULL;
+    int64_t v = 0;
+    cr_expect_eq(mxp_param_get_int(&h, &rec, "num_filter", &v), MXP_EUNSUPPORTED);
 }
 
 Test(abi_layout, frozen_enum_numbers) {

@@ -33,7 +33,7 @@ static void *worker(void *arg) {
         mxp_tensor to = ti;
         to.data = y;
         int32_t req = MXP_REQ_WRITE;
-        mxp_forward_args fa = {MXP_HEADER(mxp_forward_args), NULL, params, NULL, NULL, 1, 1, 0, 0, &ti, &to, NULL, &req};
+        mxp_forward_args fa = {MXP_HEADER(mxp_forward_args), NULL, params, NULL, NULL, 1, 1, 0, 0, &ti, &to, NULL, &req, NULL};
         if (ref->impl->forward(&fa) != MXP_OK || y[3] != 12.0f) atomic_fetch_add(&g_bad, 1);
         (void)mxp_registry_generation();
         mxp__impl_ref_release(ref);

@@ -156,7 +156,7 @@ Test(select, simple_broadcast_forward_backward) {
     mxp_tensor to = {MXP_HEADER(mxp_tensor), o, 0, MXP_DTYPE_F32, 2, so, NULL, {1, 0}, 0};
     int32_t req = MXP_REQ_WRITE;
     mxp_op_ctx ctx = {.hdr = MXP_HEADER(mxp_op_ctx), .device = {1, 0}, .workspace = ws, .workspace_bytes = sizeof ws};
-    mxp_forward_args fa = {MXP_HEADER(mxp_forward_args), &ctx, NULL, NULL, ref->impl->user_data, 2, 1, 0, 0, t, &to, NULL, &req};
+    mxp_forward_args fa = {MXP_HEADER(mxp_forward_args), &ctx, NULL, NULL, ref->impl->user_data, 2, 1, 0, 0, t, &to, NULL, &req, NULL};
     cr_assert_eq(ref->impl->forward(&fa), MXP_OK, "%s", mxp_last_error());
     float expect[6] = {11, 21, 31, 12, 22, 32};
     for (int i = 0; i < 6; i++) cr_expect_float_eq(o[i], expect[i], 0);
@@ -167,7 +167,7 @@ Test(select, simple_broadcast_forward_backward) {
     ig[1].data = gr;
     int32_t reqs[2] = {MXP_REQ_ADD, MXP_REQ_WRITE};
     mxp_backward_args ba = {MXP_HEADER(mxp_backward_args), &ctx, NULL, NULL, ref->impl->user_data, 2, 1, 0, 0,
-                            &tog, t, &to, ig, NULL, reqs};
+                            &tog, t, &to, ig, NULL, reqs, NULL};
     cr_assert_eq(ref->impl->backward(&ba), MXP_OK, "%s", mxp_last_error());
     /* d lhs (2,1): row sums added to 100; d rhs (3): column sums. */
     cr_expect_float_eq(gl[0], 100 + 1 + 2 + 3, 0);
