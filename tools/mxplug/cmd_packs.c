@@ -2,7 +2,9 @@
  * name, version, ABI (major.minor, min host minor), library and state
  * ("not loaded", "loaded", "unavailable: <reason>", "failed: <reason>").
  * Opens nothing unless --load is given, which loads every pack first so the
- * states show what loading does (exit 1 if any failed). */
+ * states show what loading does (exit 1 if any failed).  A loaded pack that
+ * provides devices gets a line per device with its unit count ("device gpu:
+ * available, 0 devices" on a machine without a GPU). */
 #include "cli.h"
 
 #include <jansson.h>
@@ -23,6 +25,20 @@ static void packs_help(FILE *f) {
 }
 
 static const char *nz(const char *s) { return s ? s : "?"; }
+
+/* For a loaded pack that provides devices: "    device gpu: available, 0
+ * devices" (a device pack loads without its hardware and counts 0). */
+static void print_devices(const mxp_pack *p, int state) {
+    if (state != MXP_PACK_LOADED) return;
+    for (int k = 0; k < mxp_pack_device_count(p); k++) {
+        const char *dev = mxp_pack_device_at(p, k);
+        int n = 0;
+        if (mxp_device_count(dev, &n) == MXP_OK)
+            printf("    device %s: available, %d device%s\n", dev, n, n == 1 ? "" : "s");
+        else
+            printf("    device %s: count failed: %s\n", dev, mxp_last_error());
+    }
+}
 
 int cmd_packs(int argc, char **argv) {
     int json = 0, load = 0;
@@ -71,6 +87,7 @@ int cmd_packs(int argc, char **argv) {
         printf("%-20s %-9s %-9s %-12s %s\n", nz(mxp_pack_name(p)), nz(mxp_pack_version(p)), abi,
                (reason && *reason) ? cli_pack_state_name(state) : st, nz(mxp_pack_library(p)));
         if (reason && *reason) printf("    %s\n", st);
+        print_devices(p, state);
     }
     if (json) {
         char *text = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

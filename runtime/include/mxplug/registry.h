@@ -142,6 +142,16 @@ MXP_API int mxp_op_explain(const char *op_name, const char *device,
                            const char *const *keys, const char *const *vals, int n_kwargs,
                            char **out_report);
 
+/* ---- devices ---- */
+/* Units of a device type: "cpu" is 1; another name loads the pack that
+ * provides it (its init touches no hardware) and asks its count slot, so
+ * "gpu" is 0 on a machine without a GPU or driver.  MXP_ENOENT for a name
+ * no manifest provides. */
+MXP_API int mxp_device_count(const char *name, int *out_count);
+/* The device names a pack's manifest entry provides. */
+MXP_API int mxp_pack_device_count(const mxp_pack *pack);
+MXP_API const char *mxp_pack_device_at(const mxp_pack *pack, int index); /* NULL if out of range */
+
 #ifdef __cplusplus
 }
 #endif

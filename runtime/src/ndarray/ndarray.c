@@ -14,6 +14,8 @@ static int check_device(mxp_device dev, const mxp_storage_backend **out_be) {
     const mxp_storage_backend *be = mxp__storage_backend(dev.type);
     if (!be || dev.id < 0)
         return mxp__error(MXP_EINVAL, "ndarray: unknown device (type %d, id %d)", (int)dev.type, (int)dev.id);
+    int rc = be->check ? be->check(be->ctx, dev.id) : MXP_OK;
+    if (rc) return mxp__error_prefix(rc, "ndarray");
     *out_be = be;
     return MXP_OK;
 }

@@ -41,6 +41,10 @@ static void dev_free(void *ctx, int32_t dev_id, void *ptr, size_t bytes) {
     if (d->free) d->free(&a);
 }
 
+static int dev_check(void *ctx, int32_t dev_id) {
+    return mxp__device_check(ctx, dev_id);
+}
+
 /* ------------------------------------------------------------ copies */
 /* ctx carries the device type whose def performs the copy. */
 static int dev_copy(void *ctx, void *dst, mxp_device dst_dev, const void *src, mxp_device src_dev,
@@ -96,7 +100,8 @@ static void dev_stream_destroy(mxp_device dev, void *stream) {
 void mxp__device_glue_attach(const char *pack_name, int32_t type, const mxp_device_def *d) {
     if (type == MXP_DEV_UNKNOWN || type == MXP_DEV_CPU) return;
     mxp_storage_backend b = {d->name, (void *)d, dev_alloc, dev_free, 64,
-                             (d->flags & MXP_DEVICE_HOST_ACCESSIBLE) ? 1 : 0};
+                             (d->flags & MXP_DEVICE_HOST_ACCESSIBLE) ? 1 : 0, NULL};
+    b.check = dev_check;
     if (mxp__storage_register_device(type, &b))
         MXP_LOGW("plugin", "pack '%s': device '%s': storage backend not registered: %s", pack_name, d->name,
                  mxp_last_error());

@@ -240,6 +240,9 @@ int32_t mxp__registry_device_type(const char *name);
  * workers (device_glue.c); detach before its pack is unloaded. */
 void mxp__device_glue_attach(const char *pack_name, int32_t type, const mxp_device_def *d);
 void mxp__device_glue_detach(const char *pack_name, int32_t type, const mxp_device_def *d);
+/* MXP_OK when device def d has no count slot or dev_id is below its count;
+ * else MXP_EDEVICE with the device's own explanation (device_query.c). */
+int mxp__device_check(const mxp_device_def *d, int32_t dev_id);
 /* Set the pack's state and reason (printf) under the table lock. */
 void mxp__pack_set_state(mxp_pack *p, int state, const char *fmt, ...) MXP_PRINTF(3, 4);
 /* Fill the cached schema text of op from its def (table write lock held). */

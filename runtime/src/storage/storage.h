@@ -39,6 +39,9 @@ typedef struct mxp_storage_backend {
     void (*free)(void *ctx, int32_t dev_id, void *ptr, size_t bytes);
     size_t align;
     int host_accessible;
+    /* (optional) MXP_OK when ordinal dev_id exists, else an error saying
+     * why (e.g. no GPU on this machine); asked before arrays are made. */
+    int (*check)(void *ctx, int32_t dev_id);
 } mxp_storage_backend;
 
 /* Register the backend of a device type (the struct is copied).  Replaces a

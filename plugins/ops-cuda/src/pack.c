@@ -1,0 +1,33 @@
+/* pack.c — the ops-cuda pack descriptor and init: keeps the host table and
+ * registers the `gpu` device and the GPU implementations of ops that
+ * ops-basic and ops-nn define.  init touches no hardware (no CUDA call at
+ * all), so the pack loads, lists and generates its manifest on a machine
+ * without a GPU or driver; the device then reports 0 devices.
+ * mxp_plugin_v1 is the only exported symbol (-fvisibility=hidden). */
+#include "cu_common.h"
+
+const mxp_host *g_cu_host;
+
+static int cu_init(const mxp_plugin_init_args *a) {
+    g_cu_host = a->host;
+    int (*const regs[])(mxp_registrar *) = {cu_reg_device, cu_reg_elemwise};
+    for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
+        int rc = regs[i](a->registrar);
+        if (rc) return rc;
+    }
+    return MXP_OK;
+}
+
+static void cu_fini(const mxp_plugin_fini_args *a) {
+    (void)a;
+    g_cu_host = NULL;
+}
+
+static const mxp_plugin_desc cu_desc = {
+    MXP_HEADER(mxp_plugin_desc), 0, 0, 0, "ops-cuda", "0.1.0",
+    "The gpu device (CUDA runtime) and GPU implementations: elementwise, broadcast and scalar "
+    "kernels in CUDA",
+    "Apache-2.0", cu_init, cu_fini,
+};
+
+MXP_PLUGIN_DEFINE(cu_desc)

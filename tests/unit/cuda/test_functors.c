@@ -1,0 +1,262 @@
+/* test_functors.c — the ops-cuda functor headers (plugins/ops-cuda/src/
+ * functors/), compiled here by the C compiler exactly as nvcc compiles them
+ * into the GPU kernels, against ops-basic's own CPU kernels (a separate
+ * implementation) on random float32 data: unary, binary, scalar and
+ * reduce families, forward and backward.  Needs no GPU and no nvcc: the
+ * headers are plain C when __CUDACC__ is not defined. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "pack_harness.h"
+
+#include "../../../plugins/ops-cuda/src/functors/ew_binary.h"
+#include "../../../plugins/ops-cuda/src/functors/ew_scalar.h"
+#include "../../../plugins/ops-cuda/src/functors/ew_unary.h"
+#include "../../../plugins/ops-cuda/src/functors/reduce.h"
+
+static ph_pack *P;
+
+static void setup(void) {
+    P = ph_load(PH_PACK_PATH("ops-basic"));
+    cr_assert(P, "load ops-basic: %s", ph_last_error());
+}
+static void teardown(void) { ph_unload(P); }
+
+TestSuite(functors, .init = setup, .fini = teardown);
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define N 96
+
+/* float32 results of two implementations: a few ulp apart at most. */
+static int close_f(double got, double want) {
+    if (isnan(got) && isnan(want)) return 1;
+    if (isinf(got) || isinf(want)) return got == want;
+    return fabs(got - want) <= 1e-6 + 2e-6 * fabs(want);
+}
+
+static ph_arr rand_arr(uint64_t seed, double lo, double hi) {
+    ph_arr a = ph_arr_new(MXP_DTYPE_F32, 2, SHAPE(8, 12));
+    ph_fill_uniform(&a, seed, lo, hi);
+    return a;
+}
+
+static ph_arr forward1(const char *op, const char *const *kw, int n_in, const ph_arr *in) {
+    ph_arr out[PH_MAX_IO];
+    memset(out, 0, sizeof out);
+    int n_out = 0;
+    int rc = ph_forward(P, op, kw, n_in, in, &n_out, out, MXP_REQ_WRITE);
+    cr_assert_eq(rc, 0, "%s forward: %s", op, ph_last_error());
+    for (int i = 1; i < n_out; i++) ph_arr_free(&out[i]);
+    return out[0];
+}
+
+static void backward(const char *op, const char *const *kw, int n_in, const ph_arr *in, const ph_arr *out,
+                     const ph_arr *og, ph_arr *grads) {
+    for (int i = 0; i < n_in; i++) grads[i] = ph_arr_new(MXP_DTYPE_F32, in[i].ndim, in[i].shape);
+    int rc = ph_backward(P, op, kw, n_in, in, 1, out, og, grads, NULL);
+    cr_assert_eq(rc, 0, "%s backward: %s", op, ph_last_error());
+}
+
+typedef struct ucase {
+    const char *name;
+    int op;
+    double lo, hi;
+} ucase;
+
+static const ucase k_unary[] = {
+    {"abs", CU_U_ABS, -2, 2},          {"sign", CU_U_SIGN, -2, 2},
+    {"negative", CU_U_NEGATIVE, -2, 2}, {"reciprocal", CU_U_RECIPROCAL, 0.5, 2},
+    {"square", CU_U_SQUARE, -2, 2},     {"sqrt", CU_U_SQRT, 0.5, 3},
+    {"rsqrt", CU_U_RSQRT, 0.5, 3},      {"exp", CU_U_EXP, -2, 2},
+    {"log", CU_U_LOG, 0.5, 3},          {"log1p", CU_U_LOG1P, -0.5, 2},
+    {"expm1", CU_U_EXPM1, -2, 2},       {"sin", CU_U_SIN, -3, 3},
+    {"cos", CU_U_COS, -3, 3},           {"tanh", CU_U_TANH, -2, 2},
+    {"sigmoid", CU_U_SIGMOID, -3, 3},   {"relu", CU_U_RELU, -2, 2},
+    {"softsign", CU_U_SOFTSIGN, -2, 2}, {"erf", CU_U_ERF, -2, 2},
+    {"floor", CU_U_FLOOR, -3, 3},       {"ceil", CU_U_CEIL, -3, 3},
+    {"round", CU_U_ROUND, -3, 3},
+};
+
+Test(functors, unary_forward_and_gradient_match_ops_basic) {
+    cr_assert_eq(sizeof k_unary / sizeof k_unary[0], (size_t)CU_U_COUNT, "every unary op code is tested");
+    for (size_t c = 0; c < sizeof k_unary / sizeof k_unary[0]; c++) {
+        const ucase *u = &k_unary[c];
+        ph_arr x = rand_arr(10 + c, u->lo, u->hi);
+        ph_arr y = forward1(u->name, NULL, 1, &x);
+        for (int64_t i = 0; i < ph_numel(&x); i++)
+            cr_assert(close_f(cu_unary_fwd(u->op, (float)ph_get(&x, i)), ph_get(&y, i)), "%s(%.9g): functor %.9g, ops-basic %.9g",
+                      u->name, ph_get(&x, i), cu_unary_fwd(u->op, (float)ph_get(&x, i)), ph_get(&y, i));
+        ph_arr og = rand_arr(100 + c, -1, 1);
+        ph_arr g;
+        backward(u->name, NULL, 1, &x, &y, &og, &g);
+        const ph_arr *v = cu_unary_grad_uses_output(u->op) ? &y : &x;
+        for (int64_t i = 0; i < ph_numel(&x); i++) {
+            float want = (float)ph_get(&g, i);
+            float got = cu_unary_grad_is_zero(u->op) ? 0.0f
+                                                      : cu_unary_bwd(u->op, (float)ph_get(&og, i), (float)ph_get(v, i));
+            cr_assert(close_f(got, want), "%s' at %.9g: functor %.9g, ops-basic %.9g", u->name, ph_get(&x, i), got, want);
+        }
+        ph_arr_free(&x); ph_arr_free(&y); ph_arr_free(&og); ph_arr_free(&g);
+    }
+}
+
+typedef struct bcase {
+    const char *name;
+    int op;
+    double lo, hi;
+} bcase;
+
+static const bcase k_binary[] = {
+    {"elemwise_add", CU_B_ADD, -2, 2},   {"elemwise_sub", CU_B_SUB, -2, 2},
+    {"elemwise_mul", CU_B_MUL, -2, 2},   {"elemwise_div", CU_B_DIV, 0.5, 2},
+    {"_power", CU_B_POWER, 0.5, 2},      {"_maximum", CU_B_MAXIMUM, -2, 2},
+    {"_minimum", CU_B_MINIMUM, -2, 2},   {"_equal", CU_B_EQUAL, -2, 2},
+    {"_not_equal", CU_B_NOT_EQUAL, -2, 2}, {"_greater", CU_B_GREATER, -2, 2},
+    {"_greater_equal", CU_B_GREATER_EQUAL, -2, 2}, {"_lesser", CU_B_LESSER, -2, 2},
+    {"_lesser_equal", CU_B_LESSER_EQUAL, -2, 2},
+};
+
+Test(functors, binary_forward_and_gradients_match_ops_basic) {
+    cr_assert_eq(sizeof k_binary / sizeof k_binary[0], (size_t)CU_B_COUNT, "every binary op code is tested");
+    for (size_t c = 0; c < sizeof k_binary / sizeof k_binary[0]; c++) {
+        const bcase *b = &k_binary[c];
+        ph_arr in[2] = {rand_arr(20 + c, b->lo, b->hi), rand_arr(40 + c, b->lo, b->hi)};
+        /* Ties matter for comparisons and max/min: make every 4th pair equal. */
+        for (int64_t i = 0; i < ph_numel(&in[0]); i += 4) ph_set(&in[1], i, ph_get(&in[0], i));
+        ph_arr y = forward1(b->name, NULL, 2, in);
+        for (int64_t i = 0; i < ph_numel(&y); i++) {
+            float got = cu_binary_fwd(b->op, (float)ph_get(&in[0], i), (float)ph_get(&in[1], i));
+            cr_assert(close_f(got, ph_get(&y, i)), "%s[%lld]: functor %.9g, ops-basic %.9g", b->name, (long long)i, got,
+                      ph_get(&y, i));
+        }
+        ph_arr og = rand_arr(60 + c, -1, 1);
+        ph_arr g[2];
+        backward(b->name, NULL, 2, in, &y, &og, g);
+        for (int64_t i = 0; i < ph_numel(&y); i++) {
+            float dy = (float)ph_get(&og, i), av = (float)ph_get(&in[0], i), bv = (float)ph_get(&in[1], i);
+            float gl = cu_binary_grad_is_zero(b->op) ? 0.0f : cu_binary_bwd_lhs(b->op, dy, av, bv);
+            float gr = cu_binary_grad_is_zero(b->op) ? 0.0f : cu_binary_bwd_rhs(b->op, dy, av, bv);
+            cr_assert(close_f(gl, ph_get(&g[0], i)), "%s d/dlhs[%lld]: functor %.9g, ops-basic %.9g", b->name,
+                      (long long)i, gl, ph_get(&g[0], i));
+            cr_assert(close_f(gr, ph_get(&g[1], i)), "%s d/drhs[%lld]: functor %.9g, ops-basic %.9g", b->name,
+                      (long long)i, gr, ph_get(&g[1], i));
+        }
+        ph_arr_free(&in[0]); ph_arr_free(&in[1]); ph_arr_free(&y); ph_arr_free(&og);
+        ph_arr_free(&g[0]); ph_arr_free(&g[1]);
+    }
+}
+
+typedef struct scase {
+    const char *name;
+    int op;
+    const char *scalar;
+    double lo, hi;
+} scase;
+
+static const scase k_scalar[] = {
+    {"_plus_scalar", CU_S_PLUS, "0.75", -2, 2},      {"_minus_scalar", CU_S_MINUS, "0.75", -2, 2},
+    {"_rminus_scalar", CU_S_RMINUS, "0.75", -2, 2},  {"_mul_scalar", CU_S_MUL, "-1.5", -2, 2},
+    {"_div_scalar", CU_S_DIV, "1.5", -2, 2},         {"_rdiv_scalar", CU_S_RDIV, "1.5", 0.5, 2},
+    {"_power_scalar", CU_S_POWER, "1.7", 0.5, 2},    {"_rpower_scalar", CU_S_RPOWER, "1.7", -2, 2},
+    {"_maximum_scalar", CU_S_MAXIMUM, "0.25", -1, 1}, {"_minimum_scalar", CU_S_MINIMUM, "0.25", -1, 1},
+    {"_equal_scalar", CU_S_EQUAL, "0.5", -1, 1},     {"_not_equal_scalar", CU_S_NOT_EQUAL, "0.5", -1, 1},
+    {"_greater_scalar", CU_S_GREATER, "0.5", -1, 1}, {"_greater_equal_scalar", CU_S_GREATER_EQUAL, "0.5", -1, 1},
+    {"_lesser_scalar", CU_S_LESSER, "0.5", -1, 1},   {"_lesser_equal_scalar", CU_S_LESSER_EQUAL, "0.5", -1, 1},
+    {"smooth_l1", CU_S_SMOOTH_L1, "1.5", -1.5, 1.5},
+};
+
+Test(functors, scalar_forward_and_gradient_match_ops_basic) {
+    cr_assert_eq(sizeof k_scalar / sizeof k_scalar[0], (size_t)CU_S_COUNT, "every scalar op code is tested");
+    for (size_t c = 0; c < sizeof k_scalar / sizeof k_scalar[0]; c++) {
+        const scase *sc = &k_scalar[c];
+        const char *const kw[] = {"scalar", sc->scalar, NULL};
+        float s = strtof(sc->scalar, NULL);
+        ph_arr x = rand_arr(80 + c, sc->lo, sc->hi);
+        /* Hit the ties of comparisons and max/min exactly. */
+        for (int64_t i = 0; i < ph_numel(&x); i += 5) ph_set(&x, i, s);
+        ph_arr y = forward1(sc->name, kw, 1, &x);
+        for (int64_t i = 0; i < ph_numel(&x); i++) {
+            float got = cu_scalar_fwd(sc->op, (float)ph_get(&x, i), s);
+            cr_assert(close_f(got, ph_get(&y, i)), "%s(%.9g, %s): functor %.9g, ops-basic %.9g", sc->name, ph_get(&x, i),
+                      sc->scalar, got, ph_get(&y, i));
+        }
+        ph_arr og = rand_arr(120 + c, -1, 1);
+        ph_arr g;
+        backward(sc->name, kw, 1, &x, &y, &og, &g);
+        const ph_arr *v = cu_scalar_grad_uses_output(sc->op) ? &y : &x;
+        for (int64_t i = 0; i < ph_numel(&x); i++) {
+            float got = cu_scalar_grad_is_zero(sc->op) ? 0.0f
+                                                        : cu_scalar_bwd(sc->op, (float)ph_get(&og, i), (float)ph_get(v, i), s);
+            cr_assert(close_f(got, ph_get(&g, i)), "%s' at %.9g: functor %.9g, ops-basic %.9g", sc->name, ph_get(&x, i),
+                      got, ph_get(&g, i));
+        }
+        ph_arr_free(&x); ph_arr_free(&y); ph_arr_free(&og); ph_arr_free(&g);
+    }
+}
+
+typedef struct rcase {
+    const char *name;
+    const char *ord;
+    int op;
+} rcase;
+
+static const rcase k_reduce[] = {
+    {"sum", NULL, CU_R_SUM}, {"mean", NULL, CU_R_MEAN}, {"max", NULL, CU_R_MAX}, {"min", NULL, CU_R_MIN},
+    {"prod", NULL, CU_R_PROD}, {"norm", "1", CU_R_NORM1}, {"norm", "2", CU_R_NORM2},
+};
+
+/* Rows of an 8x12 array reduced over axis 1 with the functors, against
+ * ops-basic's reduce with axis=1; then the gradient per element. */
+Test(functors, reduce_forward_and_gradient_match_ops_basic) {
+    cr_assert_eq(sizeof k_reduce / sizeof k_reduce[0], (size_t)CU_R_COUNT, "every reduce op code is tested");
+    for (size_t c = 0; c < sizeof k_reduce / sizeof k_reduce[0]; c++) {
+        const rcase *r = &k_reduce[c];
+        const char *const kw_axis[] = {"axis", "1", NULL};
+        const char *const kw_ord[] = {"axis", "1", "ord", r->ord, NULL};
+        const char *const *kw = r->ord ? kw_ord : kw_axis;
+        ph_arr x = rand_arr(140 + c, 0.5, 1.5);
+        if (r->op == CU_R_MAX || r->op == CU_R_MIN) ph_set(&x, 13, ph_get(&x, 14)); /* a tie in row 1 */
+        if (r->op == CU_R_NORM1) ph_set(&x, 3, -ph_get(&x, 3));
+        ph_arr y = forward1(r->name, kw, 1, &x);
+        cr_assert_eq(ph_numel(&y), 8);
+        for (int row = 0; row < 8; row++) {
+            double acc = cu_reduce_init(r->op);
+            for (int k = 0; k < 12; k++) acc = cu_reduce_step(r->op, acc, (float)ph_get(&x, row * 12 + k));
+            float got = cu_reduce_final(r->op, acc, 12);
+            cr_assert(close_f(got, ph_get(&y, row)), "%s%s row %d: functor %.9g, ops-basic %.9g", r->name,
+                      r->ord ? r->ord : "", row, got, ph_get(&y, row));
+        }
+        ph_arr og = ph_arr_new(MXP_DTYPE_F32, 1, SHAPE(8));
+        ph_fill_uniform(&og, 160 + c, -1, 1);
+        ph_arr g;
+        backward(r->name, kw, 1, &x, &y, &og, &g);
+        for (int64_t i = 0; i < 96; i++) {
+            int row = (int)(i / 12);
+            float got = cu_reduce_bwd(r->op, (float)ph_get(&og, row), (float)ph_get(&x, i), (float)ph_get(&y, row), 12);
+            cr_assert(close_f(got, ph_get(&g, i)), "%s%s' [%lld]: functor %.9g, ops-basic %.9g", r->name,
+                      r->ord ? r->ord : "", (long long)i, got, ph_get(&g, i));
+        }
+        ph_arr_free(&x); ph_arr_free(&y); ph_arr_free(&og); ph_arr_free(&g);
+    }
+}
+
+/* The merge step the GPU's tree reduction uses agrees with a serial pass. */
+Test(functors, reduce_merge_of_halves_equals_serial) {
+    float v[10] = {0.5f, 1.25f, -3.0f, 2.0f, NAN, 0.75f, 1.5f, -0.25f, 4.0f, 1.0f};
+    for (int op = 0; op < CU_R_COUNT; op++) {
+        for (int with_nan = 0; with_nan < 2; with_nan++) {
+            double serial = cu_reduce_init(op), lo = cu_reduce_init(op), hi = cu_reduce_init(op);
+            for (int i = 0; i < 10; i++) {
+                if (i == 4 && !with_nan) continue;
+                serial = cu_reduce_step(op, serial, v[i]);
+                if (i < 5) lo = cu_reduce_step(op, lo, v[i]);
+                else hi = cu_reduce_step(op, hi, v[i]);
+            }
+            double merged = cu_reduce_merge(op, lo, hi);
+            cr_assert(close_f(merged, serial) || (isnan(merged) && isnan(serial)), "op %d nan %d: merged %.9g serial %.9g",
+                      op, with_nan, merged, serial);
+        }
+    }
+}
