@@ -25,5 +25,6 @@
 #include <mxplug/recordio.h> /* RecordIO .rec/.idx files (MXNet im2rec)   */
 #include <mxplug/train.h>    /* initializers, optimizers, metrics, checkpoints */
 #include <mxplug/kvstore.h>  /* KVStore: push/pull, local and distributed */
+#include <mxplug/autograd.h> /* imperative autograd: record, backward      */
 
 #endif /* MXPLUG_H */

@@ -41,4 +41,9 @@ const mxp__engine_device_hooks *mxp__engine_device_hooks_for(int32_t dev_type);
 /* Internal: the worker-init hook currently set (may be NULL). */
 void mxp__engine_run_worker_init(void);
 
+/* Number of writes pushed on var so far (counted at push, not completion):
+ * a value that differs from an earlier reading means the data was (or is
+ * about to be) overwritten since.  Autograd checks recorded inputs with it. */
+uint64_t mxp__engine_var_writes_pushed(const mxp_var *v);
+
 #endif /* MXP_ENGINE_ENGINE_H */

@@ -126,6 +126,7 @@ struct mxp_var {
     bool writing;
     eng_vblk *qhead, *qtail;
     _Atomic uint64_t version;
+    _Atomic uint64_t writes_pushed; /* writes queued so far (autograd's in-place check) */
     _Atomic(err_rec *) err;  /* replaced only by a completing writer */
 };
 

@@ -75,6 +75,7 @@ void eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e) {
 }
 
 void eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e) {
+    atomic_fetch_add_explicit(&v->writes_pushed, 1, memory_order_relaxed);
     eng_spin_lock(&v->lock);
     if (!v->writing && v->nreads == 0 && !v->qhead) {
         v->writing = true;
@@ -185,4 +186,8 @@ void eng_var_free(mxp_var *v) {
     if (!v) return;
     eng_err_unref(atomic_load_explicit(&v->err, memory_order_relaxed));
     free(v);
+}
+
+uint64_t mxp__engine_var_writes_pushed(const mxp_var *v) {
+    return v ? atomic_load_explicit(&((mxp_var *)v)->writes_pushed, memory_order_relaxed) : 0;
 }

@@ -8,6 +8,8 @@
  * call); nodes are inferred with exactly these shapes. */
 #include "executor/executor.h"
 
+#include "autograd/autograd.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +84,7 @@ void mxp__executor_teardown(mxp_executor *ex) {
 
 void mxp_executor_free(mxp_executor *ex) {
     if (!ex) return;
+    mxp__autograd_executor_freed(ex); /* steps recorded on it must not touch it */
     mxp_executor_wait(ex);
     mxp__executor_teardown(ex);
     for (int i = 0; ex->nodes && i < ex->g->n_nodes; i++) mxp__node_free(ex->nodes[i]);

@@ -12,6 +12,7 @@
  * safe to call from inside an engine worker. */
 #include "op/op.h"
 
+#include "autograd/autograd.h"
 #include "plugin/plugin.h"
 
 #include <stdio.h>
@@ -149,8 +150,18 @@ int mxp_invoke_ex(const char *op_name, int n_in, mxp_ndarray *const *inputs, int
             goto out;
         }
     }
-    rc = mxp__node_forward(n, inputs, outs, aux, req, opts->is_train);
+    /* Under autograd recording (and training mode) the op runs in training
+     * mode and, when an input needs a gradient, the node and arrays go on
+     * the tape (autograd.c), which then owns the node. */
+    int record = mxp__autograd_wants(n_in, inputs);
+    rc = mxp__node_forward(n, inputs, outs, aux, req, opts->is_train || mxp__autograd_training());
     if (rc) goto out;
+    if (record) {
+        int taken = 0;
+        rc = mxp__autograd_record_op(n, n_in, inputs, no, nv, outs, na, aux, &taken);
+        if (taken) n = NULL;
+        if (rc) goto out;
+    }
     for (int i = 0; i < nv; i++)
         if (mine[i]) {
             outputs[i] = outs[i];
