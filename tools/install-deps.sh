@@ -8,12 +8,14 @@
 #   --if-missing   accepted for clarity (the behaviour is always "if missing")
 #   --list         print the package list and exit
 # dataset-fashion-mnist is listed because the training tests (make test)
-# and the demo read it.  MXP_EXTRA_DEPS="pkg ..." adds packages.  Does not
+# and the demo read it; python3-numpy/-pytest/-setuptools for the Python
+# package (python/) and its tests.  MXP_EXTRA_DEPS="pkg ..." adds packages.  Does not
 # upgrade or remove anything.
 set -eu
 PKGS="gcc make pkg-config clang libclang-rt-14-dev binutils libyaml-dev libjansson-dev
 libopenblas-dev libcriterion-dev zlib1g-dev
-dataset-fashion-mnist"
+dataset-fashion-mnist
+python3 python3-numpy python3-pytest python3-setuptools"
 PKGS="$PKGS ${MXP_EXTRA_DEPS:-}"
 case "${1:-}" in
     --list) echo $PKGS; exit 0 ;;

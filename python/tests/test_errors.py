@@ -1,0 +1,47 @@
+"""Errors from the runtime become mx.MXNetError with its message; bad input
+never crashes the interpreter."""
+import numpy as np
+import pytest
+
+import mxplug as mx
+
+
+def test_error_mapping_and_messages():
+    assert mx.base.MXNetError is mx.MXNetError
+    with pytest.raises(mx.MXNetError, match="num_filter"):
+        mx.nd.Convolution(mx.nd.ones((1, 1, 4, 4)), mx.nd.ones((2, 1, 3, 3)), mx.nd.ones((2,)), kernel=(3, 3))
+    with pytest.raises(mx.MXNetError, match="bogus"):
+        mx.nd.relu(mx.nd.ones((2,)), bogus=1)
+    with pytest.raises(mx.MXNetError, match="MXP_ESHAPE|shape"):
+        mx.nd.elemwise_add(mx.nd.ones((2,)), mx.nd.ones((3,)))
+    with pytest.raises(AttributeError, match="no such op"):
+        mx.nd.NoSuchOperator
+    with pytest.raises(mx.MXNetError):
+        mx.sym.load_json("{not json")
+    with pytest.raises(mx.MXNetError):
+        mx.nd.array(np.zeros(2, dtype=np.complex64))
+    with pytest.raises(TypeError):
+        mx.nd.relu("not an array")
+    with pytest.raises(mx.MXNetError):
+        mx.nd.ones((2, 3)).reshape((4, 4))
+    with pytest.raises(mx.MXNetError):
+        mx.nd.zeros((1,) * 9)
+    with pytest.raises(mx.MXNetError):
+        mx.io.create_iter("NoSuchIter", batch_size=1)
+    with pytest.raises(mx.MXNetError):
+        mx.optimizer.create("nosuch")
+    x = mx.sym.Variable("x")
+    with pytest.raises(mx.MXNetError):
+        (x + x).simple_bind(mx.cpu())  # shapes unknown
+
+
+def test_wrong_dtype_and_handles_are_safe():
+    a = mx.nd.ones((2,), dtype="int32")
+    with pytest.raises(mx.MXNetError):
+        mx.nd.FullyConnected(a, mx.nd.ones((3, 2)), mx.nd.ones((3,)), num_hidden=3)
+    b = mx.nd.ones((2,))
+    h = b.handle
+    del b  # the handle is released; nothing in Python can reach it
+    assert h
+    with pytest.raises(mx.MXNetError):
+        mx.nd.NDArray(None)
