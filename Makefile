@@ -34,6 +34,10 @@ LIBDIR  ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR  ?= $(PREFIX)/bin
 PLUGINDIR ?= $(LIBDIR)/mxplug
+# The Python package goes where Debian's python3 looks for site packages of
+# this prefix (/usr/local/lib/python3.X/dist-packages); empty when there is
+# no /usr/bin/python3 (then the package is not installed).
+PYTHONDIR ?= $(shell /usr/bin/python3 -c 'import sys; print("$(PREFIX)/lib/python%d.%d/dist-packages" % sys.version_info[:2])' 2>/dev/null)
 VERSION := 0.1.0
 OPT     ?= -O2
 BUILD_ABS := $(abspath $(BUILD))
@@ -310,6 +314,7 @@ install: all
 	$(if $(TOOL_BINS),install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/)
 	sed $(PC_SED) tools/pkgconfig/mxplug.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mxplug.pc
 	sed $(PC_SED) tools/pkgconfig/mxplug-plugin.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mxplug-plugin.pc
+	@tools/install-python.sh "$(DESTDIR)" "$(PYTHONDIR)" "$(LIBDIR)"
 
 # ---------------------------------------------------------------- clean
 # Removes $(BUILD); without an explicit BUILD also the sanitizer trees.

@@ -29,5 +29,7 @@ from . import module as mod
 from . import registry
 from . import autograd
 from . import gluon
+from . import kvstore
+from . import kvstore as kv
 
 __version__ = _lib.lib.mxp_version().decode()

@@ -6,8 +6,9 @@ wrap errors (base.py does) and holds no Python objects.
 
 Discovery order: $MXPLUG_LIBRARY (a path to the .so), a libmxplug.so next to
 the package (a wheel or copied build), the build tree of a source checkout
-(../../build*/lib from this file), then the installed one (dlopen's search
-path: /usr/local/lib, ldconfig).  Optional parts of the API (autograd,
+(../../build*/lib from this file, newest first, sanitizer builds skipped),
+the library `make install` installed with the package (_installed.py), then
+dlopen's search path (ldconfig, LD_LIBRARY_PATH).  Optional parts of the API (autograd,
 kvstore) are declared only when the library exports them; `has(name)` says.
 """
 import ctypes
@@ -57,6 +58,11 @@ def _candidates():
                 builds.append((os.path.getmtime(p), p))
         for _, p in sorted(builds, reverse=True):
             yield p
+    try:  # written by `make install`: the library installed with this package
+        from ._installed import LIBDIR
+        yield os.path.join(LIBDIR, "libmxplug.so")
+    except ImportError:
+        pass
     yield "libmxplug.so"
 
 
@@ -242,8 +248,21 @@ _DECLS = {
     "mxp_autograd_clear": (None, []),
     "mxp_autograd_tape_size": (c_int, []),
     # kvstore (optional: the front end may not be in this library)
-    "mxp_kvstore_create": (c_int, [c_char_p, _PHP]),
+    "mxp_kvstore_create": (c_int, [c_char_p, c_int, _PSTR, _PSTR, _PHP]),
     "mxp_kvstore_free": (None, [_HP]),
+    "mxp_kvstore_type": (c_char_p, [_HP]),
+    "mxp_kvstore_rank": (c_int, [_HP]),
+    "mxp_kvstore_num_workers": (c_int, [_HP]),
+    "mxp_kvstore_init": (c_int, [_HP, c_int, _PI64, _PHP]),
+    "mxp_kvstore_init_str": (c_int, [_HP, c_int, _PSTR, _PHP]),
+    "mxp_kvstore_push": (c_int, [_HP, c_int, _PI64, _PHP, c_int]),
+    "mxp_kvstore_push_str": (c_int, [_HP, c_int, _PSTR, _PHP, c_int]),
+    "mxp_kvstore_pull": (c_int, [_HP, c_int, _PI64, _PHP, c_int]),
+    "mxp_kvstore_pull_str": (c_int, [_HP, c_int, _PSTR, _PHP, c_int]),
+    "mxp_kvstore_set_optimizer": (c_int, [_HP, c_char_p, c_int, _PSTR, _PSTR]),
+    "mxp_kvstore_save_optimizer_states": (c_int, [_HP, c_char_p]),
+    "mxp_kvstore_load_optimizer_states": (c_int, [_HP, c_char_p]),
+    "mxp_kvstore_barrier": (c_int, [_HP]),
 }
 
 _OPTIONAL_PREFIXES = ("mxp_autograd_", "mxp_kvstore_")

@@ -136,3 +136,21 @@ def test_checkpoint_roundtrip_and_callbacks(tmp_path, caplog):
         for i in range(1, 5):
             sp(mx.callback.BatchEndParam(0, i, m, None))
     assert "samples/sec" in caplog.text
+
+
+@pytest.mark.skipif(not mx._lib.has("mxp_kvstore_create"), reason="this libmxplug has no KVStore front end")
+def test_kvstore_local_push_pull_and_optimizer():
+    kv = mx.kv.create("local")
+    assert kv.type == "local" and kv.rank == 0 and kv.num_workers == 1
+    kv.init(3, mx.nd.zeros((2,)))
+    kv.push(3, [mx.nd.ones((2,)), mx.nd.array([2.0, 5.0])])
+    out = mx.nd.zeros((2,))
+    kv.pull(3, out=out)
+    np.testing.assert_array_equal(out.asnumpy(), [3, 6])
+    kv.init("w", mx.nd.ones((2,)))
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.5))
+    kv.push("w", mx.nd.array([1.0, 2.0]))
+    kv.pull("w", out=out)
+    np.testing.assert_allclose(out.asnumpy(), [0.5, 0.0])
+    with pytest.raises(mx.MXNetError):
+        mx.kv.create("no_such_type")
