@@ -148,28 +148,9 @@ int mxp__step_writes(const mxp__step *s, int *buf, int cap) {
     return n;
 }
 
-/* Backward dependencies of one node (cf. the node runtime's). */
+/* Backward dependencies of one node (plugin/opdef.h, as the node runtime's). */
 static void bwd_deps(const mxp__opinfo *oi, const mxp__inode *n, uint8_t *og, uint8_t *in, uint8_t *out) {
-    const mxp_op_def *def = oi->def;
-    memset(og, (def->backward_deps & MXP_BWD_OUT_GRAD) ? 1 : 0, (size_t)n->n_outs);
-    memset(in, (def->backward_deps & MXP_BWD_IN_DATA) ? 1 : 0, (size_t)n->n_args);
-    memset(out, (def->backward_deps & MXP_BWD_OUT_DATA) ? 1 : 0, (size_t)n->n_outs);
-    if (!def->declare_backward) return;
-    mxp_backward_deps_args a;
-    memset(&a, 0, sizeof a);
-    a.hdr = (mxp_header)MXP_HEADER(mxp_backward_deps_args);
-    a.params = oi->params;
-    a.user_data = def->user_data;
-    a.n_in = (uint32_t)n->n_args;
-    a.n_out = (uint32_t)n->n_outs;
-    a.need_out_grad = og;
-    a.need_in = in;
-    a.need_out = out;
-    if (def->declare_backward(&a) != MXP_OK) {
-        memset(og, 1, (size_t)n->n_outs);
-        memset(in, 1, (size_t)n->n_args);
-        memset(out, 1, (size_t)n->n_outs);
-    }
+    mxp__opdef_backward_deps(oi->def, oi->params, (uint32_t)n->n_args, (uint32_t)n->n_outs, og, in, out);
 }
 
 typedef struct contrib {

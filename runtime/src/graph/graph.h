@@ -18,6 +18,7 @@
 #define MXP_GRAPH_GRAPH_H
 
 #include "base/base.h"
+#include "plugin/opdef.h"
 
 #include <mxp/op.h>
 
@@ -74,11 +75,10 @@ void mxp__entry_name(const gentry *e, char *buf, size_t cap);
 
 /* ------------------------------------------------------------ op info */
 /* An op's def and params parsed from a node's kwargs, with the defining
- * pack pinned until mxp__opinfo_close. */
+ * pack pinned until mxp__opinfo_close (plugin/opdef.h holds the def). */
 typedef struct mxp__opinfo {
-    struct mxp_op *op;
-    struct mxp_pack *pinned;
-    const mxp_op_def *def;
+    mxp__opdef od;
+    const mxp_op_def *def;     /* od.def */
     void *params;
 } mxp__opinfo;
 

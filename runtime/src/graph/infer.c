@@ -103,25 +103,13 @@ static int shape_node(const mxp__igraph *g, int id, const mxp__opinfo *oi, mxp_s
     mxp_shape *s = calloc((size_t)tot + 1, sizeof *s);
     if (!s) return mxp__error_oom("inference");
     for (int k = 0; k < tot; k++) s[k] = shapes[slot_entry(n, k)];
-    mxp_infer_shape_args a;
-    memset(&a, 0, sizeof a);
-    a.hdr = (mxp_header)MXP_HEADER(mxp_infer_shape_args);
-    a.params = oi->params;
-    a.user_data = oi->def->user_data;
-    a.n_in = (uint32_t)n->n_args;
-    a.n_out = (uint32_t)n->n_outs;
-    a.n_aux = (uint32_t)n->n_aux;
-    a.in = s;
-    a.out = s + n->n_args;
-    a.aux = s + n->n_args + n->n_outs;
-    mxp__error_clear();
-    int rc = oi->def->infer_shape(&a);
+    char who[2 * MXP_NAME_MAX + 24];
+    snprintf(who, sizeof who, "node '%s' (op '%s')", n->g->name, n->g->op);
+    int rc = mxp__opdef_infer_shape(oi->def, oi->params, who, (uint32_t)n->n_args, (uint32_t)n->n_outs,
+                                    (uint32_t)n->n_aux, s, s + n->n_args, s + n->n_args + n->n_outs);
     if (rc != MXP_OK && rc != MXP_EINCOMPLETE) {
         free(s);
-        if (rc > 0) rc = MXP_ESHAPE;
-        if (mxp_last_error()[0]) return mxp__error_prefix(rc, "node '%s' (op '%s'): shape inference", n->g->name, n->g->op);
-        return mxp__error(rc, "node '%s' (op '%s'): shape inference failed (%s)", n->g->name, n->g->op,
-                          mxp_status_str(rc));
+        return rc;
     }
     for (int k = 0; k < tot; k++) {
         mxp_shape *cur = &shapes[slot_entry(n, k)];
@@ -191,35 +179,15 @@ static int type_node(const mxp__igraph *g, int id, const mxp__opinfo *oi, int32_
     int32_t *t = calloc((size_t)tot + 1, sizeof *t);
     if (!t) return mxp__error_oom("inference");
     for (int k = 0; k < tot; k++) t[k] = dt[slot_entry(n, k)];
-    int rc = MXP_OK;
-    if (oi->def->infer_type) {
-        mxp_infer_type_args a;
-        memset(&a, 0, sizeof a);
-        a.hdr = (mxp_header)MXP_HEADER(mxp_infer_type_args);
-        a.params = oi->params;
-        a.user_data = oi->def->user_data;
-        a.n_in = (uint32_t)n->n_args;
-        a.n_out = (uint32_t)n->n_outs;
-        a.n_aux = (uint32_t)n->n_aux;
-        a.in = t;
-        a.out = t + n->n_args;
-        a.aux = t + n->n_args + n->n_outs;
-        mxp__error_clear();
-        rc = oi->def->infer_type(&a);
-        if (rc == MXP_EINCOMPLETE) rc = MXP_OK;
-        if (rc) {
-            free(t);
-            if (rc > 0) rc = MXP_ETYPE;
-            if (mxp_last_error()[0]) return mxp__error_prefix(rc, "node '%s' (op '%s'): type inference", n->g->name, n->g->op);
-            return mxp__error(rc, "node '%s' (op '%s'): type inference failed", n->g->name, n->g->op);
-        }
-    } else {
-        /* Default rule: every entry takes the first known dtype. */
-        int32_t first = MXP_DTYPE_UNKNOWN;
-        for (int k = 0; k < tot && first < 0; k++)
-            if (t[k] >= 0) first = t[k];
-        /* Known entries that differ are then reported by the merge below. */
-        for (int k = 0; k < tot && first >= 0; k++) t[k] = first;
+    char who[2 * MXP_NAME_MAX + 24];
+    snprintf(who, sizeof who, "node '%s' (op '%s')", n->g->name, n->g->op);
+    /* Without infer_type, the default rule gives every entry the first
+     * known dtype; known entries that differ are reported by the merge. */
+    int rc = mxp__opdef_infer_type(oi->def, oi->params, who, (uint32_t)n->n_args, (uint32_t)n->n_outs,
+                                   (uint32_t)n->n_aux, t, t + n->n_args, t + n->n_args + n->n_outs);
+    if (rc) {
+        free(t);
+        return rc;
     }
     for (int k = 0; k < tot; k++) {
         int32_t *cur = &dt[slot_entry(n, k)];

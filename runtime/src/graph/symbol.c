@@ -10,7 +10,6 @@
  * Not here: JSON (json.c), inference (infer.c). */
 #include "graph/graph.h"
 
-#include "plugin/plugin.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -140,17 +139,15 @@ int mxp__gnode_op(const char *op, const char *name, int n_kwargs, const char *co
         rc = mxp__op_list_names_def(oi.def, oi.params, w, tmp + off, NAMES_CAP, &counts[w]);
     }
     char nm[MXP_NAME_MAX + 16];
-    if (!rc && !name) auto_name(oi.op->name, nm, sizeof nm);
+    if (!rc && !name) auto_name(oi.od.name, nm, sizeof nm);
     gnode *n = rc ? NULL : gnode_alloc(name ? name : nm);
     if (!rc && !n) rc = mxp__error_oom("op node");
     if (!rc) {
-        n->op = strdup(oi.op->name);
+        n->op = strdup(oi.od.name);
         n->n_args = counts[0];
         n->n_outs = counts[1];
         n->n_aux = counts[2];
-        n->n_vis = oi.def->n_visible_outputs && (int)oi.def->n_visible_outputs <= n->n_outs
-                       ? (int)oi.def->n_visible_outputs
-                       : n->n_outs;
+        n->n_vis = mxp__opdef_visible_outputs(oi.def, n->n_outs);
         n->op_flags = oi.def->flags;
         int tot = counts[0] + counts[1] + counts[2];
         n->names = calloc((size_t)tot + 1, MXP_NAME_MAX);

@@ -14,7 +14,6 @@
  * no duplicates, and a function must not wait on itself). */
 #include "op/exec.h"
 
-#include "engine/parallel.h"
 #include "ndarray/ndarray.h"
 
 #include <stdio.h>
@@ -32,7 +31,7 @@ void mxp__exec_free(exec *x) {
 
 /* One allocation per push: the record and its arrays (tensors, shapes,
  * vars, req) behind it, each part aligned for its type. */
-static exec *exec_new(node_inst *inst, const char *name, int n_t, int n_req, int cap_vars) {
+static exec *exec_new(mxp__inst *inst, const char *name, int n_t, int n_req, int cap_vars) {
 #define EX_ALIGN(v) (((v) + 15) & ~(size_t)15)
     size_t o_t = EX_ALIGN(sizeof(exec));
     size_t o_shp = o_t + EX_ALIGN(((size_t)n_t + 1) * sizeof(mxp_tensor));
@@ -115,78 +114,30 @@ static void build_vars(exec *x, mxp_var *const *reads, int n_reads, mxp_var *con
 }
 
 /* ------------------------------------------------------------ running */
-static int ctx_parallel_for(const mxp_op_ctx *ctx, int64_t n, int64_t grain, mxp_range_fn fn, void *arg) {
-    (void)ctx;
-    return mxp__parallel_for(n, grain, fn, arg);
-}
-
 static void ctx_complete(void *token, int32_t status, const char *message) {
     exec *x = token;
     x->cb.done(x->cb.token, status, message);
 }
 
+/* The run itself (ctx, args, the impl's forward/backward) is opdef.c's:
+ * the same path tune times. */
 int mxp__exec_call(exec *x, void *stream) {
-    node_inst *in = x->inst;
-    const mxp_op_impl *impl = in->ref->impl;
     for (int i = 0; i < x->n_t; i++)
         if (x->tvar[i]) x->t[i].version = mxp_engine_var_version(x->tvar[i]);
-    mxp_op_ctx *c = &x->ctx;
-    c->hdr = (mxp_header)MXP_HEADER(mxp_op_ctx);
-    c->device = x->dev;
-    c->stream = stream;
-    c->is_train = x->is_train;
-    c->workspace = x->ws;
-    c->workspace_bytes = x->ws ? x->ws_bytes : 0;
-    c->rng = x->has_rng ? &x->rng : NULL;
-    c->parallel_for = ctx_parallel_for;
-    c->host = mxp__host_table();
-    c->host_private = x;
-    mxp__error_clear();
-    int rc;
-    if (!x->backward) {
-        mxp_forward_args a;
-        memset(&a, 0, sizeof a);
-        a.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
-        a.ctx = c;
-        a.params = in->params;
-        a.op_params = &in->op_params;
-        a.state = in->state;
-        a.user_data = impl->user_data;
-        a.n_in = x->n_in;
-        a.n_out = x->n_out;
-        a.n_aux = x->n_aux;
-        a.in = x->t;
-        a.out = x->t + x->n_in;
-        a.aux = x->t + x->n_in + x->n_out;
-        a.req = x->req;
-        rc = impl->forward(&a);
-    } else {
-        mxp_backward_args a;
-        memset(&a, 0, sizeof a);
-        a.hdr = (mxp_header)MXP_HEADER(mxp_backward_args);
-        a.ctx = c;
-        a.params = in->params;
-        a.op_params = &in->op_params;
-        a.state = in->state;
-        a.user_data = impl->user_data;
-        a.n_in = x->n_in;
-        a.n_out = x->n_out;
-        a.n_aux = x->n_aux;
-        a.out_grad = x->t;
-        a.in = x->t + x->n_out;
-        a.out = x->t + x->n_out + x->n_in;
-        a.in_grad = x->t + 2 * x->n_out + x->n_in;
-        a.aux = x->t + 2 * x->n_out + 2 * x->n_in;
-        a.req = x->req;
-        rc = impl->backward(&a);
-    }
-    if (rc != MXP_OK) {
-        if (rc > 0) rc = MXP_EPLUGIN;
-        if (!mxp_last_error()[0])
-            mxp__error(rc, "op '%s' (impl '%s'): %s failed (%s)", x->name, in->ref->entry->name,
-                       x->backward ? "backward" : "forward", mxp_status_str(rc));
-    }
-    return rc;
+    mxp__run r = {.backward = x->backward,
+                  .is_train = x->is_train,
+                  .dev = x->dev,
+                  .stream = stream,
+                  .t = x->t,
+                  .req = x->req,
+                  .ws = x->ws,
+                  .ws_bytes = x->ws_bytes,
+                  .rng = x->has_rng ? &x->rng : NULL,
+                  .complete = x->async ? ctx_complete : NULL,
+                  .complete_token = x->async ? x : NULL,
+                  .host_private = x,
+                  .label = x->name};
+    return mxp__inst_run(x->inst, &r, &x->ctx);
 }
 
 static int exec_sync(void *arg, const mxp_run_ctx *rctx) { return mxp__exec_call(arg, rctx ? rctx->stream : NULL); }
@@ -195,8 +146,7 @@ static void exec_async(void *arg, const mxp_run_ctx *rctx, mxp_engine_callback c
 
 void mxp__exec_async(exec *x, const mxp_run_ctx *rctx, mxp_engine_callback cb) {
     x->cb = cb;
-    x->ctx.complete = ctx_complete;
-    x->ctx.complete_token = x;
+    x->async = 1;
     int rc = mxp__exec_call(x, rctx ? rctx->stream : NULL);
     if (rc != MXP_OK) cb.done(cb.token, rc, mxp_last_error());
 }
@@ -222,7 +172,7 @@ static int acquire_temp(exec *x, mxp_temp_space *ts) {
 
 /* Temp space and RNG, at push time. */
 static int exec_resources(exec *x, mxp_var **temp_var) {
-    node_inst *in = x->inst;
+    mxp__inst *in = x->inst;
     *temp_var = NULL;
     if (in->workspace_bytes) {
         mxp_temp_space ts;
@@ -232,7 +182,7 @@ static int exec_resources(exec *x, mxp_var **temp_var) {
         x->ws_bytes = ts.size;
         *temp_var = ts.var;
     }
-    if (in->ref->def->resources & MXP_RESOURCE_RANDOM) {
+    if (mxp__inst_def(in)->resources & MXP_RESOURCE_RANDOM) {
         int rc = mxp__rng_reserve(x->dev, rng_values(x), &x->rng.stream);
         if (rc) return mxp__error_prefix(rc, "op '%s': reserving random numbers", x->name);
         x->rng.cursor = 0;
@@ -245,7 +195,7 @@ static int exec_resources(exec *x, mxp_var **temp_var) {
  * in the op's list for good); the pointer and the random range are taken
  * per push (step.c). */
 static int step_resources(exec *x, mxp_var **temp_var) {
-    node_inst *in = x->inst;
+    mxp__inst *in = x->inst;
     *temp_var = NULL;
     if (in->workspace_bytes) {
         mxp_temp_space ts;
@@ -254,14 +204,14 @@ static int step_resources(exec *x, mxp_var **temp_var) {
         x->ws_var = ts.var;
         *temp_var = ts.var;
     }
-    if (in->ref->def->resources & MXP_RESOURCE_RANDOM) x->rng_values = rng_values(x);
+    if (mxp__inst_def(in)->resources & MXP_RESOURCE_RANDOM) x->rng_values = rng_values(x);
     return MXP_OK;
 }
 
 void mxp__exec_push_args(exec *x, mxp_engine_sync_fn sync_fn, mxp_engine_async_fn async_fn,
                          mxp_engine_push_args *p) {
     memset(p, 0, sizeof *p);
-    if (x->inst->ref->impl->flags & MXP_IMPL_ASYNC) {
+    if (mxp__inst_is_async(x->inst)) {
         p->async_fn = async_fn;
         p->prop = MXP_FN_ASYNC;
     } else {
@@ -358,7 +308,7 @@ int mxp__exec_forward_prepare(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray 
      * re-selects after a registry change) — cheap when nothing changed. */
     int brc = mxp__node_bind(n, dev, is_train ? 1 : 0);
     if (brc) return brc;
-    node_inst *cur = mxp__node_current(n);
+    mxp__inst *cur = mxp__node_current(n);
     char what[96];
     for (int i = 0; i < n_in; i++) {
         if (!in[i]) {
@@ -404,7 +354,7 @@ int mxp__exec_forward_prepare(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray 
             return rc;
         }
     }
-    const mxp_op_def *def = cur->ref->def;
+    const mxp_op_def *def = mxp__inst_def(cur);
     int n_t = n_in + n_out + n_aux;
     exec *x = exec_new(cur, mxp__node_label(n), n_t, n_out, 2 * n_t + (int)def->n_mutate_inputs + 2);
     if (!x) {
@@ -469,12 +419,12 @@ int mxp__exec_backward_prepare(mxp__node *n, mxp_ndarray *const *out_grads, mxp_
     *out_x = NULL;
     if (!n) return mxp__error(MXP_EMISUSE, "node_backward: NULL node");
     const char *op = mxp__node_op_name(n);
-    node_inst *cur = mxp__node_current(n);
+    mxp__inst *cur = mxp__node_current(n);
     if (!cur) return mxp__error(MXP_EMISUSE, "op '%s': backward before forward", op);
-    const mxp_op_def *def = cur->ref->def;
+    const mxp_op_def *def = mxp__inst_def(cur);
     if (def->flags & MXP_OP_NO_GRADIENT) return mxp__error(MXP_EUNSUPPORTED, "op '%s' is not differentiable", op);
-    if (!cur->ref->impl->backward)
-        return mxp__error(MXP_EUNSUPPORTED, "op '%s' (impl '%s') has no backward", op, cur->ref->entry->name);
+    if (!mxp__inst_has_backward(cur))
+        return mxp__error(MXP_EUNSUPPORTED, "op '%s' (impl '%s') has no backward", op, mxp__inst_impl_name(cur));
     int n_in = mxp__node_num_inputs(n), n_out = mxp__node_num_outputs(n), n_aux = mxp__node_num_aux(n);
     int n_vis = mxp__node_num_visible_outputs(n);
     if (n_aux && !aux) return mxp__error(MXP_EINVAL, "op '%s': backward needs %d aux arrays", op, n_aux);
@@ -632,7 +582,7 @@ int mxp__node_run_tensors(mxp__node *n, uint32_t n_in, const mxp_tensor *in, uin
     free(s);
     free(t);
     if (rc) return rc;
-    node_inst *cur = mxp__node_current(n);
+    mxp__inst *cur = mxp__node_current(n);
     exec *x = exec_new(cur, op, tot, (int)n_out, 1);
     if (!x) return mxp__error_oom("invoke");
     x->dev = dev;
@@ -656,7 +606,7 @@ int mxp__node_run_tensors(mxp__node *n, uint32_t n_in, const mxp_tensor *in, uin
         x->ws = x->ws_host;
         x->ws_bytes = cur->workspace_bytes;
     }
-    if (cur->ref->def->resources & MXP_RESOURCE_RANDOM) {
+    if (mxp__inst_def(cur)->resources & MXP_RESOURCE_RANDOM) {
         uint64_t elems = 0;
         for (int i = 0; i < tot; i++) elems += (uint64_t)mxp_tensor_numel(&x->t[i]);
         rc = mxp__rng_reserve(dev, 4 * elems + 16, &x->rng.stream);
@@ -666,7 +616,7 @@ int mxp__node_run_tensors(mxp__node *n, uint32_t n_in, const mxp_tensor *in, uin
         }
         x->has_rng = 1;
     }
-    if (cur->ref->impl->flags & MXP_IMPL_ASYNC) {
+    if (mxp__inst_is_async(cur)) {
         mxp__exec_free(x);
         return mxp__error(MXP_EUNSUPPORTED, "op '%s': host.invoke cannot run an asynchronous impl", op);
     }

@@ -1,34 +1,15 @@
-/* op/exec.h — private to the op module: the refcounted impl instance a
- * node binds and its pushed work holds, and the node accessors exec.c
- * needs.  Not for other modules (they use op.h). */
+/* op/exec.h — private to the op module: the exec record one run of a node
+ * needs, and the node accessors exec.c needs.  The refcounted instance a
+ * node binds and its pushed work holds is plugin/opdef.h's mxp__inst.
+ * Not for other modules (they use op.h). */
 #ifndef MXP_OP_EXEC_H
 #define MXP_OP_EXEC_H
 
 #include "op/op.h"
-#include "plugin/plugin.h"
+#include "plugin/opdef.h"
 #include "resource/resource.h"
 
 #include <stdatomic.h>
-
-/* One implementation bound to one signature.  Immutable after bind except
- * for the refcount; the last release destroys the state, frees the params
- * (with ref->def's schema) and releases the impl ref (unpinning packs). */
-typedef struct node_inst {
-    atomic_int refs;
-    mxp_impl_ref *ref;
-    void *params;              /* parsed against ref->def                    */
-    mxp_op_params op_params;   /* params + ref->def's schema (ABI 1.1 record) */
-    void *state;               /* impl.create, or NULL                       */
-    uint64_t workspace_bytes;  /* impl.workspace                             */
-    mxp_device dev;
-    int is_train;
-    uint64_t generation;
-    mxp_shape *shapes;         /* [n_in | n_out | n_aux] at bind             */
-    int32_t *dtypes;
-} node_inst;
-
-node_inst *mxp__inst_retain(node_inst *in);
-void mxp__inst_release(node_inst *in);
 
 /* What one run of a node needs, filled at push time (exec.c): a plain
  * push makes one per push (freed by the engine's free_arg); a pre-created
@@ -37,9 +18,10 @@ void mxp__inst_release(node_inst *in);
  * overlap (they write the same vars), so a run may fill t[].version, ctx
  * and cb in place; the pushing thread reads only what is fixed at build. */
 typedef struct mxp__exec {
-    node_inst *inst;
+    mxp__inst *inst;
     char name[MXP__NODE_LABEL_MAX]; /* the node's label (op.h) */
     int backward, is_train;
+    int async;             /* run through mxp__exec_async: completes via cb */
     mxp_device dev;
     uint32_t n_in, n_out, n_aux;
     int n_t;
@@ -81,7 +63,7 @@ void mxp__exec_push_args(mxp__exec *x, mxp_engine_sync_fn sync_fn, mxp_engine_as
 /* node.c accessors for exec.c. */
 const mxp_shape *mxp__node_shapes(const mxp__node *n);
 const int32_t *mxp__node_dtypes(const mxp__node *n);
-node_inst *mxp__node_current(const mxp__node *n);
+mxp__inst *mxp__node_current(const mxp__node *n);
 const mxp_op_def *mxp__node_def(const mxp__node *n);
 void mxp__node_entry_desc(const mxp__node *n, int i, char *buf, size_t cap);
 

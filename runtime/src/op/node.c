@@ -2,16 +2,18 @@
  * one op node (see op.h for the contract).  Pushing work is in exec.c.
  *
  * What a node owns:
- *   - a pin on the op's defining pack (so `def` and `params`, parsed against
- *     it, stay valid), its kwargs (copies, reserved "__" keys dropped), the
- *     arg/output/aux names for the parsed params;
+ *   - the op's definition held through plugin/opdef.h (its defining pack
+ *     pinned, so `def` and `params`, parsed against it, stay valid), its
+ *     kwargs (copies, reserved "__" keys dropped), the arg/output/aux names
+ *     for the parsed params;
  *   - the inferred signature (shapes and dtypes of inputs | outputs | aux);
  *   - a small cache of instances, one per bound signature.  An instance
- *     (node_inst, exec.h) is refcounted: impl ref + params parsed against
- *     ref->def + state + workspace size.  Pushed work holds a reference, so
- *     dropping an instance here never frees state in use.
+ *     (mxp__inst, plugin/opdef.h) is refcounted: impl ref + params parsed
+ *     against ref->def + state + workspace size.  Pushed work holds a
+ *     reference, so dropping an instance here never frees state in use.
  * Invariant: every cached instance has generation == n->generation; when
- * the registry generation moves, refresh() drops them all and re-parses. */
+ * the registry generation moves, refresh() drops them all and re-parses.
+ * Every call into the op's pack code goes through plugin/opdef.h. */
 #include "op/exec.h"
 
 #include <stdio.h>
@@ -22,13 +24,13 @@
 #define NODE_CACHE 4
 
 struct mxp__node {
-    struct mxp_op *op;
     char name[MXP_NAME_MAX];
     char label[MXP__NODE_LABEL_MAX]; /* pushed work's name: "NODE (OP)" or OP */
     int n_kwargs;
     char **keys, **vals;
-    mxp_pack *pinned;          /* defining pack, pinned while def is used   */
-    const mxp_op_def *def;
+    mxp__opdef od;             /* the held definition (op entry kept)       */
+    struct mxp_op *op;         /* registry entry, for re-acquiring          */
+    const mxp_op_def *def;     /* od.def                                    */
     void *params;              /* parsed against def                         */
     uint64_t generation;       /* registry generation def/params belong to   */
     int n_in, n_out, n_aux, n_visible;
@@ -36,31 +38,11 @@ struct mxp__node {
     mxp_shape *shapes;         /* inferred signature [n_in | n_out | n_aux]  */
     int32_t *dtypes;
     int inferred;
-    node_inst *cache[NODE_CACHE];
+    mxp__inst *cache[NODE_CACHE];
     int n_cache;
-    node_inst *cur;            /* instance of the last bind                  */
+    mxp__inst *cur;            /* instance of the last bind                  */
     int creates;
 };
-
-/* ------------------------------------------------------------ instances */
-void mxp__inst_release(node_inst *in) {
-    if (!in || atomic_fetch_sub(&in->refs, 1) != 1) return;
-    const mxp_op_impl *impl = in->ref->impl;
-    if (in->state && impl->destroy) {
-        mxp_destroy_args d = {MXP_HEADER(mxp_destroy_args), in->state, impl->user_data};
-        impl->destroy(&d);
-    }
-    mxp__op_params_free(in->ref->def, in->params);
-    mxp__impl_ref_release(in->ref);
-    free(in->shapes);
-    free(in->dtypes);
-    free(in);
-}
-
-node_inst *mxp__inst_retain(node_inst *in) {
-    if (in) atomic_fetch_add(&in->refs, 1);
-    return in;
-}
 
 /* ------------------------------------------------------------ helpers */
 static const char *dtype_str(int32_t d) {
@@ -89,27 +71,15 @@ static void drop_def(mxp__node *n) {
     if (n->params) mxp__op_params_free(n->def, n->params);
     n->params = NULL;
     n->def = NULL;
-    if (n->pinned) mxp__pack_unpin(n->pinned);
-    n->pinned = NULL;
+    mxp__opdef_release(&n->od);
 }
 
 /* Load + pin the defining pack, parse the kwargs, list names. */
 static int load_def(mxp__node *n) {
-    uint64_t gen = mxp_registry_generation();
-    const mxp_op_def *def;
-    int rc = mxp__op_ensure_def(n->op, &def);
+    int rc = mxp__opdef_acquire_op(n->op, &n->od);
     if (rc) return rc;
-    mxp__registry_rdlock();
-    mxp_pack *p = n->op->pack;
-    mxp__registry_unlock();
-    if ((rc = mxp__pack_pin(p))) return mxp__error_prefix(rc, "op '%s'", n->name);
-    n->pinned = p;
-    mxp__registry_rdlock();
-    def = n->op->def;
-    mxp__registry_unlock();
-    if (!def) return mxp__error(MXP_ENOENT, "op '%s': its defining pack is not loaded", n->name);
-    n->def = def;
-    n->generation = gen;
+    const mxp_op_def *def = n->def = n->od.def;
+    n->generation = n->od.generation;
     if (!def->infer_shape) return mxp__error(MXP_EPLUGIN, "op '%s': the definition has no infer_shape", n->name);
     rc = mxp__op_params_new(def, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs,
                             &n->params);
@@ -143,8 +113,7 @@ static int load_def(mxp__node *n) {
     n->n_in = counts[0];
     n->n_out = counts[1];
     n->n_aux = counts[2];
-    n->n_visible = def->n_visible_outputs && (int)def->n_visible_outputs <= n->n_out ? (int)def->n_visible_outputs
-                                                                                      : n->n_out;
+    n->n_visible = mxp__opdef_visible_outputs(def, n->n_out);
     if (shape_change || !n->shapes) {
         int tot = n->n_in + n->n_out + n->n_aux;
         free(n->shapes);
@@ -171,15 +140,19 @@ int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys,
     if (out) *out = NULL;
     if (!op_name || !out || n_kwargs < 0 || (n_kwargs > 0 && (!keys || !vals)))
         return mxp__error(MXP_EMISUSE, "node: bad argument (op %s)", op_name ? op_name : "NULL");
-    int rc = mxp__registry_ensure();
+    mxp__opdef od;
+    int rc = mxp__opdef_acquire(op_name, &od);
     if (rc) return rc;
-    struct mxp_op *op = mxp__registry_find_op(op_name);
-    if (!op) return mxp__error(MXP_ENOENT, "op '%s': not registered", op_name);
     mxp__node *n = calloc(1, sizeof *n);
-    if (!n) return mxp__error_oom("node");
-    n->op = op;
-    snprintf(n->name, sizeof n->name, "%s", op->name);
-    snprintf(n->label, sizeof n->label, "%s", op->name);
+    if (!n) {
+        mxp__opdef_release(&od);
+        return mxp__error_oom("node");
+    }
+    n->op = od.op;
+    snprintf(n->name, sizeof n->name, "%s", od.name);
+    snprintf(n->label, sizeof n->label, "%s", od.name);
+    /* load_def acquires again for the node's own hold. */
+    mxp__opdef_release(&od);
     n->keys = calloc((size_t)n_kwargs + 1, sizeof *n->keys);
     n->vals = calloc((size_t)n_kwargs + 1, sizeof *n->vals);
     if (!n->keys || !n->vals) rc = mxp__error_oom("node kwargs");
@@ -235,14 +208,12 @@ const char *mxp__node_output_name(const mxp__node *n, int i) {
 }
 uint32_t mxp__node_resources(const mxp__node *n) { return n && n->def ? n->def->resources : 0; }
 uint32_t mxp__node_flags(const mxp__node *n) { return n && n->def ? n->def->flags : 0; }
-const char *mxp__node_impl_name(const mxp__node *n) {
-    return n && n->cur ? n->cur->ref->entry->name : NULL;
-}
+const char *mxp__node_impl_name(const mxp__node *n) { return n ? mxp__inst_impl_name(n->cur) : NULL; }
 uint64_t mxp__node_workspace_bytes(const mxp__node *n) { return n && n->cur ? n->cur->workspace_bytes : 0; }
 int mxp__node_create_count(const mxp__node *n) { return n ? n->creates : 0; }
 const mxp_shape *mxp__node_shapes(const mxp__node *n) { return n->shapes; }
 const int32_t *mxp__node_dtypes(const mxp__node *n) { return n->dtypes; }
-node_inst *mxp__node_current(const mxp__node *n) { return n->cur; }
+mxp__inst *mxp__node_current(const mxp__node *n) { return n->cur; }
 const mxp_op_def *mxp__node_def(const mxp__node *n) { return n->def; }
 
 static const char *kind_name(int k) { return k == 0 ? "input" : k == 1 ? "output" : "aux state"; }
@@ -288,23 +259,12 @@ int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_
     int rc = MXP_OK;
 
     /* Shapes. */
-    mxp_infer_shape_args sa;
-    memset(&sa, 0, sizeof sa);
-    sa.hdr = (mxp_header)MXP_HEADER(mxp_infer_shape_args);
-    sa.params = n->params;
-    sa.user_data = def->user_data;
-    sa.n_in = (uint32_t)n->n_in;
-    sa.n_out = (uint32_t)n->n_out;
-    sa.n_aux = (uint32_t)n->n_aux;
-    sa.in = n->shapes;
-    sa.out = n->shapes + n->n_in;
-    sa.aux = n->shapes + n->n_in + n->n_out;
-    mxp__error_clear();
-    int src = def->infer_shape(&sa);
+    char who[MXP_NAME_MAX + 8];
+    snprintf(who, sizeof who, "op '%s'", n->name);
+    int src = mxp__opdef_infer_shape(def, n->params, who, (uint32_t)n->n_in, (uint32_t)n->n_out, (uint32_t)n->n_aux,
+                                     n->shapes, n->shapes + n->n_in, n->shapes + n->n_in + n->n_out);
     if (src != MXP_OK && src != MXP_EINCOMPLETE) {
-        rc = mxp_last_error()[0] ? mxp__error_prefix(src < 0 ? src : MXP_ESHAPE, "op '%s': shape inference", n->name)
-                                 : mxp__error(src < 0 ? src : MXP_ESHAPE, "op '%s': shape inference failed (%s)",
-                                              n->name, mxp_status_str(src));
+        rc = src;
         goto done;
     }
     for (int i = 0; i < tot; i++) {
@@ -322,36 +282,19 @@ int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_
         }
     }
 
-    /* Dtypes: the op's rule, then the default one for what is left. */
-    if (def->infer_type) {
-        mxp_infer_type_args ta;
-        memset(&ta, 0, sizeof ta);
-        ta.hdr = (mxp_header)MXP_HEADER(mxp_infer_type_args);
-        ta.params = n->params;
-        ta.user_data = def->user_data;
-        ta.n_in = (uint32_t)n->n_in;
-        ta.n_out = (uint32_t)n->n_out;
-        ta.n_aux = (uint32_t)n->n_aux;
-        ta.in = n->dtypes;
-        ta.out = n->dtypes + n->n_in;
-        ta.aux = n->dtypes + n->n_in + n->n_out;
-        mxp__error_clear();
-        int trc = def->infer_type(&ta);
-        if (trc != MXP_OK && trc != MXP_EINCOMPLETE) {
-            rc = mxp_last_error()[0] ? mxp__error_prefix(trc < 0 ? trc : MXP_ETYPE, "op '%s': type inference", n->name)
-                                     : mxp__error(trc < 0 ? trc : MXP_ETYPE, "op '%s': type inference failed (%s)",
-                                                  n->name, mxp_status_str(trc));
-            goto done;
-        }
-    }
+    /* Dtypes: the op's rule (or the default one: the first known dtype
+     * for every entry), then float32 for what is left. */
+    rc = mxp__opdef_infer_type(def, n->params, who, (uint32_t)n->n_in, (uint32_t)n->n_out, (uint32_t)n->n_aux,
+                               n->dtypes, n->dtypes + n->n_in, n->dtypes + n->n_in + n->n_out);
+    if (rc) goto done;
     int32_t first = MXP_DTYPE_UNKNOWN;
     for (int i = 0; i < tot && first == MXP_DTYPE_UNKNOWN; i++)
         if (n->dtypes[i] != MXP_DTYPE_UNKNOWN) first = n->dtypes[i];
     if (first == MXP_DTYPE_UNKNOWN) first = MXP_DTYPE_F32;
     for (int i = 0; i < tot; i++) {
-        /* Without infer_type every entry takes the first known dtype, so a
+        /* Without infer_type every entry took the first known dtype, so a
          * mismatching given one is an error below. */
-        if (n->dtypes[i] == MXP_DTYPE_UNKNOWN || !def->infer_type) n->dtypes[i] = first;
+        if (n->dtypes[i] == MXP_DTYPE_UNKNOWN) n->dtypes[i] = first;
         entry_desc(n, i, what, sizeof what);
         if (given_t[i] != MXP_DTYPE_UNKNOWN && given_t[i] != n->dtypes[i]) {
             rc = mxp__error(MXP_ETYPE, "op '%s': %s has dtype %s, but the op infers %s", n->name, what,
@@ -377,38 +320,13 @@ done:
 }
 
 /* ------------------------------------------------------------ bind */
-static int inst_matches(const node_inst *in, const mxp__node *n, mxp_device dev, int is_train) {
+static int inst_matches(const mxp__inst *in, const mxp__node *n, mxp_device dev, int is_train) {
     int tot = n->n_in + n->n_out + n->n_aux;
     if (in->dev.type != dev.type || in->dev.id != dev.id || in->is_train != is_train) return 0;
     if (in->generation != n->generation) return 0;
     for (int i = 0; i < tot; i++)
         if (!mxp__shape_eq(&in->shapes[i], &n->shapes[i]) || in->dtypes[i] != n->dtypes[i]) return 0;
     return 1;
-}
-
-static void fill_query(mxp_impl_query_args *q, const mxp__node *n, const node_inst *in) {
-    memset(q, 0, sizeof *q);
-    q->hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
-    q->params = in->params;
-    q->op_params = &in->op_params;
-    q->user_data = in->ref->impl->user_data;
-    q->device = in->dev;
-    q->n_in = (uint32_t)n->n_in;
-    q->n_out = (uint32_t)n->n_out;
-    q->n_aux = (uint32_t)n->n_aux;
-    q->is_train = in->is_train;
-    q->in_shapes = in->shapes;
-    q->out_shapes = in->shapes + n->n_in;
-    q->aux_shapes = in->shapes + n->n_in + n->n_out;
-    q->in_dtypes = in->dtypes;
-    q->out_dtypes = in->dtypes + n->n_in;
-    q->aux_dtypes = in->dtypes + n->n_in + n->n_out;
-}
-
-static int plugin_fail(int rc, const char *op, const char *impl, const char *what) {
-    if (rc > 0) rc = MXP_EPLUGIN;
-    if (mxp_last_error()[0]) return mxp__error_prefix(rc, "op '%s' (impl '%s'): %s", op, impl, what);
-    return mxp__error(rc, "op '%s' (impl '%s'): %s failed (%s)", op, impl, what, mxp_status_str(rc));
 }
 
 int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
@@ -441,75 +359,14 @@ int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
             n->cur = n->cache[i];
             return MXP_OK;
         }
-    int tot = n->n_in + n->n_out + n->n_aux;
-    node_inst *in = calloc(1, sizeof *in);
-    if (!in) return mxp__error_oom("node instance");
-    atomic_init(&in->refs, 1);
-    in->dev = dev;
-    in->is_train = is_train ? 1 : 0;
-    in->generation = n->generation;
-    in->shapes = malloc(((size_t)tot + 1) * sizeof *in->shapes);
-    in->dtypes = malloc(((size_t)tot + 1) * sizeof *in->dtypes);
-    if (!in->shapes || !in->dtypes) {
-        free(in->shapes);
-        free(in->dtypes);
-        free(in);
-        return mxp__error_oom("node instance");
-    }
-    memcpy(in->shapes, n->shapes, (size_t)tot * sizeof *in->shapes);
-    memcpy(in->dtypes, n->dtypes, (size_t)tot * sizeof *in->dtypes);
-
     mxp_select_query q;
-    memset(&q, 0, sizeof q);
-    q.params = n->params;
-    q.device = dev;
-    q.n_in = (uint32_t)n->n_in;
-    q.n_out = (uint32_t)n->n_out;
-    q.n_aux = (uint32_t)n->n_aux;
-    q.is_train = in->is_train;
-    q.in_shapes = in->shapes;
-    q.out_shapes = in->shapes + n->n_in;
-    q.aux_shapes = in->shapes + n->n_in + n->n_out;
-    q.in_dtypes = in->dtypes;
-    q.out_dtypes = in->dtypes + n->n_in;
-    q.aux_dtypes = in->dtypes + n->n_in + n->n_out;
-    int rc = mxp__select_impl(n->op, &q, &in->ref, NULL);
-    if (rc) {
-        free(in->shapes);
-        free(in->dtypes);
-        free(in);
-        return rc;
-    }
-    /* Params for the instance, parsed against the def its ref pins (the
-     * node's own def may be dropped on a later refresh while work using
-     * this instance is still in flight). */
-    rc = mxp__op_params_new(in->ref->def, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs,
-                            &in->params);
-    if (!rc) mxp__op_params_record(in->ref->def, in->params, &in->op_params);
-    const mxp_op_impl *impl = in->ref->impl;
-    mxp_impl_query_args qa;
-    if (!rc && !impl->forward) rc = mxp__error(MXP_EPLUGIN, "op '%s' (impl '%s'): no forward", n->name, in->ref->entry->name);
-    if (!rc && impl->workspace) {
-        fill_query(&qa, n, in);
-        mxp__error_clear();
-        int w = impl->workspace(&qa);
-        if (w) rc = plugin_fail(w, n->name, in->ref->entry->name, "workspace");
-        else in->workspace_bytes = qa.workspace_bytes;
-    }
-    if (!rc && impl->create) {
-        fill_query(&qa, n, in);
-        mxp__error_clear();
-        int c = impl->create(&qa);
-        if (c) rc = plugin_fail(c, n->name, in->ref->entry->name, "create");
-        else {
-            in->state = qa.state;
-            n->creates++;
-        }
-    }
-    if (rc) {
-        mxp__inst_release(in);
-        return rc;
-    }
+    mxp__opdef_query(&q, n->params, dev, is_train, (uint32_t)n->n_in, (uint32_t)n->n_out, (uint32_t)n->n_aux,
+                     n->shapes, n->dtypes);
+    mxp__inst *in;
+    int rc = mxp__inst_bind(&n->od, &q, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs, &in);
+    if (rc) return rc;
+    in->generation = n->generation;
+    n->creates += in->created;
     if (n->n_cache == NODE_CACHE) {
         mxp__inst_release(n->cache[0]);
         memmove(n->cache, n->cache + 1, (NODE_CACHE - 1) * sizeof *n->cache);
@@ -523,31 +380,10 @@ int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
 /* ------------------------------------------------------------ backward deps */
 void mxp__node_backward_deps(const mxp__node *n, uint8_t *need_out_grad, uint8_t *need_in, uint8_t *need_out) {
     if (!n) return;
-    const mxp_op_def *def = n->def;
     uint8_t *og = calloc((size_t)n->n_out + 1, 1), *ni = calloc((size_t)n->n_in + 1, 1),
             *no = calloc((size_t)n->n_out + 1, 1);
     if (og && ni && no) {
-        memset(og, (def->backward_deps & MXP_BWD_OUT_GRAD) ? 1 : 0, (size_t)n->n_out);
-        memset(ni, (def->backward_deps & MXP_BWD_IN_DATA) ? 1 : 0, (size_t)n->n_in);
-        memset(no, (def->backward_deps & MXP_BWD_OUT_DATA) ? 1 : 0, (size_t)n->n_out);
-        if (def->declare_backward) {
-            mxp_backward_deps_args a;
-            memset(&a, 0, sizeof a);
-            a.hdr = (mxp_header)MXP_HEADER(mxp_backward_deps_args);
-            a.params = n->params;
-            a.user_data = def->user_data;
-            a.n_in = (uint32_t)n->n_in;
-            a.n_out = (uint32_t)n->n_out;
-            a.need_out_grad = og;
-            a.need_in = ni;
-            a.need_out = no;
-            if (def->declare_backward(&a) != MXP_OK) {
-                /* Be safe: when the refinement fails, pass everything. */
-                memset(og, 1, (size_t)n->n_out);
-                memset(ni, 1, (size_t)n->n_in);
-                memset(no, 1, (size_t)n->n_out);
-            }
-        }
+        mxp__opdef_backward_deps(n->def, n->params, (uint32_t)n->n_in, (uint32_t)n->n_out, og, ni, no);
         if (need_out_grad) memcpy(need_out_grad, og, (size_t)n->n_out);
         if (need_in) memcpy(need_in, ni, (size_t)n->n_in);
         if (need_out) memcpy(need_out, no, (size_t)n->n_out);

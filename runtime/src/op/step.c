@@ -130,7 +130,7 @@ static const mxp_ndarray *slot_at(const slot_lists *l, int i) {
 }
 
 static int step_matches(const mxp__node_step *s, const slot_lists *l, const int *req, int n_req, int is_train,
-                        const node_inst *cur) {
+                        const mxp__inst *cur) {
     if (!s || !s->op || s->x->inst != cur || s->is_train != is_train || s->n_req != n_req || s->req_given != !!req)
         return 0;
     for (int i = 0; req && i < n_req; i++)

@@ -222,6 +222,16 @@ void mxp__registry_bump(void);
 struct mxp_op *mxp__registry_find_op_locked(const char *name_or_alias);
 struct mxp_op *mxp__registry_find_op(const char *name_or_alias);
 mxp_pack *mxp__registry_find_pack_locked(const char *name);
+/* Accessors of an op entry for the rest of the plugin module (each takes
+ * the table lock itself).  The name is immutable. */
+const char *mxp__op_name(const struct mxp_op *op);
+mxp_pack *mxp__registry_op_pack(const struct mxp_op *op);
+/* The op's impl entries on device `dev` (NULL: all): a new array. */
+int mxp__registry_op_impls(const struct mxp_op *op, const char *dev, mxp_impl_entry ***out, int *out_n);
+/* The policy set through mxp_op_set_impl into buf: 1 when one is set. */
+int mxp__registry_op_api_policy(const struct mxp_op *op, char *buf, size_t cap);
+/* Set (NULL: clear) it, after checking it names an impl, 'auto' or 'tune'. */
+int mxp__registry_op_set_api_policy(struct mxp_op *op, const char *policy);
 /* Create an op entry (table write lock held). */
 struct mxp_op *mxp__registry_add_op_locked(const char *name, mxp_pack *pack);
 int mxp__registry_add_alias_locked(struct mxp_op *op, const char *alias);
@@ -371,21 +381,10 @@ int mxp__select_policy(const char *op_name, const char **out_policy, const char 
  * lazily in rank order.  explain (may be NULL): appended report. */
 int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref **out,
                      char **explain);
-/* Ensure the op's defining pack is loaded; returns the def under no lock
- * (valid while the pack stays loaded; callers that keep it use a ref). */
-int mxp__op_ensure_def(struct mxp_op *op, const mxp_op_def **out_def);
 /* Device name -> mxp_device type ("cpu" -> MXP_DEV_CPU). */
 const char *mxp__device_name(int32_t type);
 /* Reset config cache (tests). */
 void mxp__select_reset(void);
-/* Parse kwargs for an op into a new params struct (check_params applied);
- * free with mxp__op_params_free. */
-int mxp__op_params_new(const mxp_op_def *def, const char *const *keys, const char *const *vals, int n_kwargs,
-                       void **out);
-void mxp__op_params_free(const mxp_op_def *def, void *params);
-/* Names of args (0) / outputs (1) / aux (2) of a def for parsed params. */
-int mxp__op_list_names_def(const mxp_op_def *def, const void *params, int which, char (*names)[MXP_NAME_MAX],
-                           int capacity, int *out_count);
 /* ------------------------------------------------------------ tune (tune.c) */
 /* Policy 'tune': among refs[0..n) (candidates that accept q, in auto
  * order), the fastest for q's signature, from the cache or timed now (and
@@ -402,5 +401,9 @@ void mxp__tune_reset(void);
 
 /* Wake threads waiting on pins / reloads (impl_ref.c). */
 void mxp__pack_notify(void);
+
+/* The one path into op pack code (defs, params, inference, instances,
+ * runs): its interface, for the module's files and its users. */
+#include "plugin/opdef.h"
 
 #endif /* MXP_PLUGIN_PLUGIN_H */

@@ -9,7 +9,7 @@
  * handed out are owned by the entries.  The generation counter (atomic)
  * changes whenever an implementation choice may change.
  * Not here: loading (loader.c), choosing (select.c), reload (reload.c). */
-#include "plugin/plugin.h"
+#include "plugin/opdef.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +81,62 @@ struct mxp_op *mxp__registry_find_op(const char *name) {
     struct mxp_op *op = mxp__registry_find_op_locked(name);
     mxp__registry_unlock();
     return op;
+}
+
+const char *mxp__op_name(const struct mxp_op *op) { return op ? op->name : NULL; }
+
+mxp_pack *mxp__registry_op_pack(const struct mxp_op *op) {
+    mxp__registry_rdlock();
+    mxp_pack *p = op->pack;
+    mxp__registry_unlock();
+    return p;
+}
+
+int mxp__registry_op_impls(const struct mxp_op *op, const char *dev, mxp_impl_entry ***out, int *out_n) {
+    *out = NULL;
+    *out_n = 0;
+    mxp__registry_rdlock();
+    int n = op->n_impls, nc = 0;
+    mxp_impl_entry **c = calloc((size_t)(n ? n : 1), sizeof *c);
+    if (c)
+        for (int i = 0; i < n; i++)
+            if (!dev || !strcmp(op->impls[i]->device, dev)) c[nc++] = op->impls[i];
+    mxp__registry_unlock();
+    if (!c) return mxp__error_oom("impl list");
+    *out = c;
+    *out_n = nc;
+    return MXP_OK;
+}
+
+int mxp__registry_op_api_policy(const struct mxp_op *op, char *buf, size_t cap) {
+    mxp__registry_rdlock();
+    int set = op->api_policy != NULL;
+    if (set) snprintf(buf, cap, "%s", op->api_policy);
+    mxp__registry_unlock();
+    return set;
+}
+
+int mxp__registry_op_set_api_policy(struct mxp_op *op, const char *policy) {
+    char *copy = NULL;
+    if (policy) {
+        int ok = !strcmp(policy, "auto") || !strcmp(policy, "tune");
+        char list[512] = "";
+        size_t off = 0;
+        mxp__registry_rdlock();
+        for (int i = 0; i < op->n_impls && !ok; i++) ok = !strcmp(op->impls[i]->name, policy);
+        for (int i = 0; i < op->n_impls && off < sizeof list; i++)
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s'%s'", i ? ", " : "", op->impls[i]->name);
+        mxp__registry_unlock();
+        if (!ok)
+            return mxp__error(MXP_EINVAL, "op '%s': no implementation named '%s' (have: %s; or 'auto', 'tune')",
+                              op->name, policy, *list ? list : "none");
+        if (!(copy = strdup(policy))) return mxp__error_oom("policy");
+    }
+    mxp__registry_wrlock();
+    free(op->api_policy);
+    op->api_policy = copy;
+    mxp__registry_unlock();
+    return MXP_OK;
 }
 
 mxp_pack *mxp__registry_find_pack_locked(const char *name) {

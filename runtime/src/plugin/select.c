@@ -11,9 +11,10 @@
  *         fastest for the signature (cached in tune.yaml, else timed now);
  *   NAME  that impl; an error if it does not exist for the device or
  *         refuses the configuration (the message carries its reason).
- * Also: op parameter parsing helpers, mxp_op_list_names, mxp_op_explain.
+ * Also: mxp_op_list_names, mxp_op_explain.  Calls into pack code (supports,
+ * params, names, inference) go through opdef.h.
  * The config file is re-read when its path or mtime changes. */
-#include "plugin/plugin.h"
+#include "plugin/opdef.h"
 
 #include <yaml.h>
 
@@ -205,16 +206,11 @@ int mxp__select_policy(const char *op_name, const char **out_policy, const char 
     *out_policy = "auto";
     *out_source = "default";
     struct mxp_op *op = mxp__registry_find_op(op_name);
-    const char *canon = op ? op->name : op_name;
-    if (op) {
-        mxp__registry_rdlock();
-        if (op->api_policy) {
-            snprintf(t_policy, sizeof t_policy, "%s", op->api_policy);
-            *out_policy = t_policy;
-            *out_source = "api";
-        }
-        mxp__registry_unlock();
-        if (!strcmp(*out_source, "api")) return MXP_OK;
+    const char *canon = op ? mxp__op_name(op) : op_name;
+    if (op && mxp__registry_op_api_policy(op, t_policy, sizeof t_policy)) {
+        *out_policy = t_policy;
+        *out_source = "api";
+        return MXP_OK;
     }
     char env[160];
     snprintf(env, sizeof env, "MXP_IMPL_%s", canon);
@@ -250,48 +246,9 @@ int mxp_op_set_impl(const char *op_name, const char *policy) {
     if (!op_name) return mxp__error(MXP_EMISUSE, "mxp_op_set_impl: NULL op name");
     struct mxp_op *op = mxp__registry_find_op(op_name);
     if (!op) return mxp__error(MXP_ENOENT, "op '%s': not registered", op_name);
-    char *copy = NULL;
-    if (policy) {
-        int ok = !strcmp(policy, "auto") || !strcmp(policy, "tune");
-        char list[512] = "";
-        size_t off = 0;
-        mxp__registry_rdlock();
-        for (int i = 0; i < op->n_impls && !ok; i++) ok = !strcmp(op->impls[i]->name, policy);
-        for (int i = 0; i < op->n_impls && off < sizeof list; i++)
-            off += (size_t)snprintf(list + off, sizeof list - off, "%s'%s'", i ? ", " : "", op->impls[i]->name);
-        mxp__registry_unlock();
-        if (!ok)
-            return mxp__error(MXP_EINVAL, "op '%s': no implementation named '%s' (have: %s; or 'auto', 'tune')",
-                              op->name, policy, *list ? list : "none");
-        if (!(copy = strdup(policy))) return mxp__error_oom("policy");
-    }
-    mxp__registry_wrlock();
-    free(op->api_policy);
-    op->api_policy = copy;
-    mxp__registry_unlock();
+    int rc = mxp__registry_op_set_api_policy(op, policy);
+    if (rc) return rc;
     mxp__registry_bump();
-    return MXP_OK;
-}
-
-/* ------------------------------------------------------------ defs */
-int mxp__op_ensure_def(struct mxp_op *op, const mxp_op_def **out_def) {
-    *out_def = NULL;
-    mxp__registry_rdlock();
-    const mxp_op_def *d = op->def;
-    mxp_pack *p = op->pack;
-    mxp__registry_unlock();
-    if (d) {
-        *out_def = d;
-        return MXP_OK;
-    }
-    if (!p) return mxp__error(MXP_ENOENT, "op '%s': implementations exist but no pack defines the op", op->name);
-    int rc = mxp__pack_load(p);
-    if (rc) return mxp__error_prefix(rc, "op '%s'", op->name);
-    mxp__registry_rdlock();
-    d = op->def;
-    mxp__registry_unlock();
-    if (!d) return mxp__error(MXP_ENOENT, "op '%s': pack '%s' loaded but does not define it", op->name, p->man->name);
-    *out_def = d;
     return MXP_OK;
 }
 
@@ -312,52 +269,23 @@ static void rep(report *r, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* supports(): 1 accept, 0 refuse (reason), <0 error. */
-static int ask_supports(const mxp_impl_ref *ref, const mxp_select_query *q, char *reason, size_t cap) {
-    reason[0] = '\0';
-    if (!ref->impl->supports) return 1;
-    mxp_impl_query_args a;
-    memset(&a, 0, sizeof a);
-    a.hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
-    mxp_op_params rec;
-    mxp__op_params_record(ref->def, q->params, &rec);
-    a.params = q->params;
-    a.op_params = &rec;
-    a.user_data = ref->impl->user_data;
-    a.device = q->device;
-    a.n_in = q->n_in; a.n_out = q->n_out; a.n_aux = q->n_aux;
-    a.is_train = q->is_train;
-    a.in_shapes = q->in_shapes; a.out_shapes = q->out_shapes; a.aux_shapes = q->aux_shapes;
-    a.in_dtypes = q->in_dtypes; a.out_dtypes = q->out_dtypes; a.aux_dtypes = q->aux_dtypes;
-    a.reason = reason;
-    a.reason_size = (uint32_t)cap;
-    int rc = ref->impl->supports(&a);
-    reason[cap - 1] = '\0';
-    if (rc < 0 && !reason[0]) snprintf(reason, cap, "supports() failed: %s", mxp_last_error());
-    return rc;
-}
-
 int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref **out, char **explain) {
     *out = NULL;
     if (explain) *explain = NULL;
     report R = {0}, *rp = explain ? &R : NULL;
     const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
     const char *pol, *src;
-    mxp__select_policy(op->name, &pol, &src);
+    const char *op_name = mxp__op_name(op);
+    mxp__select_policy(op_name, &pol, &src);
     char policy[128];
     snprintf(policy, sizeof policy, "%s", pol);
-    rep(rp, "op '%s' on %s: policy '%s' (from %s)\n", op->name, dev, policy, src);
+    rep(rp, "op '%s' on %s: policy '%s' (from %s)\n", op_name, dev, policy, src);
     int tune = !strcmp(policy, "tune");
     int fixed = strcmp(policy, "auto") && !tune;
-    mxp__registry_rdlock();
-    int n = op->n_impls;
-    mxp_impl_entry **c = calloc((size_t)(n ? n : 1), sizeof *c);
-    int nc = 0;
-    if (c)
-        for (int i = 0; i < n; i++)
-            if (!strcmp(op->impls[i]->device, dev)) c[nc++] = op->impls[i];
-    mxp__registry_unlock();
-    if (!c) return mxp__error_oom("select");
+    mxp_impl_entry **c;
+    int nc;
+    int crc = mxp__registry_op_impls(op, dev, &c, &nc);
+    if (crc) return crc;
     qsort(c, (size_t)nc, sizeof *c, cmp_entry);
     char refusals[1024] = "";
     size_t roff = 0;
@@ -383,7 +311,8 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
             continue;
         }
         int lrc = mxp__pack_load(e->pack);
-        if (!lrc && e->op->pack && e->op->pack != e->pack) lrc = mxp__pack_load(e->op->pack);
+        mxp_pack *defining = mxp__registry_op_pack(op);
+        if (!lrc && defining && defining != e->pack) lrc = mxp__pack_load(defining);
         mxp_impl_ref *ref = NULL;
         if (!lrc) lrc = mxp__impl_ref_acquire(e, &ref);
         if (lrc) {
@@ -396,7 +325,7 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
             continue;
         }
         char reason[256];
-        int s = ask_supports(ref, q, reason, sizeof reason);
+        int s = mxp__opdef_supports(ref, q, reason, sizeof reason);
         if (s == 1 && tune) {
             rep(rp, "  %-12s rank %4d  pack %-14s  accepts: a tune candidate\n", e->name, e->rank, e->pack->man->name);
             acc[n_acc++] = ref;
@@ -438,74 +367,14 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
     }
     if (fixed && !found_fixed)
         return mxp__error(MXP_ENOENT, "op '%s': implementation '%s' (policy from %s) does not exist for device '%s'",
-                          op->name, policy, src, dev);
-    if (fixed && rc) return mxp__error(rc, "op '%s': implementation '%s' (policy from %s): %s", op->name, policy, src, refusals);
+                          op_name, policy, src, dev);
+    if (fixed && rc) return mxp__error(rc, "op '%s': implementation '%s' (policy from %s): %s", op_name, policy, src, refusals);
     if (fixed)
         return mxp__error(MXP_EUNSUPPORTED, "op '%s': implementation '%s' (policy from %s) cannot run this configuration: %s",
-                          op->name, policy, src, refusals);
-    if (!nc) return mxp__error(MXP_ENOENT, "op '%s': no implementation for device '%s'", op->name, dev);
+                          op_name, policy, src, refusals);
+    if (!nc) return mxp__error(MXP_ENOENT, "op '%s': no implementation for device '%s'", op_name, dev);
     return mxp__error(MXP_EUNSUPPORTED, "op '%s': no implementation for device '%s' accepts this configuration: %s",
-                      op->name, dev, refusals);
-}
-
-/* ------------------------------------------------------------ names */
-int mxp__op_list_names_def(const mxp_op_def *def, const void *params, int which, char (*names)[MXP_NAME_MAX],
-                           int capacity, int *out_count) {
-    *out_count = 0;
-    int (*fn)(mxp_list_names_args *) = which == 0 ? def->list_args : which == 1 ? def->list_outputs : def->list_aux;
-    if (fn) {
-        mxp_list_names_args a;
-        memset(&a, 0, sizeof a);
-        a.hdr = (mxp_header)MXP_HEADER(mxp_list_names_args);
-        a.params = params;
-        a.user_data = def->user_data;
-        a.names = names;
-        a.capacity = (uint32_t)(capacity > 0 ? capacity : 0);
-        int rc = fn(&a);
-        if (rc) return mxp__error_prefix(rc, "op '%s': listing names", def->name);
-        if ((int)a.count > capacity && capacity >= 0)
-            return mxp__error(MXP_EINVAL, "op '%s': %u names do not fit in %d", def->name, a.count, capacity);
-        *out_count = (int)a.count;
-        return MXP_OK;
-    }
-    const char *const *v = which == 0 ? def->arg_names : which == 1 ? def->output_names : def->aux_names;
-    static const char *const k_out[] = {"output", NULL};
-    if (which == 1 && !v) v = k_out;
-    int n = 0;
-    for (; v && v[n]; n++) {
-        if (n >= capacity) return mxp__error(MXP_EINVAL, "op '%s': more than %d names", def->name, capacity);
-        snprintf(names[n], MXP_NAME_MAX, "%s", v[n]);
-    }
-    *out_count = n;
-    return MXP_OK;
-}
-
-int mxp__op_params_new(const mxp_op_def *def, const char *const *keys, const char *const *vals, int n_kwargs,
-                       void **out) {
-    *out = NULL;
-    void *p = calloc(1, def->params_size ? def->params_size : 1);
-    if (!p) return mxp__error_oom("params");
-    char what[128];
-    snprintf(what, sizeof what, "op '%s'", def->name);
-    int rc = mxp__params_parse(def->params, def->n_params, keys, vals, (uint32_t)(n_kwargs > 0 ? n_kwargs : 0), p, what);
-    if (!rc && def->check_params) {
-        mxp_check_params_args a = {MXP_HEADER(mxp_check_params_args), p, def->user_data};
-        rc = def->check_params(&a);
-        if (rc) rc = mxp__error_prefix(rc, "op '%s'", def->name);
-    }
-    if (rc) {
-        mxp__params_free(def->params, def->n_params, p);
-        free(p);
-        return rc;
-    }
-    *out = p;
-    return MXP_OK;
-}
-
-void mxp__op_params_free(const mxp_op_def *def, void *params) {
-    if (!params) return;
-    mxp__params_free(def->params, def->n_params, params);
-    free(params);
+                      op_name, dev, refusals);
 }
 
 int mxp_op_list_names(const mxp_op *cop, int which, const char *const *keys, const char *const *vals, int n_kwargs,
@@ -513,52 +382,55 @@ int mxp_op_list_names(const mxp_op *cop, int which, const char *const *keys, con
     if (out_count) *out_count = 0;
     if (!cop || !out_count || (capacity > 0 && !names) || which < 0 || which > 2)
         return mxp__error(MXP_EMISUSE, "mxp_op_list_names: bad argument");
-    struct mxp_op *op = (struct mxp_op *)cop;
-    mxp_impl_ref *ref = NULL;
-    const mxp_op_def *def;
-    int rc = mxp__op_ensure_def(op, &def);
+    /* Hold the def (defining pack pinned) while we call into it. */
+    mxp__opdef od;
+    int rc = mxp__opdef_acquire_op((struct mxp_op *)cop, &od);
     if (rc) return rc;
-    /* Pin the defining pack while we call into it. */
-    if ((rc = mxp__pack_pin(op->pack))) return rc;
-    mxp__registry_rdlock();
-    def = op->def;
-    mxp__registry_unlock();
-    (void)ref;
-    if (!def) {
-        mxp__pack_unpin(op->pack);
-        return mxp__error(MXP_ENOENT, "op '%s': not loaded", op->name);
-    }
     void *params;
-    rc = mxp__op_params_new(def, keys, vals, n_kwargs, &params);
+    rc = mxp__op_params_new(od.def, keys, vals, n_kwargs, &params);
     if (!rc) {
-        rc = mxp__op_list_names_def(def, params, which, names, capacity, out_count);
-        mxp__op_params_free(def, params);
+        rc = mxp__op_list_names_def(od.def, params, which, names, capacity, out_count);
+        mxp__op_params_free(od.def, params);
     }
-    mxp__pack_unpin(op->pack);
+    mxp__opdef_release(&od);
     return rc;
 }
 
 /* ------------------------------------------------------------ explain */
+/* Parse "name=d1,d2,..." into the shape of the input so named. */
+static int explain_shape(const char *op, const char *spec, char (*names)[MXP_NAME_MAX], int n_in, mxp_shape *sh) {
+    const char *eq = spec ? strchr(spec, '=') : NULL;
+    if (!eq) return mxp__error(MXP_EINVAL, "explain: shape '%s' is not name=d1,d2,...", spec ? spec : "(null)");
+    int idx = -1;
+    for (int i = 0; i < n_in; i++)
+        if (strlen(names[i]) == (size_t)(eq - spec) && !strncmp(names[i], spec, (size_t)(eq - spec))) idx = i;
+    if (idx < 0) return mxp__error(MXP_EINVAL, "explain: op '%s' has no input named '%.*s'", op, (int)(eq - spec), spec);
+    mxp_shape *t = &sh[idx];
+    t->ndim = 0;
+    for (const char *p = eq + 1; *p && t->ndim < MXP_MAX_NDIM;) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p) break;
+        t->dims[t->ndim++] = v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return MXP_OK;
+}
+
 int mxp_op_explain(const char *op_name, const char *device, const char *const *shapes, int n_shapes,
                    const char *const *keys, const char *const *vals, int n_kwargs, char **out_report) {
     if (out_report) *out_report = NULL;
     if (!op_name || !out_report) return mxp__error(MXP_EMISUSE, "mxp_op_explain: NULL argument");
-    struct mxp_op *op = mxp__registry_find_op(op_name);
-    if (!op) return mxp__error(MXP_ENOENT, "op '%s': not registered", op_name);
-    const mxp_op_def *def;
-    int rc = mxp__op_ensure_def(op, &def);
+    mxp__opdef od;
+    int rc = mxp__opdef_acquire(op_name, &od);
     if (rc) return rc;
-    if ((rc = mxp__pack_pin(op->pack))) return rc;
-    mxp__registry_rdlock();
-    def = op->def;
-    mxp__registry_unlock();
+    const mxp_op_def *def = od.def;
     void *params = NULL;
     char (*names)[MXP_NAME_MAX] = calloc(3 * 64, MXP_NAME_MAX);
     mxp_shape *sh = calloc(3 * 64, sizeof *sh);
     int32_t *dt = calloc(3 * 64, sizeof *dt);
     int n_in = 0, n_out = 0, n_aux = 0;
-    if (!def) rc = mxp__error(MXP_ENOENT, "op '%s': not loaded", op->name);
-    else if (!names || !sh || !dt) rc = mxp__error_oom("explain");
+    if (!names || !sh || !dt) rc = mxp__error_oom("explain");
     if (!rc) rc = mxp__op_params_new(def, keys, vals, n_kwargs, &params);
     if (!rc) rc = mxp__op_list_names_def(def, params, 0, names, 64, &n_in);
     if (!rc) rc = mxp__op_list_names_def(def, params, 1, names + 64, 64, &n_out);
@@ -566,31 +438,12 @@ int mxp_op_explain(const char *op_name, const char *device, const char *const *s
     int shapes_known = 0;
     if (!rc) {
         for (int i = 0; i < 3 * 64; i++) { sh[i].ndim = -1; dt[i] = MXP_DTYPE_F32; }
-        for (int s = 0; s < n_shapes && !rc; s++) {
-            const char *eq = shapes[s] ? strchr(shapes[s], '=') : NULL;
-            if (!eq) { rc = mxp__error(MXP_EINVAL, "explain: shape '%s' is not name=d1,d2,...", shapes[s] ? shapes[s] : "(null)"); break; }
-            int idx = -1;
-            for (int i = 0; i < n_in; i++)
-                if (strlen(names[i]) == (size_t)(eq - shapes[s]) && !strncmp(names[i], shapes[s], (size_t)(eq - shapes[s]))) idx = i;
-            if (idx < 0) { rc = mxp__error(MXP_EINVAL, "explain: op '%s' has no input named '%.*s'", op->name, (int)(eq - shapes[s]), shapes[s]); break; }
-            mxp_shape *t = &sh[idx];
-            t->ndim = 0;
-            for (const char *p = eq + 1; *p && t->ndim < MXP_MAX_NDIM;) {
-                char *end;
-                long long v = strtoll(p, &end, 10);
-                if (end == p) break;
-                t->dims[t->ndim++] = v;
-                p = *end == ',' ? end + 1 : end;
-            }
-        }
+        for (int s = 0; s < n_shapes && !rc; s++) rc = explain_shape(od.name, shapes[s], names, n_in, sh);
         if (!rc) {
-            mxp_infer_shape_args ia;
-            memset(&ia, 0, sizeof ia);
-            ia.hdr = (mxp_header)MXP_HEADER(mxp_infer_shape_args);
-            ia.params = params; ia.user_data = def->user_data;
-            ia.n_in = (uint32_t)n_in; ia.n_out = (uint32_t)n_out; ia.n_aux = (uint32_t)n_aux;
-            ia.in = sh; ia.out = sh + 64; ia.aux = sh + 128;
-            int irc = def->infer_shape(&ia);
+            char who[MXP_NAME_MAX + 8];
+            snprintf(who, sizeof who, "op '%s'", od.name);
+            int irc = mxp__opdef_infer_shape(def, params, who, (uint32_t)n_in, (uint32_t)n_out, (uint32_t)n_aux, sh,
+                                             sh + 64, sh + 128);
             shapes_known = irc == MXP_OK;
             if (irc < 0 && irc != MXP_EINCOMPLETE) rc = irc;
         }
@@ -606,7 +459,7 @@ int mxp_op_explain(const char *op_name, const char *device, const char *const *s
         q.in_shapes = sh; q.out_shapes = sh + 64; q.aux_shapes = sh + 128;
         q.in_dtypes = dt; q.out_dtypes = dt + 64; q.aux_dtypes = dt + 128;
         mxp_impl_ref *ref = NULL;
-        int src = mxp__select_impl(op, &q, &ref, &rep_text);
+        int src = mxp__select_impl(od.op, &q, &ref, &rep_text);
         mxp__impl_ref_release(ref);
         report R = {0};
         rep(&R, "%s", rep_text ? rep_text : "");
@@ -615,8 +468,8 @@ int mxp_op_explain(const char *op_name, const char *device, const char *const *s
         free(rep_text);
         *out_report = R.buf ? R.buf : strdup("");
     }
-    if (def && params) mxp__op_params_free(def, params);
+    if (params) mxp__op_params_free(def, params);
     free(names); free(sh); free(dt);
-    mxp__pack_unpin(op->pack);
+    mxp__opdef_release(&od);
     return rc;
 }

@@ -9,8 +9,10 @@
  * canonically (mxp__params_format, all of the schema, defaults included)
  * and the dtypes and shapes of inputs, outputs and aux states — and looks
  * it up in the cache.  On a miss it times each candidate on the calling
- * thread, synchronously, without the engine: workspace + create once, then
- * forward on scratch tensors of the node's shapes (inputs uniform in
+ * thread, synchronously, without the engine, through the production path
+ * of opdef.h: an instance (workspace + create) as a node binds one, then
+ * mxp__inst_run — the ctx, parallel_for and args the engine's runs get —
+ * on scratch tensors of the node's shapes (inputs uniform in
  * [0, 1), aux 1.0), one warm-up and TUNE_RUNS timed runs (more for a
  * fast configuration, fewer for a slow one), median, in
  * TUNE_PASSES passes over the candidates (alternating order; the lowest
@@ -37,9 +39,7 @@
  * Thread-safe: one mutex guards the table and the file; timing runs
  * outside it (two threads may time the same signature; both results agree
  * in kind and the later write wins). */
-#include "plugin/plugin.h"
-
-#include "engine/parallel.h"
+#include "plugin/opdef.h"
 
 #include <mxplug/engine.h>
 
@@ -409,12 +409,12 @@ static void add_tensors(mxp__strbuf *s, const char *what, uint32_t n, const mxp_
     }
 }
 
-static char *make_signature(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *const *refs, int n) {
+static char *make_signature(const char *op_name, const mxp_select_query *q, mxp_impl_ref *const *refs, int n) {
     mxp__strbuf s = {0};
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
-    mxp__strbuf_addf(&s, "%s|%s:%d|train=%d|threads=%d|cpu=%s|packs=", op->name, dev, (int)q->device.id, q->is_train ? 1 : 0,
+    mxp__strbuf_addf(&s, "%s|%s:%d|train=%d|threads=%d|cpu=%s|packs=", op_name, dev, (int)q->device.id, q->is_train ? 1 : 0,
            mxp_num_threads(), cpu);
     const mxp_pack *seen[65];
     int n_seen = 0;
@@ -464,25 +464,6 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int ctx_parallel_for(const mxp_op_ctx *ctx, int64_t n, int64_t grain, mxp_range_fn fn, void *arg) {
-    (void)ctx;
-    return mxp__parallel_for(n, grain, fn, arg);
-}
-
-static void fill_query(mxp_impl_query_args *a, const mxp_impl_ref *ref, const mxp_select_query *q,
-                       const mxp_op_params *rec) {
-    memset(a, 0, sizeof *a);
-    a->hdr = (mxp_header)MXP_HEADER(mxp_impl_query_args);
-    a->params = q->params;
-    a->op_params = rec;
-    a->user_data = ref->impl->user_data;
-    a->device = q->device;
-    a->n_in = q->n_in; a->n_out = q->n_out; a->n_aux = q->n_aux;
-    a->is_train = q->is_train;
-    a->in_shapes = q->in_shapes; a->out_shapes = q->out_shapes; a->aux_shapes = q->aux_shapes;
-    a->in_dtypes = q->in_dtypes; a->out_dtypes = q->out_dtypes; a->aux_dtypes = q->aux_dtypes;
-}
-
 static void fill_values(void *p, int32_t dt, int64_t n, double constant, uint64_t seed) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (int64_t i = 0; i < n; i++) {
@@ -498,22 +479,26 @@ static void fill_values(void *p, int32_t dt, int64_t n, double constant, uint64_
     }
 }
 
-/* Median forward time of one candidate in ms (MXP_OK), or an error. */
-static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms) {
+/* Median forward (training: forward + backward) time of one candidate in
+ * ms (MXP_OK), or an error.  The instance and the runs are the node
+ * runtime's (opdef.h); only the tensors are scratch. */
+static int time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms) {
     *out_ms = 0;
-    const mxp_op_impl *impl = ref->impl;
-    if (impl->flags & MXP_IMPL_ASYNC) return mxp__error(MXP_EUNSUPPORTED, "asynchronous impl: not timed");
-    uint32_t nt = q->n_in + q->n_out + q->n_aux;
+    mxp__inst *inst = NULL;
+    int rc = mxp__inst_create(mxp__impl_ref_retain(ref), q, (void *)q->params, 0, &inst);
+    if (rc) return rc;
+    if (mxp__inst_is_async(inst)) {
+        mxp__inst_release(inst);
+        return mxp__error(MXP_EUNSUPPORTED, "asynchronous impl: not timed");
+    }
+    const mxp_op_def *def = mxp__inst_def(inst);
+    uint32_t n_in = q->n_in, n_out = q->n_out, n_aux = q->n_aux, nt = n_in + n_out + n_aux;
     mxp_tensor *t = calloc((size_t)nt + 1, sizeof *t);
-    int32_t *req = calloc((size_t)q->n_out + 1, sizeof *req);
-    int rc = t && req ? MXP_OK : mxp__error_oom("tune");
+    int32_t *req = calloc((size_t)n_out + 1, sizeof *req);
+    if (!t || !req) rc = mxp__error_oom("tune");
     for (uint32_t i = 0; i < nt && !rc; i++) {
-        const mxp_shape *sh = i < q->n_in ? &q->in_shapes[i]
-                              : i < q->n_in + q->n_out ? &q->out_shapes[i - q->n_in]
-                                                       : &q->aux_shapes[i - q->n_in - q->n_out];
-        int32_t dt = i < q->n_in ? q->in_dtypes[i]
-                     : i < q->n_in + q->n_out ? q->out_dtypes[i - q->n_in]
-                                              : q->aux_dtypes[i - q->n_in - q->n_out];
+        const mxp_shape *sh = &inst->shapes[i];
+        int32_t dt = inst->dtypes[i];
         int64_t numel = 1;
         for (int k = 0; k < sh->ndim; k++) numel *= sh->dims[k];
         size_t es = mxp_dtype_size(dt);
@@ -532,98 +517,64 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
         t[i].shape = sh->dims;
         t[i].device = q->device;
         t[i].version = 1;
-        if (i < q->n_in) fill_values(t[i].data, dt, numel, -1, i + 1);
-        else if (i >= q->n_in + q->n_out) fill_values(t[i].data, dt, numel, 1.0, 0);
+        if (i < n_in) fill_values(t[i].data, dt, numel, -1, i + 1);
+        else if (i >= n_in + n_out) fill_values(t[i].data, dt, numel, 1.0, 0);
     }
-    for (uint32_t i = 0; i < q->n_out && req; i++) req[i] = MXP_REQ_WRITE;
+    for (uint32_t i = 0; i < n_out && req; i++) req[i] = MXP_REQ_WRITE;
     /* Training signature: time forward + backward (all gradients), since
-     * that is what a training step pays for. */
-    int bwd = q->is_train && impl->backward && !(ref->def->flags & MXP_OP_NO_GRADIENT);
-    mxp_tensor *g = bwd && !rc ? calloc((size_t)(q->n_out + q->n_in) + 1, sizeof *g) : NULL;
-    int32_t *breq = bwd && !rc ? calloc((size_t)q->n_in + 1, sizeof *breq) : NULL;
-    if (bwd && !rc && (!g || !breq)) rc = mxp__error_oom("tune");
-    for (uint32_t i = 0; bwd && !rc && i < q->n_out + q->n_in; i++) {
-        const mxp_tensor *like = i < q->n_out ? &t[q->n_in + i] : &t[i - q->n_out];
+     * that is what a training step pays for.  Backward's tensors are laid
+     * out as the node runtime's: [out_grad | in | out | in_grad | aux]. */
+    int bwd = q->is_train && mxp__inst_has_backward(inst) && !(def->flags & MXP_OP_NO_GRADIENT);
+    uint32_t nb = 2 * n_out + 2 * n_in + n_aux;
+    mxp_tensor *bt = bwd && !rc ? calloc((size_t)nb + 1, sizeof *bt) : NULL;
+    int32_t *breq = bwd && !rc ? calloc((size_t)n_in + 1, sizeof *breq) : NULL;
+    if (bwd && !rc && (!bt || !breq)) rc = mxp__error_oom("tune");
+    for (uint32_t i = 0; bwd && !rc && i < n_in + n_out; i++) bt[n_out + i] = t[i]; /* in | out */
+    for (uint32_t i = 0; bwd && !rc && i < n_aux; i++) bt[2 * n_out + 2 * n_in + i] = t[n_in + n_out + i];
+    for (uint32_t i = 0; bwd && !rc && i < n_out + n_in; i++) {
+        /* out_grad[i] like output i; in_grad[i] like input i. */
+        const mxp_tensor *like = i < n_out ? &t[n_in + i] : &t[i - n_out];
+        mxp_tensor *g = i < n_out ? &bt[i] : &bt[2 * n_out + n_in + (i - n_out)];
         size_t bytes = (size_t)mxp_tensor_numel(like) * mxp_dtype_size(like->dtype);
-        g[i] = *like;
-        if (!(g[i].data = calloc(bytes + 64, 1))) rc = mxp__error_oom("tune scratch");
-        else if (i < q->n_out) fill_values(g[i].data, like->dtype, mxp_tensor_numel(like), -1, 100 + i);
+        *g = *like;
+        if (!(g->data = calloc(bytes + 64, 1))) rc = mxp__error_oom("tune scratch");
+        else if (i < n_out) fill_values(g->data, like->dtype, mxp_tensor_numel(like), -1, 100 + i);
     }
-    for (uint32_t i = 0; breq && i < q->n_in; i++) breq[i] = MXP_REQ_WRITE;
-    mxp_impl_query_args qa;
-    mxp_op_params rec;
-    mxp__op_params_record(ref->def, q->params, &rec);
-    uint64_t ws_bytes = 0;
-    void *state = NULL, *ws = NULL;
-    if (!rc && impl->workspace) {
-        fill_query(&qa, ref, q, &rec);
-        rc = impl->workspace(&qa);
-        ws_bytes = qa.workspace_bytes;
-    }
+    for (uint32_t i = 0; breq && i < n_in; i++) breq[i] = MXP_REQ_WRITE;
+    void *ws = NULL;
+    uint64_t ws_bytes = inst->workspace_bytes;
     if (!rc && ws_bytes && !(ws = aligned_alloc(64, (ws_bytes + 63) / 64 * 64))) rc = mxp__error_oom("tune workspace");
-    if (!rc && impl->create) {
-        fill_query(&qa, ref, q, &rec);
-        rc = impl->create(&qa);
-        state = qa.state;
-    }
     mxp_rng rng;
     memset(&rng, 0, sizeof rng);
     int has_rng = 0;
-    if (!rc && (ref->def->resources & MXP_RESOURCE_RANDOM)) {
+    if (!rc && (def->resources & MXP_RESOURCE_RANDOM)) {
         rc = mxp__rng_reserve(q->device, 1u << 20, &rng.stream);
         has_rng = !rc;
     }
     double times[TUNE_MAX_RUNS];
     int runs = 0;
     if (!rc) {
-        mxp_op_ctx c;
-        memset(&c, 0, sizeof c);
-        c.hdr = (mxp_header)MXP_HEADER(mxp_op_ctx);
-        c.device = q->device;
-        c.is_train = q->is_train;
-        c.workspace = ws;
-        c.workspace_bytes = ws_bytes;
-        c.rng = has_rng ? &rng : NULL;
-        c.parallel_for = ctx_parallel_for;
-        c.host = mxp__host_table();
-        mxp_forward_args fa;
-        memset(&fa, 0, sizeof fa);
-        fa.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
-        fa.ctx = &c;
-        fa.params = q->params;
-        fa.op_params = &rec;
-        fa.state = state;
-        fa.user_data = impl->user_data;
-        fa.n_in = q->n_in; fa.n_out = q->n_out; fa.n_aux = q->n_aux;
-        fa.in = t; fa.out = t + q->n_in; fa.aux = t + q->n_in + q->n_out;
-        fa.req = req;
+        mxp__run fr = {.is_train = q->is_train ? 1 : 0,
+                       .dev = q->device,
+                       .t = t,
+                       .req = req,
+                       .ws = ws,
+                       .ws_bytes = ws_bytes,
+                       .rng = has_rng ? &rng : NULL,
+                       .label = op_name};
+        mxp__run br = fr;
+        br.backward = 1;
+        br.t = bt;
+        br.req = breq;
+        mxp_op_ctx ctx;
         int total = 1 + TUNE_RUNS;
         for (int r = 0; r < total && !rc; r++) {
             double t0 = now_ms();
-            mxp__error_clear();
-            rc = impl->forward(&fa);
-            if (!rc && bwd) {
-                mxp_backward_args ba;
-                memset(&ba, 0, sizeof ba);
-                ba.hdr = (mxp_header)MXP_HEADER(mxp_backward_args);
-                ba.ctx = &c;
-                ba.params = q->params;
-                ba.op_params = &rec;
-                ba.state = state;
-                ba.user_data = impl->user_data;
-                ba.n_in = q->n_in; ba.n_out = q->n_out; ba.n_aux = q->n_aux;
-                ba.out_grad = g; ba.in = t; ba.out = t + q->n_in; ba.in_grad = g + q->n_out;
-                ba.aux = t + q->n_in + q->n_out;
-                ba.req = breq;
-                rc = impl->backward(&ba);
-            }
+            rc = mxp__inst_run(inst, &fr, &ctx);
+            if (!rc && bwd) rc = mxp__inst_run(inst, &br, &ctx);
             double dt = now_ms() - t0;
             atomic_fetch_add(&g_timing_runs, 1);
-            if (rc) {
-                if (rc > 0) rc = MXP_EPLUGIN;
-                if (!mxp_last_error()[0]) mxp__error(rc, "forward failed (%s)", mxp_status_str(rc));
-                break;
-            }
+            if (rc) break;
             if (r == 0) {
                 /* A slow configuration: fewer runs keep tuning bounded. */
                 if (dt > 500) total = 2;
@@ -635,13 +586,11 @@ static int time_one(const mxp_impl_ref *ref, const mxp_select_query *q, double *
             times[runs++] = dt;
         }
     }
-    if (state && impl->destroy) {
-        mxp_destroy_args da = {MXP_HEADER(mxp_destroy_args), state, impl->user_data};
-        impl->destroy(&da);
-    }
+    mxp__inst_release(inst);
     free(ws);
-    for (uint32_t i = 0; g && i < q->n_out + q->n_in; i++) free(g[i].data);
-    free(g);
+    for (uint32_t i = 0; bt && i < n_out; i++) free(bt[i].data);
+    for (uint32_t i = 0; bt && i < n_in; i++) free(bt[2 * n_out + n_in + i].data);
+    free(bt);
     free(breq);
     for (uint32_t i = 0; t && i < nt; i++) free(t[i].data);
     free(t);
@@ -666,9 +615,10 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
                    char **out_note) {
     *out_index = 0;
     if (out_note) *out_note = NULL;
+    const char *op_name = mxp__op_name(op);
     if (n <= 0) return mxp__error(MXP_EINVAL, "tune: no candidates");
     mxp__strbuf note = {0};
-    char *sig = make_signature(op, q, refs, n);
+    char *sig = make_signature(op_name, q, refs, n);
     if (!sig) return mxp__error_oom("tune signature");
     char path[1024] = "";
     if (mxp__tune_cache_path(path, sizeof path)) snprintf(path, sizeof path, "(no cache: XDG_CACHE_HOME and HOME unset)");
@@ -687,7 +637,7 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     }
     pthread_mutex_unlock(&g_tune_mu);
     if (idx >= 0) {
-        MXP_LOGD("plugin", "op '%s': tune cache hit: %s", op->name, refs[idx]->entry->name);
+        MXP_LOGD("plugin", "op '%s': tune cache hit: %s", op_name, refs[idx]->entry->name);
         *out_index = idx;
         free(sig);
         if (out_note) *out_note = note.buf; else free(note.buf);
@@ -707,7 +657,7 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     }
     /* Time every candidate. */
     tune_entry e = {0};
-    e.op = op->name;
+    e.op = (char *)op_name;
     e.sig = sig;
     e.names = calloc((size_t)n, sizeof *e.names);
     e.ms = calloc((size_t)n, sizeof *e.ms);
@@ -731,9 +681,9 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
             int i = pass % 2 ? n - 1 - k : k;
             if (pass > 0 && ms[i] < 0) continue; /* failed before */
             double t;
-            int trc = time_one(refs[i], q, &t);
+            int trc = time_one(op_name, refs[i], q, &t);
             if (trc) {
-                MXP_LOGW("plugin", "op '%s': tune could not time impl '%s': %s", op->name, refs[i]->entry->name,
+                MXP_LOGW("plugin", "op '%s': tune could not time impl '%s': %s", op_name, refs[i]->entry->name,
                          mxp_last_error());
                 mxp__strbuf_addf(&failed, "; '%s' not timed: %s", refs[i]->entry->name, mxp_last_error());
                 ms[i] = -1;
@@ -770,9 +720,9 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
         mxp__strbuf_addf(&note, ")%s%s%s", q->is_train ? "; runs are forward+backward (training)" : "",
                failed.buf ? failed.buf : "", wrc ? "; not saved: " : "; saved to ");
         mxp__strbuf_addf(&note, "%s", wrc ? mxp_last_error() : path);
-        if (wrc) MXP_LOGW("plugin", "op '%s': tune result not saved: %s", op->name, mxp_last_error());
+        if (wrc) MXP_LOGW("plugin", "op '%s': tune result not saved: %s", op_name, mxp_last_error());
         mxp__error_clear();
-        MXP_LOGI("plugin", "op '%s': tune chose '%s'", op->name, e.choice);
+        MXP_LOGI("plugin", "op '%s': tune chose '%s'", op_name, e.choice);
     }
     free(failed.buf);
     free(e.names);

@@ -9,7 +9,7 @@
  * Timing values themselves are never asserted. */
 #include "plugin_test_util.h"
 
-#include "plugin/plugin.h"
+#include "plugin/opdef.h"
 
 #include <sys/stat.h>
 
