@@ -31,7 +31,10 @@ typedef struct mxp_op mxp_op;
  * only when no manifest could be read at all and one was named explicitly. */
 MXP_API int mxp_registry_init(void);
 
-/* Unload every pack (fini, no dlclose at exit) and forget all manifests. */
+/* Wait for every function queued on the engine to complete (their errors
+ * stay for a later wait), then unload every pack (fini, no dlclose at exit)
+ * and forget all manifests.  Called from inside an engine function it does
+ * nothing but log an error (MXP_EBUSY: waiting there would deadlock). */
 MXP_API void mxp_registry_shutdown(void);
 
 /* Changes whenever an implementation choice may change (policy set, pack

@@ -211,6 +211,25 @@ static void engine_free(eng_engine *e) {
     free(e);
 }
 
+/* Wait until every pushed function has completed, without raising or
+ * clearing the errors they recorded (a later wait still reports them).
+ * Used before code or records that queued work may run are freed
+ * (registry shutdown) and on the error paths of calls that push. */
+int mxp__engine_drain(void) {
+    if (eng_in_function())
+        return mxp__error(MXP_EBUSY, "engine: cannot wait for queued work from inside an engine function");
+    pthread_mutex_lock(&g_mu);
+    eng_engine *e = atomic_load(&g_engine);
+    if (e) wait_idle(e);
+    pthread_mutex_unlock(&g_mu);
+    return MXP_OK;
+}
+
+int64_t mxp__engine_in_flight(void) {
+    eng_engine *e = atomic_load_explicit(&g_engine, memory_order_acquire);
+    return e ? atomic_load(&e->pushed) - atomic_load(&e->completed) : 0;
+}
+
 void mxp_engine_shutdown(void) {
     if (eng_in_function()) {
         MXP_LOGE("engine", "mxp_engine_shutdown called from inside an engine function; ignored");

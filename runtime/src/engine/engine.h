@@ -46,4 +46,12 @@ void mxp__engine_run_worker_init(void);
  * about to be) overwritten since.  Autograd checks recorded inputs with it. */
 uint64_t mxp__engine_var_writes_pushed(const mxp_var *v);
 
+/* Wait until every function pushed so far (and any pushed meanwhile) has
+ * completed; errors they recorded stay for a later wait to report.
+ * MXP_EBUSY from inside an engine function (waiting there would deadlock). */
+int mxp__engine_drain(void);
+
+/* Functions pushed and not yet completed (0 when no engine exists). */
+int64_t mxp__engine_in_flight(void);
+
 #endif /* MXP_ENGINE_ENGINE_H */

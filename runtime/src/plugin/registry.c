@@ -10,6 +10,7 @@
  * changes whenever an implementation choice may change.
  * Not here: loading (loader.c), choosing (select.c), reload (reload.c). */
 #include "plugin/opdef.h"
+#include "engine/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +383,14 @@ int mxp_registry_init(void) {
 }
 
 void mxp_registry_shutdown(void) {
+    /* Queued engine work runs pack code and reads impl records: let it all
+     * finish before fini and the frees below (issue 12: a fit that failed
+     * with initializers still queued crashed here).  From inside an engine
+     * function the wait would deadlock, so shutdown is refused. */
+    if (mxp__engine_drain()) {
+        MXP_LOGE("plugin", "mxp_registry_shutdown: %s; registry left as it is", mxp_last_error());
+        return;
+    }
     pthread_mutex_lock(&g_init_lock);
     if (!atomic_load(&g_init_done)) {
         pthread_mutex_unlock(&g_init_lock);

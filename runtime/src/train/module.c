@@ -18,6 +18,7 @@
  * RNG position; the iterator is set to each epoch explicitly, so epoch e
  * sees the order of (seed, e) whether or not the run was interrupted. */
 #include "train/train.h"
+#include "engine/engine.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,6 +51,19 @@ struct mxp_module {
 };
 
 static const mxp_device cpu0 = {MXP_DEV_CPU, 0};
+
+/* On an error return of a call that pushed work (fit, score, predict):
+ * wait for everything queued, so the caller may free the module, its
+ * iterators or the registry at once; the call's own message is kept. */
+static int drained(int rc) {
+    if (rc) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mxp_last_error());
+        mxp__engine_drain();
+        mxp__error(rc, "%s", msg);
+    }
+    return rc;
+}
 
 static char **copy_names(int n, const char *const *src) {
     char **d = calloc((size_t)n + 1, sizeof *d);
@@ -355,7 +369,7 @@ static int infer_loop(mxp_module *m, mxp_iter *it, batch_fn fn, void *ctx) {
             (rc = output0(m->infer_ex, &out)) || (rc = fn(ctx, out, it)))
             break;
     }
-    return rc;
+    return drained(rc);
 }
 
 static int score_batch(void *ctx, mxp_ndarray *out, mxp_iter *it) {
@@ -480,7 +494,17 @@ static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
     return rc;
 }
 
+static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *o);
+
+/* Every error return leaves nothing queued behind it: initializers, copies
+ * and updates pushed before the failure are waited for (their own errors
+ * stay for a later wait), so a caller may free the module, the iterators or
+ * the registry right away. */
 int mxp_module_fit(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *o) {
+    return drained(fit_epochs(m, train, val, o));
+}
+
+static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *o) {
     if (!m || !train || !o) return mxp__error(MXP_EINVAL, "mxp_module_fit: NULL argument");
     if (o->begin_epoch < 0 || o->num_epoch < o->begin_epoch)
         return mxp__error(MXP_EINVAL, "mxp_module_fit: epochs [%d, %d) are not a range", o->begin_epoch, o->num_epoch);
