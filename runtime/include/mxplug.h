@@ -26,5 +26,6 @@
 #include <mxplug/train.h>    /* initializers, optimizers, metrics, checkpoints */
 #include <mxplug/kvstore.h>  /* KVStore: push/pull, local and distributed */
 #include <mxplug/autograd.h> /* imperative autograd: record, backward      */
+#include <mxplug/fileio.h>   /* regular-file reads, atomic writes, checked sizes */
 
 #endif /* MXPLUG_H */

@@ -21,6 +21,7 @@
  * Public API only. */
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,13 +176,17 @@ static double flops(const char *op, const mxp_shape *is, const mxp_shape *os) {
 }
 
 /* ------------------------------------------------------------ arrays */
+enum { STAGING_OOM = 1 }; /* make_array: its staging buffer failed; reported */
 static int make_array(const mxp_shape *s, int dtype, mxp_device dev, const double *vals, mxp_ndarray **out) {
     int rc = mxp_ndarray_create(s->dims, s->ndim, dtype, dev, out);
     if (rc) return rc;
     int64_t n = numel(s);
     size_t es = dtype == MXP_DTYPE_F64 ? 8 : 4;
     void *buf = malloc((size_t)n * es + 1);
-    if (!buf) return MXP_ENOMEM;
+    if (!buf) {
+        cli_err("out of memory for a %lld-element staging buffer", (long long)n);
+        return STAGING_OOM;
+    }
     for (int64_t i = 0; i < n; i++) {
         if (dtype == MXP_DTYPE_F64) ((double *)buf)[i] = vals[i];
         else ((float *)buf)[i] = (float)vals[i];
@@ -315,15 +320,27 @@ int cmd_bench(int argc, char **argv) {
         snprintf(namebuf[s], sizeof namebuf[s], "%.*s", (int)(eq - c.shape_args[s]), c.shape_args[s]);
         known_names[s] = namebuf[s];
         known[s].ndim = 0;
-        for (const char *p = eq + 1; *p && known[s].ndim < MXP_MAX_NDIM;) {
+        for (const char *p = eq + 1; *p;) {
             char *e;
+            errno = 0;
             long long v = strtoll(p, &e, 10);
-            if (e == p) {
-                status = cli_usage_error("bench", "bad shape '%s'", c.shape_args[s]);
+            if (e == p || v < 0 || errno == ERANGE || (*e && *e != ',')) {
+                status = cli_usage_error("bench", "bad shape '%s': dimensions are integers >= 0 separated by ','",
+                                         c.shape_args[s]);
+                goto done;
+            }
+            if (known[s].ndim == MXP_MAX_NDIM) {
+                status = cli_usage_error("bench", "shape '%s': more than %d dimensions", c.shape_args[s],
+                                         MXP_MAX_NDIM);
                 goto done;
             }
             known[s].dims[known[s].ndim++] = v;
             p = *e == ',' ? e + 1 : e;
+        }
+        /* Every buffer below holds n doubles (+8): refuse sizes that overflow. */
+        if (mxp_size_of_shape(c.shape_args[s], known[s].dims, known[s].ndim, sizeof(double), 8, NULL, NULL)) {
+            status = cli_usage_error("bench", "--shape %s", mxp_last_error());
+            goto done;
         }
     }
     rc = mxp_symbol_infer_shape(sym, c.n_shapes, known_names, known, &n_args, &as, &n_outs, &os, &n_aux, &xs,
@@ -333,13 +350,22 @@ int cmd_bench(int argc, char **argv) {
         cli_err("op '%s': shapes are incomplete with the given --shape (inputs: %d, aux: %d)", c.op, n_in, n_ax);
         goto done;
     }
+    for (int i = 0; i < n_in + n_ax + 1; i++) { /* inferred shapes, output 0 too */
+        const mxp_shape *s = i < n_in ? &as[i] : i < n_in + n_ax ? &xs[i - n_in] : &os[0];
+        if ((rc = mxp_size_of_shape(i < n_in + n_ax ? arg_names[i] : "output 0", s->dims, s->ndim, sizeof(double),
+                                    8, NULL, NULL)))
+            goto symfail;
+    }
     /* Inputs: same values for every impl (and the reference). */
     uint64_t seed = 0x243F6A8885A308D3ull;
     for (int i = 0; i < n_in + n_ax; i++) {
         const mxp_shape *s = i < n_in ? &as[i] : &xs[i - n_in];
         int64_t n = numel(s);
         vin[i] = malloc((size_t)n * sizeof(double) + 8);
-        if (!vin[i]) goto done;
+        if (!vin[i]) {
+            cli_err("op '%s': input '%s': out of memory for %lld float64 values", c.op, arg_names[i], (long long)n);
+            goto done;
+        }
         for (int64_t k = 0; k < n; k++) {
             seed ^= seed << 13;
             seed ^= seed >> 7;
@@ -347,13 +373,19 @@ int cmd_bench(int argc, char **argv) {
             /* Through float32 so the reference sees what the impls see. */
             vin[i][k] = i < n_in ? (double)(float)((double)(seed >> 11) / 9007199254740992.0 - 0.5) : 1.0;
         }
-        if ((rc = make_array(s, MXP_DTYPE_F32, c.dev, vin[i], i < n_in ? &in32[i] : &aux32[i - n_in]))) goto symfail;
+        if ((rc = make_array(s, MXP_DTYPE_F32, c.dev, vin[i], i < n_in ? &in32[i] : &aux32[i - n_in]))) {
+            if (rc == STAGING_OOM) goto done; /* reported */
+            goto symfail;
+        }
     }
     int64_t ny = numel(&os[0]);
     yref = malloc((size_t)ny * sizeof *yref + 8);
     y = malloc((size_t)ny * sizeof *y + 8);
     times = malloc((size_t)c.repeat * sizeof *times);
-    if (!yref || !y || !times) goto done;
+    if (!yref || !y || !times) {
+        cli_err("op '%s': out of memory for %lld output values", c.op, (long long)ny);
+        goto done;
+    }
     /* Reference. */
     const char *ref_what = NULL;
     if (!strcmp(c.op, "Convolution") && ref_conv(&c, vin, as, n_in, &os[0], yref))

@@ -72,11 +72,9 @@ int cmd_check(int argc, char **argv) {
         else return cli_usage_error("check", "one MANIFEST only");
     }
     if (manifest) {
-        FILE *f = fopen(manifest, "r");
-        if (!f) {
-            cli_err("cannot read manifest '%s'", manifest);
-            return CLI_FAIL;
-        }
+        FILE *f = NULL;
+        int orc = mxp_file_open_read(manifest, "manifest", 0, &f, NULL);
+        if (orc) return cli_fail(orc, "check");
         fclose(f);
         setenv("MXP_MANIFEST", manifest, 1);
         unsetenv("MXP_PLUGIN_PATH");

@@ -30,6 +30,11 @@ int mxp__loader_open(const char *path, const char *name_expect, void **out_handl
     struct stat st;
     if (stat(path, &st) != 0)
         return mxp__error(MXP_ENOENT, "pack '%s' (%s): library not found", who, path);
+    /* dlopen of a FIFO blocks forever; of a device, reads it. */
+    if (!S_ISREG(st.st_mode)) {
+        int rc = mxp_file_check_regular(path, "library", 0, NULL);
+        return mxp__error_prefix(rc ? rc : MXP_EIO, "pack '%s'", who);
+    }
     dlerror();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
@@ -125,7 +130,9 @@ static int load_locked(mxp_pack *p) {
     if (p->man->sha256) {
         char hex[65];
         int rc = mxp__sha256_file(lib, hex);
-        if (rc) return fail(p, mxp__error(MXP_ENOENT, "pack '%s' (%s): library not found (sha256 check)", name, lib));
+        if (rc == MXP_ENOENT)
+            return fail(p, mxp__error(MXP_ENOENT, "pack '%s' (%s): library not found (sha256 check)", name, lib));
+        if (rc) return fail(p, mxp__error_prefix(rc, "pack '%s' (sha256 check)", name));
         if (strcmp(hex, p->man->sha256))
             return fail(p, mxp__error(MXP_EPLUGIN, "pack '%s' (%s): sha256 mismatch: manifest says %s, file is %s",
                                       name, lib, p->man->sha256, hex));

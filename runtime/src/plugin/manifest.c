@@ -394,23 +394,25 @@ int mxp__manifest_parse_mem(const char *buf, size_t len, const char *name, mxp_m
 int mxp__manifest_parse_file(const char *path, mxp_manifest **out) {
     if (out) *out = NULL;
     if (!path || !out) return mxp__error(MXP_EMISUSE, "mxp__manifest_parse_file: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return mxp__error(MXP_EIO, "manifest '%s': cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += n;
-        if (len == cap) {
-            char *nb = cap > (64u << 20) ? NULL : realloc(buf, cap * 2);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap *= 2;
-        }
+    /* A regular file of at most 64 MiB (a FIFO or device would hang the
+     * read), read into a buffer of exactly its size. */
+    FILE *f = NULL;
+    uint64_t size = 0;
+    int rc = mxp_file_open_read(path, "manifest", 64u << 20, &f, &size);
+    if (rc) return rc;
+    char *buf = malloc((size_t)size + 1);
+    if (!buf) {
+        fclose(f);
+        return mxp__error(MXP_ENOMEM, "manifest '%s': out of memory for %llu bytes", path, (unsigned long long)size);
     }
+    size_t len = fread(buf, 1, (size_t)size, f);
+    int bad = ferror(f);
     fclose(f);
-    if (!buf) return mxp__error(MXP_ENOMEM, "manifest '%s': too large or out of memory", path);
-    int rc = mxp__manifest_parse_mem(buf, len, path, out);
+    if (bad || len != size) {
+        free(buf);
+        return mxp__error(MXP_EIO, "manifest '%s': read %zu of %llu bytes", path, len, (unsigned long long)size);
+    }
+    rc = mxp__manifest_parse_mem(buf, len, path, out);
     free(buf);
     return rc;
 }

@@ -87,8 +87,10 @@ void mxp__sha256_final(mxp_sha256 *s, uint8_t out[32]) {
 
 int mxp__sha256_file(const char *path, char hex[65]) {
     hex[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) return mxp__error(MXP_EIO, "cannot read '%s' for sha256", path);
+    /* Only a regular file: /dev/zero would hash forever, a FIFO block. */
+    FILE *f = NULL;
+    int rc = mxp_file_open_read(path, "library to hash (sha256)", 0, &f, NULL);
+    if (rc) return rc;
     mxp_sha256 s;
     mxp__sha256_init(&s);
     uint8_t buf[65536];
