@@ -20,6 +20,11 @@ static void manifest_help(FILE *f) {
           "  -h, --help  this help\n", f);
 }
 
+static int put_yaml(FILE *f, void *text) {
+    fputs(text, f);
+    return MXP_OK;
+}
+
 int cmd_manifest(int argc, char **argv) {
     const char *sub = NULL, *lib = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
@@ -48,14 +53,10 @@ int cmd_manifest(int argc, char **argv) {
     if (!out) {
         fputs(yaml ? yaml : "", stdout);
     } else {
-        size_t n = strlen(out) + 5;
-        char *tmp = malloc(n);
-        FILE *f = tmp ? (snprintf(tmp, n, "%s.tmp", out), fopen(tmp, "w")) : NULL;
-        if (!f || fputs(yaml ? yaml : "", f) < 0 || fclose(f) != 0 || rename(tmp, out) != 0) {
-            cli_err("cannot write '%s'", out);
+        if ((rc = mxp_file_write_atomic(out, "manifest entry", put_yaml, yaml ? yaml : (char *)""))) {
+            cli_fail(rc, "manifest gen");
             status = CLI_FAIL;
         }
-        free(tmp);
     }
     free(yaml);
     return status;

@@ -10,6 +10,8 @@
  * buffer.  Invariant: on failure *out is cleared and nothing is leaked. */
 #include "npy.h"
 
+#include <mxplug.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -206,29 +208,16 @@ int npy_parse(const void *buf, size_t len, npy_array *out, char *err, size_t cap
 
 int npy_load(const char *path, npy_array *out, char *err, size_t cap) {
     if (out) memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, cap, MXP_EIO, "cannot open '%s': %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, capb = 0;
-    int rc = MXP_OK;
-    for (;;) {
-        if (n == capb) {
-            size_t nc = capb ? capb * 2 : 1 << 16;
-            char *nb = realloc(buf, nc);
-            if (!nb) {
-                rc = fail(err, cap, MXP_ENOMEM, "out of memory reading '%s'", path);
-                break;
-            }
-            buf = nb;
-            capb = nc;
-        }
-        size_t got = fread(buf + n, 1, capb - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) rc = fail(err, cap, MXP_EIO, "reading '%s': %s", path, strerror(errno));
-            break;
-        }
-    }
+    /* A regular file only (a FIFO would block), read into exactly its size. */
+    FILE *f = NULL;
+    uint64_t size = 0;
+    int rc = mxp_file_open_read(path, ".npy file", 0, &f, &size);
+    if (rc) return fail(err, cap, rc, "%s", mxp_last_error());
+    char *buf = size >= SIZE_MAX ? NULL : malloc((size_t)size + 1);
+    size_t n = 0;
+    if (!buf) rc = fail(err, cap, MXP_ENOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
+    else if ((n = fread(buf, 1, (size_t)size, f)) != size)
+        rc = fail(err, cap, MXP_EIO, "reading '%s': %zu of %llu bytes", path, n, (unsigned long long)size);
     fclose(f);
     if (rc == MXP_OK) {
         char inner[384];
@@ -239,6 +228,26 @@ int npy_load(const char *path, npy_array *out, char *err, size_t cap) {
     return rc;
 }
 
+/* What npy_save writes, for mxp_file_write_atomic's writer. */
+typedef struct npy_out {
+    const unsigned char *pre;
+    const char *dict;
+    size_t dict_len, pad;
+    const void *data;
+    size_t nbytes;
+} npy_out;
+
+static int npy_put(FILE *f, void *vo) {
+    const npy_out *o = vo;
+    fwrite(o->pre, 1, 10, f);
+    fwrite(o->dict, 1, o->dict_len, f);
+    for (size_t i = 0; i < o->pad; i++) fputc(' ', f);
+    fputc('\n', f);
+    if (o->nbytes) fwrite(o->data, 1, o->nbytes, f);
+    return MXP_OK; /* stream errors are caught by mxp_file_write_atomic */
+}
+
+/* Atomic: temporary beside `path`, fsync, rename. */
 int npy_save(const char *path, int dtype, int ndim, const int64_t *shape, const void *data, char *err,
              size_t cap) {
     const char *descr = npy_descr(dtype);
@@ -268,15 +277,9 @@ int npy_save(const char *path, int dtype, int ndim, const int64_t *shape, const 
     size_t pad = (64 - total % 64) % 64;
     size_t hlen = (size_t)k + pad + 1;
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
-    FILE *f = fopen(path, "wb");
-    if (!f) return fail(err, cap, MXP_EIO, "cannot create '%s': %s", path, strerror(errno));
-    size_t nbytes = count * mxp_dtype_size(dtype);
-    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)k, f) == (size_t)k;
-    for (size_t i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
-    ok = ok && fputc('\n', f) != EOF;
-    ok = ok && (nbytes == 0 || fwrite(data, 1, nbytes, f) == nbytes);
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) return fail(err, cap, MXP_EIO, "writing '%s': %s", path, strerror(errno));
+    npy_out o = {pre, dict, (size_t)k, pad, data, count * mxp_dtype_size(dtype)};
+    int rc = mxp_file_write_atomic(path, ".npy file", npy_put, &o);
+    if (rc) return fail(err, cap, rc, "%s", mxp_last_error());
     return MXP_OK;
 }
 

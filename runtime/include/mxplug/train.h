@@ -180,6 +180,12 @@ MXP_API int mxp_checkpoint_load_params(const char *prefix, int epoch, int *out_n
                                        mxp_ndarray ***out_auxs);
 /* The file names: PREFIX-%04d.params, PREFIX-%04d.states, PREFIX-symbol.json. */
 MXP_API int mxp_checkpoint_path(const char *prefix, int epoch, const char *what, char *buf, size_t cap);
+/* Before writing checkpoints under `prefix` (DIR/NAME): checks that files
+ * can be created there (MXP_EIO with the OS's reason, e.g. "No such file or
+ * directory", "Permission denied"; MXP_EINVAL for a name too long), then
+ * removes the NAME*.tmp.PID.N temporaries of writers that no longer run.
+ * mxp_module_fit calls it before training when checkpoint_prefix is set. */
+MXP_API int mxp_checkpoint_prepare(const char *prefix);
 
 /* ============================================================ module */
 

@@ -95,21 +95,21 @@ int mxp_symbol_save_json(const mxp_symbol *sym, char **out_json) {
     return MXP_OK;
 }
 
+static int put_text(FILE *f, void *text) {
+    fputs(text, f);
+    return MXP_OK;
+}
+
+/* Atomic (temporary, fsync, rename): a crash while checkpointing leaves the
+ * previous file whole, which every earlier epoch's checkpoint still needs. */
 int mxp_symbol_save_file(const mxp_symbol *sym, const char *path) {
     if (!path) return mxp__error(MXP_EMISUSE, "mxp_symbol_save_file: NULL path");
     char *s;
     int rc = mxp_symbol_save_json(sym, &s);
     if (rc) return rc;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        free(s);
-        return mxp__error(MXP_EIO, "symbol file '%s': cannot open for writing", path);
-    }
-    size_t len = strlen(s);
-    int bad = fwrite(s, 1, len, f) != len;
-    bad |= fclose(f) != 0;
+    rc = mxp_file_write_atomic(path, "symbol file", put_text, s);
     free(s);
-    return bad ? mxp__error(MXP_EIO, "symbol file '%s': write failed", path) : MXP_OK;
+    return rc;
 }
 
 /* ------------------------------------------------------------ load */
@@ -277,13 +277,12 @@ int mxp_symbol_load_file(const char *path, mxp_symbol **out) {
     if (out) *out = NULL;
     if (!path || !out) return mxp__error(MXP_EMISUSE, "mxp_symbol_load_file: NULL argument");
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
-    if (!root) {
-        FILE *f = fopen(path, "r");
-        if (!f) return mxp__error(MXP_EIO, "symbol file '%s': cannot open", path);
-        fclose(f);
-        return mxp__error(MXP_EFORMAT, "%s:%d:%d: %s", path, err.line, err.column, err.text);
-    }
+    FILE *f = NULL;
+    int rc0 = mxp_file_open_read(path, "symbol file", 0, &f, NULL);
+    if (rc0) return rc0;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    fclose(f);
+    if (!root) return mxp__error(MXP_EFORMAT, "%s:%d:%d: %s", path, err.line, err.column, err.text);
     int rc = load_root(root, out);
     json_decref(root);
     return rc ? mxp__error_prefix(rc, "symbol file '%s'", path) : MXP_OK;

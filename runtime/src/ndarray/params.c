@@ -214,25 +214,19 @@ int mxp_ndarray_load(const char *path, int *out_n, mxp_ndarray ***out_arrays, ch
     if (out_names) *out_names = NULL;
     if (!path || !out_n || !out_arrays || !out_names)
         return mxp__error(MXP_EMISUSE, "mxp_ndarray_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return mxp__error(MXP_EIO, "%s: cannot open: %s", path, strerror(errno));
-    unsigned char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = MXP_OK;
-    for (;;) { /* read to EOF: works for pipes and never trusts a size field */
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 1 << 16;
-            unsigned char *nb = realloc(buf, ncap);
-            if (!nb) { rc = mxp__error_oom("reading .params file"); break; }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) rc = mxp__error(MXP_EIO, "%s: read error at offset %zu", path, len);
-            break;
-        }
+    /* A regular file, read into a buffer of exactly its size (never sized
+     * from a field inside the file). */
+    FILE *f = NULL;
+    uint64_t size = 0;
+    int rc = mxp_file_open_read(path, ".params file", 0, &f, &size);
+    if (rc) return rc;
+    unsigned char *buf = size > SIZE_MAX - 1 ? NULL : malloc((size_t)size + 1);
+    size_t len = 0;
+    if (!buf) rc = mxp__error(MXP_ENOMEM, "%s: out of memory for %llu bytes", path, (unsigned long long)size);
+    else {
+        len = fread(buf, 1, (size_t)size, f);
+        if (ferror(f) || len != size)
+            rc = mxp__error(MXP_EIO, "%s: read error at offset %zu of %llu", path, len, (unsigned long long)size);
     }
     fclose(f);
     if (rc == MXP_OK) rc = mxp__ndarray_load_mem(buf, len, path, out_n, out_arrays, out_names);
@@ -248,29 +242,21 @@ static int put_u32(FILE *f, uint32_t v) { return put(f, &v, 4); }
 static int put_i32(FILE *f, int32_t v) { return put(f, &v, 4); }
 static int put_u64(FILE *f, uint64_t v) { return put(f, &v, 8); }
 
-int mxp_ndarray_save(const char *path, int n, mxp_ndarray *const *arrays, const char *const *names) {
-    if (!path || n < 0 || (n && !arrays)) return mxp__error(MXP_EMISUSE, "mxp_ndarray_save: bad argument");
-    for (int i = 0; i < n; i++) {
-        if (!arrays[i]) return mxp__error(MXP_EINVAL, "save %s: array %d is NULL", path, i);
-        if (names && !names[i]) return mxp__error(MXP_EINVAL, "save %s: name %d is NULL", path, i);
-    }
-    /* Write beside the target and rename, so a failed save leaves no
-     * half-written file under the real name. */
-    size_t pl = strlen(path);
-    static atomic_uint save_seq;
-    char *tmp = malloc(pl + 40);
-    if (!tmp) return mxp__error_oom("save");
-    snprintf(tmp, pl + 40, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&save_seq, 1));
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int rc = mxp__error(MXP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
+typedef struct save_ctx {
+    const char *path;
+    int n;
+    mxp_ndarray *const *arrays;
+    const char *const *names;
+} save_ctx;
+
+/* The .params body (MXNet's NDArray::Save list format) into f. */
+static int save_body(FILE *f, void *vctx) {
+    const save_ctx *c = vctx;
+    int n = c->n;
     int rc = MXP_OK, io = 0;
     io |= put_u64(f, LIST_MAGIC) | put_u64(f, 0) | put_u64(f, (uint64_t)n);
     for (int i = 0; i < n && rc == MXP_OK && !io; i++) {
-        mxp_ndarray *a = arrays[i];
+        mxp_ndarray *a = c->arrays[i];
         if (mxp_ndarray_is_none(a)) {
             io |= put_u32(f, REC_V2) | put_i32(f, -1) | put_i32(f, 0);
             continue;
@@ -285,22 +271,29 @@ int mxp_ndarray_save(const char *path, int n, mxp_ndarray *const *arrays, const 
         void *host = bytes ? malloc(bytes) : NULL;
         if (bytes && !host) { rc = mxp__error_oom("save staging buffer"); break; }
         rc = mxp_ndarray_sync_copy_to(a, host, bytes);
-        if (rc) rc = mxp__error_prefix(rc, "save %s: array %d", path, i);
+        if (rc) rc = mxp__error_prefix(rc, "save %s: array %d", c->path, i);
         else io |= put(f, host, bytes);
         free(host);
     }
     if (rc == MXP_OK && !io) {
-        io |= put_u64(f, names ? (uint64_t)n : 0);
-        for (int i = 0; names && i < n && !io; i++) {
-            size_t l = strlen(names[i]);
-            io |= put_u64(f, l) | put(f, names[i], l);
+        io |= put_u64(f, c->names ? (uint64_t)n : 0);
+        for (int i = 0; c->names && i < n && !io; i++) {
+            size_t l = strlen(c->names[i]);
+            io |= put_u64(f, l) | put(f, c->names[i], l);
         }
     }
-    if (fclose(f) != 0) io = 1;
-    if (rc == MXP_OK && io) rc = mxp__error(MXP_EIO, "%s: write failed: %s", tmp, strerror(errno));
-    if (rc == MXP_OK && rename(tmp, path) != 0)
-        rc = mxp__error(MXP_EIO, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
-    if (rc != MXP_OK) remove(tmp);
-    free(tmp);
+    if (rc == MXP_OK && io) rc = mxp__error(MXP_EIO, "save %s: write failed: %s", c->path, strerror(errno));
     return rc;
+}
+
+int mxp_ndarray_save(const char *path, int n, mxp_ndarray *const *arrays, const char *const *names) {
+    if (!path || n < 0 || (n && !arrays)) return mxp__error(MXP_EMISUSE, "mxp_ndarray_save: bad argument");
+    for (int i = 0; i < n; i++) {
+        if (!arrays[i]) return mxp__error(MXP_EINVAL, "save %s: array %d is NULL", path, i);
+        if (names && !names[i]) return mxp__error(MXP_EINVAL, "save %s: name %d is NULL", path, i);
+    }
+    /* Beside the target, fsync'd, renamed: a failed or interrupted save
+     * leaves no half-written file under the real name. */
+    save_ctx c = {path, n, arrays, names};
+    return mxp_file_write_atomic(path, ".params file", save_body, &c);
 }

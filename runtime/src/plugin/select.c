@@ -86,8 +86,10 @@ static int cfg_put(const char *op, const char *policy) {
 /* Parse the config file (g_cfg_mu held).  Missing file = empty. */
 static int cfg_read(const char *path) {
     cfg_clear();
-    FILE *f = fopen(path, "rb");
-    if (!f) return MXP_OK;
+    if (access(path, F_OK) != 0) return MXP_OK;
+    FILE *f = NULL;
+    int rc0 = mxp_file_open_read(path, "user config", 16u << 20, &f, NULL);
+    if (rc0) return rc0;
     yaml_parser_t parser;
     yaml_document_t doc;
     int rc = MXP_OK;
@@ -168,6 +170,15 @@ static int mkdirs(const char *path) {
     return 0;
 }
 
+/* The config file's content (g_cfg_mu held). */
+static int cfg_write(FILE *f, void *unused) {
+    (void)unused;
+    fprintf(f, "# mxplug user config (written by mxp_config_set_impl / `mxplug impl`)\n");
+    fprintf(f, g_n_cfg ? "impl:\n" : "impl: {}\n");
+    for (int i = 0; i < g_n_cfg; i++) fprintf(f, "  \"%s\": \"%s\"\n", g_cfg[i].op, g_cfg[i].policy);
+    return MXP_OK;
+}
+
 int mxp_config_set_impl(const char *op_name, const char *policy) {
     if (!op_name || !*op_name) return mxp__error(MXP_EMISUSE, "mxp_config_set_impl: NULL op name");
     char path[1024];
@@ -178,21 +189,7 @@ int mxp_config_set_impl(const char *op_name, const char *policy) {
     int rc = cfg_read(path);
     if (!rc) rc = cfg_put(op_name, policy);
     if (!rc && mkdirs(path)) rc = mxp__error(MXP_EIO, "user config '%s': cannot create its directory: %s", path, strerror(errno));
-    if (!rc) {
-        char tmp[1100];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f) rc = mxp__error(MXP_EIO, "user config '%s': cannot write: %s", tmp, strerror(errno));
-        else {
-            fprintf(f, "# mxplug user config (written by mxp_config_set_impl / `mxplug impl`)\n");
-            fprintf(f, g_n_cfg ? "impl:\n" : "impl: {}\n");
-            for (int i = 0; i < g_n_cfg; i++) fprintf(f, "  \"%s\": \"%s\"\n", g_cfg[i].op, g_cfg[i].policy);
-            if (fclose(f) || rename(tmp, path)) {
-                rc = mxp__error(MXP_EIO, "user config '%s': cannot write: %s", path, strerror(errno));
-                unlink(tmp);
-            }
-        }
-    }
+    if (!rc) rc = mxp_file_write_atomic(path, "user config", cfg_write, NULL);
     g_cfg_loaded = 0;
     pthread_mutex_unlock(&g_cfg_mu);
     mxp__registry_bump();

@@ -196,8 +196,12 @@ static int read_entry(yaml_document_t *d, yaml_node_t *m, tune_table *t, yaml_no
  * warning naming file:line, t left empty, returns 1. */
 static int cache_read(const char *path, tune_table *t) {
     table_clear(t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
+    if (access(path, F_OK) != 0) return 0;
+    FILE *f = NULL;
+    if (mxp_file_open_read(path, "tune cache", 64u << 20, &f, NULL)) {
+        MXP_LOGW("plugin", "%s; ignoring it", mxp_last_error());
+        return 1;
+    }
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
@@ -320,6 +324,31 @@ static void put_quoted(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* The cache file's content: every entry of the table `vt`. */
+static int cache_put(FILE *f, void *vt) {
+    const tune_table *t = vt;
+    fprintf(f, "# mxplug tune cache: the fastest implementation per op signature, written by\n"
+               "# the 'tune' policy.  Safe to delete; entries are re-timed when missing.\n"
+               "version: 1\nentries:%s\n", t->n ? "" : " []");
+    for (int i = 0; i < t->n; i++) {
+        const tune_entry *e = &t->v[i];
+        fputs("  - op: ", f);
+        put_quoted(f, e->op);
+        fputs("\n    signature: ", f);
+        put_quoted(f, e->sig);
+        fputs("\n    choice: ", f);
+        put_quoted(f, e->choice);
+        fputs("\n    times_ms: {", f);
+        for (int k = 0; k < e->n_times; k++) {
+            fputs(k ? ", " : "", f);
+            put_quoted(f, e->names[k]);
+            fprintf(f, ": %.6g", e->ms[k]);
+        }
+        fputs("}\n", f);
+    }
+    return MXP_OK;
+}
+
 /* Merge the file's entries with g_tab and write atomically (g_tune_mu held). */
 static int cache_write(void) {
     char path[1024];
@@ -330,35 +359,7 @@ static int cache_write(void) {
     for (int i = 0; i < g_tab.n; i++) table_put(&disk, &g_tab.v[i]);
     int rc = MXP_OK;
     if (mkdirs(path)) rc = mxp__error(MXP_EIO, "tune cache '%s': cannot create its directory: %s", path, strerror(errno));
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = rc ? NULL : fopen(tmp, "w");
-    if (!rc && !f) rc = mxp__error(MXP_EIO, "tune cache '%s': cannot write: %s", tmp, strerror(errno));
-    if (f) {
-        fprintf(f, "# mxplug tune cache: the fastest implementation per op signature, written by\n"
-                   "# the 'tune' policy.  Safe to delete; entries are re-timed when missing.\n"
-                   "version: 1\nentries:%s\n", disk.n ? "" : " []");
-        for (int i = 0; i < disk.n; i++) {
-            tune_entry *e = &disk.v[i];
-            fputs("  - op: ", f);
-            put_quoted(f, e->op);
-            fputs("\n    signature: ", f);
-            put_quoted(f, e->sig);
-            fputs("\n    choice: ", f);
-            put_quoted(f, e->choice);
-            fputs("\n    times_ms: {", f);
-            for (int k = 0; k < e->n_times; k++) {
-                fputs(k ? ", " : "", f);
-                put_quoted(f, e->names[k]);
-                fprintf(f, ": %.6g", e->ms[k]);
-            }
-            fputs("}\n", f);
-        }
-        if (fclose(f) || rename(tmp, path)) {
-            rc = mxp__error(MXP_EIO, "tune cache '%s': cannot write: %s", path, strerror(errno));
-            unlink(tmp);
-        }
-    }
+    if (!rc) rc = mxp_file_write_atomic(path, "tune cache", cache_put, &disk);
     table_clear(&disk);
     if (!rc) {
         /* Our own write is not news: remember its mtime. */

@@ -2,12 +2,18 @@
  * PREFIX-%04d.params holding "arg:<name>" and "aux:<name>" arrays in
  * MXNet's .params format (mxp_ndarray_save), and their loading split by
  * prefix.  PREFIX-%04d.states (optimizer states, mxp_optimizer_save_states)
- * and PREFIX-symbol.json share the naming helper. */
+ * and PREFIX-symbol.json share the naming helper.  mxp_checkpoint_prepare
+ * checks, before any training, that the prefix can be written, and removes
+ * temporaries a killed earlier run left for the same prefix. */
 #include "train/train.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int mxp_checkpoint_path(const char *prefix, int epoch, const char *what, char *buf, size_t cap) {
     if (!prefix || !what || !buf || !cap) return mxp__error(MXP_EINVAL, "mxp_checkpoint_path: NULL argument");
@@ -106,4 +112,31 @@ int mxp_checkpoint_load_params(const char *prefix, int epoch, int *out_n_arg, ch
     *out_aux_names = xn;
     *out_auxs = xa;
     return MXP_OK;
+}
+
+int mxp_checkpoint_prepare(const char *prefix) {
+    if (!prefix || !*prefix) return mxp__error(MXP_EINVAL, "checkpoint prefix: empty");
+    /* The longest name written: PREFIX-NNNN.params.tmp.PID.N */
+    char probe[PATH_MAX];
+    int n = snprintf(probe, sizeof probe, "%s-0000.params.tmp.%ld.probe", prefix, (long)getpid());
+    const char *slash = strrchr(prefix, '/');
+    size_t base_len = strlen(slash ? slash + 1 : prefix) + sizeof "-0000.params.tmp.4294967295.4294967295";
+    if (n < 0 || (size_t)n >= sizeof probe || base_len > NAME_MAX)
+        return mxp__error(MXP_EINVAL, "checkpoint prefix '%s': %s", prefix, strerror(ENAMETOOLONG));
+    /* Create and remove a file beside the checkpoints: the OS's own answer
+     * (missing directory, permission, read-only file system, ...). */
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return mxp__error(MXP_EIO, "checkpoint prefix '%s': cannot create files there: %s", prefix, strerror(errno));
+    close(fd);
+    unlink(probe);
+    /* Only this prefix's files (PREFIX-...), not those of PREFIX2. */
+    char dash[PATH_MAX];
+    snprintf(dash, sizeof dash, "%s-", prefix);
+    int removed = 0;
+    int rc = mxp_file_remove_stale_tmp(dash, &removed);
+    if (rc == MXP_OK && removed)
+        MXP_LOGW("train", "checkpoint prefix '%s': removed %d temporary file(s) left by an interrupted run", prefix,
+                 removed);
+    return rc;
 }

@@ -430,12 +430,20 @@ int mxp_module_predict(mxp_module *m, mxp_iter *it, mxp_ndarray **out) {
     return rc;
 }
 
+/* A checkpoint is a set: -symbol.json, -NNNN.states, -NNNN.params, each
+ * written atomically, in that order, so a .params (what --load-epoch looks
+ * for) never exists without its .states, whatever moment a crash hits. */
 int mxp_module_save_checkpoint(mxp_module *m, const char *prefix, int epoch, int save_states) {
     if (!m || !prefix) return mxp__error(MXP_EINVAL, "mxp_module_save_checkpoint: NULL argument");
     if (!m->train_ex) return mxp__error(MXP_EMISUSE, "module: nothing to save before fit");
+    if (save_states && !m->opt) return mxp__error(MXP_EMISUSE, "module: no optimizer state to save");
     char path[4096];
     int rc = mxp_checkpoint_path(prefix, epoch, "symbol", path, sizeof path);
     if (rc == MXP_OK) rc = mxp_symbol_save_file(m->sym, path);
+    if (rc == MXP_OK && save_states) {
+        rc = mxp_checkpoint_path(prefix, epoch, "states", path, sizeof path);
+        if (rc == MXP_OK) rc = mxp_optimizer_save_states(m->opt, path);
+    }
     mxp_ndarray **args = calloc((size_t)m->n_params + 1, sizeof *args);
     mxp_ndarray **auxs = calloc((size_t)m->n_aux + 1, sizeof *auxs);
     if (!args || !auxs) rc = mxp__error_oom("checkpoint");
@@ -446,11 +454,6 @@ int mxp_module_save_checkpoint(mxp_module *m, const char *prefix, int epoch, int
                                         (const char *const *)m->aux_names, auxs);
     free(args);
     free(auxs);
-    if (rc == MXP_OK && save_states) {
-        if (!m->opt) return mxp__error(MXP_EMISUSE, "module: no optimizer state to save");
-        rc = mxp_checkpoint_path(prefix, epoch, "states", path, sizeof path);
-        if (rc == MXP_OK) rc = mxp_optimizer_save_states(m->opt, path);
-    }
     return rc;
 }
 
@@ -508,7 +511,9 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
     if (!m || !train || !o) return mxp__error(MXP_EINVAL, "mxp_module_fit: NULL argument");
     if (o->begin_epoch < 0 || o->num_epoch < o->begin_epoch)
         return mxp__error(MXP_EINVAL, "mxp_module_fit: epochs [%d, %d) are not a range", o->begin_epoch, o->num_epoch);
-    int rc = bind_train(m, train);
+    int rc;
+    if (o->checkpoint_prefix && (rc = mxp_checkpoint_prepare(o->checkpoint_prefix))) return rc;
+    rc = bind_train(m, train);
     if (rc) return rc;
     if (!m->initialized) {
         mxp_random_seed(o->seed);

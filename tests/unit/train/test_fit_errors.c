@@ -15,6 +15,7 @@
 
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 TestSuite(fit_errors, .init = trt_setup, .fini = trt_teardown, .timeout = 120);
 
@@ -119,6 +120,132 @@ Test(fit_errors, failed_resume_leaves_nothing_running) {
     cr_assert_eq(mxp__engine_in_flight(), 0, "fit returned an error with work still queued on the engine");
     cr_assert_eq(atomic_load(&slow_done), 1);
     mxp_engine_delete_var(v);
+    mxp_module_free(m);
+    mxp_iter_free(it);
+}
+
+/* ------------------------------------------------------------ §2 checkpoints */
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    char *b = calloc(1, 1 << 20);
+    cr_assert(b);
+    size_t n = fread(b, 1, (1 << 20) - 1, f);
+    b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* A hard link to the old file keeps the old content when the file is
+ * replaced by rename, and sees the new content when rewritten in place. */
+Test(fit_errors, symbol_json_is_replaced_not_rewritten) {
+    char path[512], link_path[512];
+    snprintf(path, sizeof path, "%s/net-symbol.json", trt_dir);
+    snprintf(link_path, sizeof link_path, "%s/old-symbol.json", trt_dir);
+    mxp_symbol *a = gt_var("first_var");
+    mxp_symbol *b = gt_var("second_var");
+    cr_assert_eq(mxp_symbol_save_file(a, path), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(link(path, link_path), 0);
+    cr_assert_eq(mxp_symbol_save_file(b, path), MXP_OK, "%s", mxp_last_error());
+    char *old = slurp(link_path), *cur = slurp(path);
+    cr_assert(strstr(old, "first_var") && !strstr(old, "second_var"), "the old file was rewritten in place: %s", old);
+    cr_assert(strstr(cur, "second_var"), "%s", cur);
+    free(old);
+    free(cur);
+    mxp_symbol_free(a);
+    mxp_symbol_free(b);
+}
+
+static int file_exists(const char *p) { return access(p, F_OK) == 0; }
+
+/* .states is written before .params: when the .states cannot be written,
+ * no .params of that epoch appears (--load-epoch would find it alone). */
+Test(fit_errors, params_never_without_states) {
+    char prefix[256], states[512], params[512];
+    snprintf(prefix, sizeof prefix, "%s/set", trt_dir);
+    snprintf(states, sizeof states, "%s-0001.states", prefix);
+    snprintf(params, sizeof params, "%s-0001.params", prefix);
+    cr_assert_eq(mkdir(states, 0700), 0); /* the rename onto it fails */
+    mxp_module *m = fc_module(4);
+    mxp_iter *it = data_iter(16, 4, 1.0f);
+    mxp_fit_opts o = fit_opts(0, 1, ok_vals, prefix);
+    int rc = mxp_module_fit(m, it, NULL, &o);
+    cr_assert_neq(rc, MXP_OK, "saving onto a directory must fail");
+    cr_assert(strstr(mxp_last_error(), "set-0001.states"), "%s", mxp_last_error());
+    cr_assert(!file_exists(params), "a .params was written without its .states");
+    mxp_module_free(m);
+    mxp_iter_free(it);
+}
+
+static int batches_seen;
+static void count_batch(void *user, int epoch, int64_t nbatch, const char *metric, double value) {
+    (void)user, (void)epoch, (void)nbatch, (void)metric, (void)value;
+    batches_seen++;
+}
+
+Test(fit_errors, bad_model_prefix_fails_before_training) {
+    const char *bad[] = {"/nonexistent-mxplug-dir/sub/model", NULL};
+    char ro[256];
+    snprintf(ro, sizeof ro, "%s/readonly", trt_dir);
+    cr_assert_eq(mkdir(ro, 0500), 0);
+    char ro_prefix[300];
+    snprintf(ro_prefix, sizeof ro_prefix, "%s/model", ro);
+    if (geteuid() != 0) bad[1] = ro_prefix; /* root writes anywhere */
+    const char *why[] = {"No such file or directory", "Permission denied"};
+    for (int k = 0; k < 2 && bad[k]; k++) {
+        mxp_module *m = fc_module(4);
+        mxp_iter *it = data_iter(16, 4, 1.0f);
+        mxp_fit_opts o = fit_opts(0, 1, ok_vals, bad[k]);
+        o.batch_cb = count_batch;
+        batches_seen = 0;
+        cr_assert_neq(mxp_module_fit(m, it, NULL, &o), MXP_OK, "prefix %s", bad[k]);
+        cr_assert_eq(batches_seen, 0, "trained %d batches before reporting the prefix", batches_seen);
+        cr_assert(strstr(mxp_last_error(), bad[k]) && strstr(mxp_last_error(), why[k]), "%s", mxp_last_error());
+        mxp_module_free(m);
+        mxp_iter_free(it);
+    }
+    /* A name longer than the file system allows. */
+    char longp[600];
+    int n = snprintf(longp, sizeof longp, "%s/", trt_dir);
+    memset(longp + n, 'x', 300);
+    longp[n + 300] = 0;
+    mxp_module *m = fc_module(4);
+    mxp_iter *it = data_iter(16, 4, 1.0f);
+    mxp_fit_opts o = fit_opts(0, 1, ok_vals, longp);
+    o.batch_cb = count_batch;
+    batches_seen = 0;
+    cr_assert_neq(mxp_module_fit(m, it, NULL, &o), MXP_OK);
+    cr_assert_eq(batches_seen, 0);
+    cr_assert(strstr(mxp_last_error(), "File name too long"), "%s", mxp_last_error());
+    mxp_module_free(m);
+    mxp_iter_free(it);
+}
+
+Test(fit_errors, stale_temporaries_of_dead_runs_are_removed) {
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) _exit(0);
+    cr_assert_eq(waitpid(child, NULL, 0), child);
+    char prefix[256], dead[512], live[512], other[512];
+    snprintf(prefix, sizeof prefix, "%s/run", trt_dir);
+    snprintf(dead, sizeof dead, "%s-0003.params.tmp.%ld.0", prefix, (long)child);
+    snprintf(live, sizeof live, "%s-0003.states.tmp.%ld.1", prefix, (long)getppid());
+    snprintf(other, sizeof other, "%s/run2-0001.params.tmp.%ld.0", trt_dir, (long)child);
+    const char *files[] = {dead, live, other};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(files[i], "w");
+        cr_assert(f);
+        fputs("partial", f);
+        fclose(f);
+    }
+    mxp_module *m = fc_module(4);
+    mxp_iter *it = data_iter(16, 4, 1.0f);
+    mxp_fit_opts o = fit_opts(0, 1, ok_vals, prefix);
+    cr_assert_eq(mxp_module_fit(m, it, NULL, &o), MXP_OK, "%s", mxp_last_error());
+    cr_assert(!file_exists(dead), "the temporary of a dead run was left behind");
+    cr_assert(file_exists(live), "a temporary of a running process was removed");
+    cr_assert(file_exists(other), "a temporary of another prefix was removed");
     mxp_module_free(m);
     mxp_iter_free(it);
 }
