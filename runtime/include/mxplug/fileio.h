@@ -25,9 +25,10 @@ extern "C" {
 /* Open `path` for reading if it is a regular file of at most max_bytes
  * (0: no limit).  what: names the file's role in messages ("manifest").
  * out: the stream (caller fcloses); out_size (optional): its size in bytes.
- * Returns MXP_OK, MXP_ENOENT (missing), MXP_EIO (cannot open, or not a
- * regular file: directory, FIFO, device, socket), MXP_EFORMAT (larger than
- * max_bytes).  Never blocks on a FIFO. */
+ * Returns MXP_OK, MXP_EIO (missing, cannot open, or not a regular file:
+ * directory, FIFO, device, socket; the message has the OS's reason or the
+ * kind of file), MXP_EFORMAT (larger than max_bytes).  Never blocks on a
+ * FIFO. */
 MXP_API int mxp_file_open_read(const char *path, const char *what, uint64_t max_bytes, FILE **out,
                                uint64_t *out_size);
 

@@ -46,7 +46,7 @@ int mxp_file_check_regular(const char *path, const char *what, uint64_t max_byte
     if (!path) return mxp__error(MXP_EMISUSE, "%s: NULL path", what);
     struct stat st;
     if (stat(path, &st) != 0)
-        return mxp__error(errno == ENOENT ? MXP_ENOENT : MXP_EIO, "%s '%s': %s", what, path, strerror(errno));
+        return mxp__error(MXP_EIO, "%s '%s': %s", what, path, strerror(errno));
     return check_stat(&st, path, what, max_bytes, out_size);
 }
 
@@ -58,8 +58,7 @@ int mxp_file_open_read(const char *path, const char *what, uint64_t max_bytes, F
     /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return mxp__error(errno == ENOENT ? MXP_ENOENT : MXP_EIO, "%s '%s': cannot open: %s", what, path,
-                          strerror(errno));
+        return mxp__error(MXP_EIO, "%s '%s': cannot open: %s", what, path, strerror(errno));
     struct stat st;
     int rc = fstat(fd, &st) ? mxp__error(MXP_EIO, "%s '%s': %s", what, path, strerror(errno))
                             : check_stat(&st, path, what, max_bytes, out_size);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 
 
@@ -130,7 +131,7 @@ static int load_locked(mxp_pack *p) {
     if (p->man->sha256) {
         char hex[65];
         int rc = mxp__sha256_file(lib, hex);
-        if (rc == MXP_ENOENT)
+        if (rc && access(lib, F_OK) != 0)
             return fail(p, mxp__error(MXP_ENOENT, "pack '%s' (%s): library not found (sha256 check)", name, lib));
         if (rc) return fail(p, mxp__error_prefix(rc, "pack '%s' (sha256 check)", name));
         if (strcmp(hex, p->man->sha256))
