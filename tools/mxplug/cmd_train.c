@@ -34,6 +34,8 @@ static void usage(FILE *f) {
             "  --lr X              learning rate (default 0.01 for sgd, 0.001 for adam)\n"
             "  --momentum M        sgd momentum (default 0.9)\n"
             "  --wd W              weight decay (default 0)\n"
+            "  --allow-nan         go on when the loss or weights become NaN/inf (default: stop\n"
+            "                      with an error naming the epoch and batch, saving nothing)\n"
             "  --seed S            initialization and shuffling seed (default 0)\n"
             "  --model-prefix P    write P-symbol.json, P-%%04d.params, P-%%04d.states\n"
             "                      after every epoch (default: the net's base name, in\n"
@@ -85,7 +87,7 @@ int cmd_train(int argc, char **argv) {
     const char *net = NULL, *data = NULL, *opt = "sgd", *prefix = NULL, *v;
     long long epochs = 10, batch = 64, seed = 0, load_epoch = -1;
     double lr = NAN, momentum = 0.9, wd = 0;
-    int flat = -1, live = -1;
+    int flat = -1, live = -1, allow_nan = 0;
     for (int i = 1; i < argc; i++) {
         int r;
         if (cli_is_help(argv[i])) {
@@ -96,6 +98,7 @@ int cmd_train(int argc, char **argv) {
         if (!strcmp(argv[i], "--flat")) flat = 1;
         else if (!strcmp(argv[i], "--no-flat")) flat = 0;
         else if (!strcmp(argv[i], "--no-progress")) live = 0;
+        else if (!strcmp(argv[i], "--allow-nan")) allow_nan = 1;
         else if (OPT("--net")) { if (r < 0) return CLI_USAGE; net = v; }
         else if (OPT("--data")) { if (r < 0) return CLI_USAGE; data = v; }
         else if (OPT("--optimizer")) { if (r < 0) return CLI_USAGE; opt = v; }
@@ -114,15 +117,16 @@ int cmd_train(int argc, char **argv) {
             if (cli_parse_int(cmd, "--load-epoch", v, 0, 100000, &load_epoch)) return CLI_USAGE;
         } else if (OPT("--lr")) {
             if (r < 0) return CLI_USAGE;
-            if (cli_parse_double(cmd, "--lr", v, &lr) || !(lr > 0))
-                return cli_usage_error(cmd, "--lr must be a positive number");
+            if (cli_parse_double(cmd, "--lr", v, &lr)) return CLI_USAGE;
+            if (!(lr > 0)) return cli_usage_error(cmd, "--lr must be a positive number");
         } else if (OPT("--momentum")) {
             if (r < 0) return CLI_USAGE;
-            if (cli_parse_double(cmd, "--momentum", v, &momentum) || momentum < 0 || momentum >= 1)
-                return cli_usage_error(cmd, "--momentum must be in [0, 1)");
+            if (cli_parse_double(cmd, "--momentum", v, &momentum)) return CLI_USAGE;
+            if (momentum < 0 || momentum >= 1) return cli_usage_error(cmd, "--momentum must be in [0, 1)");
         } else if (OPT("--wd")) {
             if (r < 0) return CLI_USAGE;
-            if (cli_parse_double(cmd, "--wd", v, &wd) || wd < 0) return cli_usage_error(cmd, "--wd must be >= 0");
+            if (cli_parse_double(cmd, "--wd", v, &wd)) return CLI_USAGE;
+            if (wd < 0) return cli_usage_error(cmd, "--wd must be >= 0");
         } else
             return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
 #undef OPT
@@ -197,6 +201,7 @@ int cmd_train(int argc, char **argv) {
     fo.batch_cb = on_batch;
     fo.epoch_cb = on_epoch;
     fo.user = &ctx;
+    fo.allow_nan = allow_nan;
     printf("train: %s on %s (%lld samples, %s input), %s lr=%g%s, batch %lld, epochs %lld..%lld -> %s-%04lld.params\n",
            net, data + 6, (long long)n_train, flat ? "flat" : "1x28x28", opt, lr,
            !strcmp(opt, "sgd") ? (momentum > 0 ? " momentum" : "") : "", batch, (long long)begin + 1, epochs, prefix,

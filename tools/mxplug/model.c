@@ -9,6 +9,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,10 @@ int cli_parse_double(const char *cmd, const char *what, const char *s, double *o
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || v != v) return cli_usage_error(cmd, "%s: '%s' is not a number", what, s);
+    /* ERANGE on underflow (1e-320) still gives a usable value; overflow
+     * gives inf, which no option accepts. */
+    if (end == s || *end) return cli_usage_error(cmd, "%s: '%s' is not a number", what, s);
+    if (!isfinite(v) || (errno == ERANGE && fabs(v) > 1)) return cli_usage_error(cmd, "%s: '%s' is not a finite number", what, s);
     *out = v;
     return CLI_OK;
 }

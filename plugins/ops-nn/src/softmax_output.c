@@ -6,7 +6,9 @@
  * out_grad (accepted).  Label values are class indices stored as floats
  * (f32/f64, like the data).
  *   dx = grad_scale / norm * (p - onehot_smoothed(label)), 0 on ignored rows
- * where norm = 1 (null), N (batch) or max(#valid labels, 1) (valid). */
+ * where norm = 1 (null), N (batch) or max(#valid labels, 1) (valid), and
+ * with multi_output also times the spatial size S = d2*d3*... for null and
+ * batch (MXNet 1.9.1 softmax_output-inl.h). */
 #include "nn_common.h"
 #include <math.h>
 
@@ -92,6 +94,10 @@ static int so_backward(const mxp_backward_args *a) {
         }
         double norm = p->normalization == NORM_BATCH ? (double)a->out[0].shape[0]
                     : p->normalization == NORM_VALID ? (double)(valid > 0 ? valid : 1) : 1.0;
+        /* multi_output: MXNet (softmax_output-inl.h) also divides by the
+         * spatial size S, except for 'valid', whose count covers every
+         * position already. */
+        if (p->multi_output && !p->preserve_shape && p->normalization != NORM_VALID) norm *= (double)S;
         double scale = p->grad_scale / norm;
         double on = 1.0 - p->smooth_alpha, off = K > 1 ? p->smooth_alpha / (double)(K - 1) : 0.0;
         NN_TYPED(dt, T, const T *y = nn_ptr(&a->out[0]); T *dx = nn_ptr(&a->in_grad[0]);

@@ -226,6 +226,10 @@ typedef struct mxp_fit_opts {
     int n_lr_steps;
     const int64_t *lr_steps;
     double lr_factor;
+    /* 0 (default): a non-finite value in a batch's output or, at the end of
+     * an epoch, in a parameter stops fit with MXP_EINVAL naming the epoch
+     * and batch (nothing of that epoch is saved).  1: go on regardless. */
+    int allow_nan;
 } mxp_fit_opts;
 
 /* data_names / label_names: the symbol's inputs fed by iterators.  NULL

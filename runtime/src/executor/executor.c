@@ -295,6 +295,49 @@ static int infer_all(mxp_executor *ex) {
     return rc;
 }
 
+/* Name of the first op node that reads variable node `v`, or "(a head)". */
+static const char *consumer_of(const mxp__igraph *g, int v) {
+    int e = g->nodes[v].entry0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mxp__inode *n = &g->nodes[i];
+        for (int k = 0; !n->is_var && k < n->n_args + n->n_aux; k++)
+            if (n->in[k] == e) return n->g->name ? n->g->name : "(unnamed)";
+    }
+    return "(a head)";
+}
+
+static int by_var_name(const void *a, const void *b, void *graph) {
+    const mxp__igraph *g = graph;
+    const char *x = g->nodes[*(const int *)a].g->name, *y = g->nodes[*(const int *)b].g->name;
+    int c = strcmp(x ? x : "", y ? y : "");
+    return c ? c : (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+/* Two different variable nodes with one name (two 'data', two
+ * 'fc2_weight') would be bound to separate arrays but saved, loaded and fed
+ * by name: training at chance and checkpoints nobody can load.  Refused,
+ * naming the ops that read each.  O(n log n). */
+static int check_unique_names(const mxp__igraph *g) {
+    int n = g->n_args + g->n_auxs;
+    if (n < 2) return MXP_OK;
+    int *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids) return mxp__error_oom("bind");
+    for (int i = 0; i < g->n_args; i++) ids[i] = g->args[i];
+    for (int i = 0; i < g->n_auxs; i++) ids[g->n_args + i] = g->auxs[i];
+    qsort_r(ids, (size_t)n, sizeof *ids, by_var_name, (void *)g);
+    int rc = MXP_OK;
+    for (int i = 1; i < n && !rc; i++) {
+        const char *a = g->nodes[ids[i - 1]].g->name, *b = g->nodes[ids[i]].g->name;
+        if (a && b && !strcmp(a, b))
+            rc = mxp__error(MXP_EINVAL,
+                            "bind: two different variables are named '%s' (one read by '%s', the other by '%s'); "
+                            "give them distinct names, or use one variable for both",
+                            a, consumer_of(g, ids[i - 1]), consumer_of(g, ids[i]));
+    }
+    free(ids);
+    return rc;
+}
+
 static int bind_impl(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *const *args,
                      mxp_ndarray *const *arg_grads, const int *grad_reqs, int n_aux, mxp_ndarray *const *aux,
                      mxp_executor **out) {
@@ -305,6 +348,7 @@ static int bind_impl(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *c
     const char *env = getenv("MXP_EXEC_MEMPLAN");
     ex->plan_enabled = !(env && !strcmp(env, "0"));
     int rc = mxp__igraph_build(sym, &ex->g);
+    if (!rc && (rc = check_unique_names(ex->g))) mxp__igraph_free(ex->g);
     if (rc) {
         mxp_symbol_free(ex->sym);
         free(ex);

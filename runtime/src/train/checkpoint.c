@@ -86,6 +86,20 @@ int mxp_checkpoint_load_params(const char *prefix, int epoch, int *out_n_arg, ch
             rc = mxp__error(MXP_EFORMAT, "'%s': key '%s' has neither 'arg:' nor 'aux:'", path, names[i]);
             break;
         }
+        /* The same key twice: MXNet's load fills a dict, so the last one
+         * wins.  Replace the earlier entry in place (order of first sight). */
+        char **ln = is_arg ? an : xn;
+        mxp_ndarray **la = is_arg ? aa : xa;
+        int ln_n = is_arg ? na : nx, dup = -1;
+        for (int k = 0; k < ln_n && dup < 0; k++)
+            if (!strcmp(ln[k], names[i] + 4)) dup = k;
+        if (dup >= 0) {
+            MXP_LOGW("train", "'%s': key '%s' appears more than once; the last one is used (as MXNet does)", path,
+                     names[i]);
+            mxp_ndarray_free(la[dup]);
+            la[dup] = mxp_ndarray_retain(arrs[i]);
+            continue;
+        }
         char *nm = strdup(names[i] + 4);
         if (!nm) {
             rc = mxp__error_oom("checkpoint");

@@ -52,6 +52,30 @@ struct mxp_module {
 
 static const mxp_device cpu0 = {MXP_DEV_CPU, 0};
 
+/* Copy a checkpoint array into a bound one: same dtype and the same shape,
+ * not only the same element count (a transposed (784,128) weight into a
+ * (128,784) binding would train or score garbage silently). */
+static int copy_param(const mxp_module *m, const char *what, const char *name, mxp_ndarray *src, mxp_ndarray *dst) {
+    int ns = mxp_ndarray_ndim(src), nd = mxp_ndarray_ndim(dst);
+    const int64_t *ss = mxp_ndarray_shape(src), *ds = mxp_ndarray_shape(dst);
+    int same = ns == nd;
+    for (int i = 0; same && i < ns; i++) same = ss[i] == ds[i];
+    if (!same) {
+        mxp_shape a = {0}, b = {0};
+        a.ndim = ns;
+        b.ndim = nd;
+        for (int i = 0; i < ns && i < MXP_MAX_NDIM; i++) a.dims[i] = ss[i];
+        for (int i = 0; i < nd && i < MXP_MAX_NDIM; i++) b.dims[i] = ds[i];
+        char sa[160], sb[160];
+        mxp__shape_str(&a, sa, sizeof sa);
+        mxp__shape_str(&b, sb, sizeof sb);
+        return mxp__error(MXP_ESHAPE, "checkpoint '%s' epoch %d: %s '%s' has shape %s, the network needs %s",
+                          m->load_prefix ? m->load_prefix : "?", m->load_epoch, what, name, sa, sb);
+    }
+    int rc = mxp_ndarray_copy(src, dst);
+    return rc ? mxp__error_prefix(rc, "checkpoint %s '%s'", what, name) : MXP_OK;
+}
+
 /* On an error return of a call that pushed work (fit, score, predict):
  * wait for everything queued, so the caller may free the module, its
  * iterators or the registry at once; the call's own message is kept. */
@@ -256,8 +280,7 @@ static int apply_checkpoint(mxp_module *m) {
         mxp_ndarray *src = i < na ? aa[i] : xa[i - na];
         mxp_ndarray *dst = mxp_module_param(m, nm);
         if (!dst) continue; /* MXNet's allow_extra: unused entries are skipped */
-        rc = mxp_ndarray_copy(src, dst);
-        if (rc) rc = mxp__error_prefix(rc, "checkpoint parameter '%s'", nm);
+        rc = copy_param(m, i < na ? "parameter" : "aux state", nm, src, dst);
     }
     for (int i = 0; rc == MXP_OK && i < m->n_params; i++)
         if (in_list(an, na, m->param_names[i]) < 0)
@@ -342,8 +365,8 @@ static int load_infer(mxp_module *m) {
                             i < m->n_args ? "parameter" : "aux state", nm);
         else if (!dst)
             rc = mxp__error(MXP_EINVAL, "module: no inference array for '%s'", nm);
-        else if ((rc = mxp_ndarray_copy(i < m->n_args ? aa[j] : xa[j], dst)))
-            rc = mxp__error_prefix(rc, "checkpoint parameter '%s'", nm);
+        else
+            rc = copy_param(m, i < m->n_args ? "parameter" : "aux state", nm, i < m->n_args ? aa[j] : xa[j], dst);
     }
     mxp_ndarray_list_free(na, aa, an);
     mxp_ndarray_list_free(nx, xa, xn);
@@ -499,6 +522,47 @@ static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
 
 static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *o);
 
+/* Index of the first NaN/inf among the float values of `a`, or -1 (also for
+ * integer dtypes).  Waits for `a`. */
+static int64_t first_non_finite(mxp_ndarray *a) {
+    if (mxp_ndarray_wait_to_read(a)) return -1;
+    const void *p = mxp_ndarray_data(a);
+    int64_t n = mxp_ndarray_size(a);
+    int dt = mxp_ndarray_dtype(a);
+    if (!p) return -1;
+    for (int64_t i = 0; i < n; i++) {
+        double v = dt == MXP_DTYPE_F32 ? ((const float *)p)[i] : dt == MXP_DTYPE_F64 ? ((const double *)p)[i] : 0.0;
+        if (!isfinite(v)) return i;
+    }
+    return -1;
+}
+
+/* A diverged run stops here instead of saving NaN weights with exit 0:
+ * output 0 of the batch just trained (already read by the metric) and, at
+ * the end of an epoch (nbatch < 0), every parameter. */
+static int check_finite(mxp_module *m, int epoch, int64_t nbatch) {
+    if (nbatch >= 0) {
+        mxp_ndarray *out;
+        int rc = output0(m->train_ex, &out);
+        int64_t i = rc ? -1 : first_non_finite(out);
+        if (i >= 0)
+            return mxp__error(MXP_EINVAL,
+                              "epoch %d batch %lld: the network's output holds a non-finite value (element %lld): "
+                              "training diverged (lower the learning rate, or set allow_nan / --allow-nan to go on)",
+                              epoch, (long long)nbatch, (long long)i);
+        return MXP_OK;
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        int64_t k = first_non_finite(mxp_module_param(m, m->param_names[i]));
+        if (k >= 0)
+            return mxp__error(MXP_EINVAL,
+                              "epoch %d (end): parameter '%s' holds a non-finite value (element %lld): training "
+                              "diverged (lower the learning rate, or set allow_nan / --allow-nan to go on)",
+                              epoch, m->param_names[i], (long long)k);
+    }
+    return MXP_OK;
+}
+
 /* Every error return leaves nothing queued behind it: initializers, copies
  * and updates pushed before the failure are waited for (their own errors
  * stay for a later wait), so a caller may free the module, the iterators or
@@ -559,6 +623,7 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             if (rc || !has) break;
             rc = train_step(m, train, metric);
             nbatch++;
+            if (rc == MXP_OK && !o->allow_nan) rc = check_finite(m, epoch, nbatch);
             if (rc == MXP_OK && o->batch_cb) {
                 const char *nm;
                 double v;
@@ -567,6 +632,12 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             }
         }
         if (rc == MXP_OK) rc = mxp_engine_wait_for_all();
+        if (rc == MXP_OK && nbatch == 0)
+            rc = mxp__error(MXP_EINVAL,
+                            "epoch %d: the training iterator gave no batch (batch size %lld: more than the data "
+                            "holds, or no data); nothing was trained and nothing is saved",
+                            epoch, (long long)mxp_iter_batch_size(train));
+        if (rc == MXP_OK && !o->allow_nan) rc = check_finite(m, epoch, -1);
         const char *nm = NULL;
         double tv = NAN, vv = NAN;
         mxp_metric_get(metric, &nm, &tv);

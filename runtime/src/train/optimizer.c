@@ -87,9 +87,12 @@ int mxp_optimizer_create(const char *type, int n_kwargs, const char *const *keys
             }
             char *end;
             double v = strtod(vals[i], &end);
-            if (end == vals[i] || *end || isnan(v))
+            if (end == vals[i] || *end)
                 return mxp__error(MXP_EINVAL, "optimizer '%s': cannot parse '%s' as a number for '%s'", type,
                                   vals[i], keys[i]);
+            if (!isfinite(v)) /* inf/nan (or 1e999) would make every weight NaN */
+                return mxp__error(MXP_EINVAL, "optimizer '%s': '%s' must be a finite number, not '%s'", type,
+                                  keys[i], vals[i]);
             *known[k].dst = v;
         }
         if (!found)

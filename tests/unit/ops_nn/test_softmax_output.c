@@ -30,6 +30,7 @@ static void run(const char *kw, int mode /*0 plain,1 multi,2 preserve*/, double 
     int64_t valid = 0;
     for (int64_t i = 0; i < nl; i++) valid += !(use_ignore && tu_get(n.in[1], dt, i) == -1.0);
     double nrm = norm == 1 ? 4 : norm == 2 ? (double)valid : 1;
+    if (mode == 1 && norm != 2) nrm *= (double)S; /* MXNet: multi_output divides by the spatial size too */
     for (int64_t rr = 0; rr < nl; rr++) {
         int64_t o = rr / S, s = rr % S, base = o * K * S + s;
         double mx = -1e300, sum = 0;

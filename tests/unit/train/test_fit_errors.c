@@ -249,3 +249,146 @@ Test(fit_errors, stale_temporaries_of_dead_runs_are_removed) {
     mxp_module_free(m);
     mxp_iter_free(it);
 }
+
+/* ------------------------------------------------------------ §4 no silent wrong results */
+
+/* Rewrite PREFIX-0001.params with fc_weight (4,3) stored as (3,4): same
+ * element count, transposed shape. */
+static void transpose_weight(const char *prefix) {
+    int na, nx;
+    char **an, **xn;
+    mxp_ndarray **aa, **xa;
+    cr_assert_eq(mxp_checkpoint_load_params(prefix, 1, &na, &an, &aa, &nx, &xn, &xa), MXP_OK, "%s", mxp_last_error());
+    int found = 0;
+    for (int i = 0; i < na; i++) {
+        if (strcmp(an[i], "fc_weight")) continue;
+        cr_assert_eq(mxp_ndarray_shape(aa[i])[0], 4);
+        int64_t t[2] = {3, 4};
+        mxp_ndarray *r = NULL;
+        cr_assert_eq(mxp_ndarray_reshape(aa[i], t, 2, &r), MXP_OK, "%s", mxp_last_error());
+        mxp_ndarray_free(aa[i]);
+        aa[i] = r;
+        found = 1;
+    }
+    cr_assert(found);
+    cr_assert_eq(mxp_checkpoint_save_params(prefix, 1, na, (const char *const *)an, aa, nx, (const char *const *)xn, xa),
+                 MXP_OK, "%s", mxp_last_error());
+    mxp_ndarray_list_free(na, aa, an);
+    mxp_ndarray_list_free(nx, xa, xn);
+}
+
+Test(fit_errors, transposed_checkpoint_parameter_is_refused) {
+    const char *prefix = train_one("transposed");
+    transpose_weight(prefix);
+    /* resume (fit) */
+    mxp_module *m = fc_module(4);
+    mxp_iter *it = data_iter(16, 4, 1.0f);
+    cr_assert_eq(mxp_module_load_checkpoint(m, prefix, 1, 0), MXP_OK, "%s", mxp_last_error());
+    mxp_fit_opts o = fit_opts(1, 2, ok_vals, NULL);
+    cr_assert_eq(mxp_module_fit(m, it, NULL, &o), MXP_ESHAPE, "resume accepted a transposed fc_weight");
+    cr_assert(strstr(mxp_last_error(), "fc_weight") && strstr(mxp_last_error(), "(3, 4)") &&
+                  strstr(mxp_last_error(), "(4, 3)"),
+              "%s", mxp_last_error());
+    mxp_module_free(m);
+    /* score (inference binding) */
+    m = fc_module(4);
+    cr_assert_eq(mxp_module_load_checkpoint(m, prefix, 1, 0), MXP_OK, "%s", mxp_last_error());
+    double acc = 0;
+    cr_assert_eq(mxp_module_score(m, it, "acc", &acc), MXP_ESHAPE, "score accepted a transposed fc_weight");
+    cr_assert(strstr(mxp_last_error(), "fc_weight"), "%s", mxp_last_error());
+    mxp_module_free(m);
+    mxp_iter_free(it);
+}
+
+Test(fit_errors, an_epoch_without_batches_is_an_error_not_a_checkpoint) {
+    char prefix[256], params[512];
+    snprintf(prefix, sizeof prefix, "%s/empty", trt_dir);
+    snprintf(params, sizeof params, "%s-0001.params", prefix);
+    mxp_module *m = fc_module(4);
+    mxp_iter *it = data_iter(3, 4, 1.0f); /* 3 samples, batch 4, last batch discarded */
+    mxp_fit_opts o = fit_opts(0, 1, ok_vals, prefix);
+    cr_assert_neq(mxp_module_fit(m, it, NULL, &o), MXP_OK, "an epoch with no batch trained");
+    cr_assert(strstr(mxp_last_error(), "no batch"), "%s", mxp_last_error());
+    cr_assert(!file_exists(params), "an untrained model was saved as a checkpoint");
+    mxp_module_free(m);
+    mxp_iter_free(it);
+}
+
+Test(fit_errors, non_finite_hyper_parameters_are_refused) {
+    const char *bad[][2] = {{"learning_rate", "inf"}, {"learning_rate", "nan"}, {"wd", "inf"},
+                            {"momentum", "-inf"}, {"rescale_grad", "nan"}, {"learning_rate", "1e999"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mxp_optimizer *opt = NULL;
+        const char *k = bad[i][0], *v = bad[i][1];
+        cr_assert_eq(mxp_optimizer_create("sgd", 1, &k, &v, &opt), MXP_EINVAL, "%s=%s accepted", k, v);
+        cr_assert_null(opt);
+        cr_assert(strstr(mxp_last_error(), k) && strstr(mxp_last_error(), "finite"), "%s", mxp_last_error());
+    }
+}
+
+static const char *huge_lr[] = {"1e30", "0"};
+
+Test(fit_errors, a_diverged_run_stops_naming_epoch_and_batch) {
+    char prefix[256], params[512];
+    snprintf(prefix, sizeof prefix, "%s/diverged", trt_dir);
+    snprintf(params, sizeof params, "%s-0001.params", prefix);
+    mxp_module *m = fc_module(4);
+    mxp_iter *it = data_iter(32, 4, 1e10f);
+    mxp_fit_opts o = fit_opts(0, 1, huge_lr, prefix);
+    cr_assert_eq(mxp_module_fit(m, it, NULL, &o), MXP_EINVAL, "a run whose weights became NaN succeeded");
+    cr_assert(strstr(mxp_last_error(), "epoch 0") && strstr(mxp_last_error(), "batch"), "%s", mxp_last_error());
+    cr_assert(strstr(mxp_last_error(), "allow_nan"), "%s", mxp_last_error());
+    cr_assert(!file_exists(params), "NaN weights were saved");
+    mxp_module_free(m);
+    /* The user's choice: continue anyway. */
+    m = fc_module(4);
+    o.allow_nan = 1;
+    cr_assert_eq(mxp_module_fit(m, it, NULL, &o), MXP_OK, "%s", mxp_last_error());
+    cr_assert(file_exists(params));
+    mxp_module_free(m);
+    mxp_iter_free(it);
+}
+
+Test(fit_errors, duplicate_argument_names_fail_at_bind) {
+    mxp_symbol *data = gt_var("data");
+    mxp_symbol *w1 = gt_var("w"), *b1 = gt_var("b1");
+    mxp_symbol *w2 = gt_var("w"), *b2 = gt_var("b2"); /* a second node named 'w' */
+    mxp_symbol *a1[3] = {data, w1, b1};
+    mxp_symbol *fc1 = gt_op("FullyConnected", "fc1", 3, a1, "num_hidden=3", NULL);
+    mxp_symbol *a2[3] = {fc1, w2, b2};
+    mxp_symbol *fc2 = gt_op("FullyConnected", "fc2", 3, a2, "num_hidden=4", NULL);
+    mxp_symbol *sm = gt_op("SoftmaxOutput", "softmax", 1, &fc2, NULL);
+    mxp_module *m = NULL;
+    cr_assert_eq(mxp_module_create(sm, 0, NULL, 1, NULL, &m), MXP_OK, "%s", mxp_last_error());
+    mxp_iter *it = data_iter(16, 4, 1.0f);
+    mxp_fit_opts o = fit_opts(0, 1, ok_vals, NULL);
+    cr_assert_eq(mxp_module_fit(m, it, NULL, &o), MXP_EINVAL, "two variables named 'w' were bound");
+    cr_assert(strstr(mxp_last_error(), "'w'") && strstr(mxp_last_error(), "fc1") && strstr(mxp_last_error(), "fc2"),
+              "%s", mxp_last_error());
+    mxp_module_free(m);
+    mxp_iter_free(it);
+    mxp_symbol *all[] = {sm, fc2, fc1, b2, w2, b1, w1, data};
+    for (int i = 0; i < 8; i++) mxp_symbol_free(all[i]);
+}
+
+Test(fit_errors, duplicate_params_names_keep_the_last_like_mxnet) {
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "%s/dup", trt_dir);
+    float one = 1.0f, two = 2.0f;
+    mxp_ndarray *a = trt_vec(1, &one), *b = trt_vec(1, &two);
+    const char *names[] = {"w", "w"};
+    mxp_ndarray *arrs[] = {a, b};
+    cr_assert_eq(mxp_checkpoint_save_params(prefix, 1, 2, names, arrs, 0, NULL, NULL), MXP_OK, "%s", mxp_last_error());
+    int na, nx;
+    char **an, **xn;
+    mxp_ndarray **aa, **xa;
+    cr_assert_eq(mxp_checkpoint_load_params(prefix, 1, &na, &an, &aa, &nx, &xn, &xa), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(na, 1, "both entries named 'w' were kept");
+    float *v = trt_get(aa[0]);
+    cr_assert_eq(v[0], 2.0f, "the first 'w' was kept; MXNet keeps the last");
+    free(v);
+    mxp_ndarray_list_free(na, aa, an);
+    mxp_ndarray_list_free(nx, xa, xn);
+    mxp_ndarray_free(a);
+    mxp_ndarray_free(b);
+}
