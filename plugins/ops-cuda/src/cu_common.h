@@ -63,5 +63,13 @@ int cu_all_f32_contig(const mxp_tensor *t, uint32_t n);
 /* Registration entry points of the pack's files. */
 int cu_reg_device(mxp_registrar *r);
 int cu_reg_elemwise(mxp_registrar *r);
+int cu_reg_copy(mxp_registrar *r);
+int cu_reg_optim(mxp_registrar *r);
+int cu_reg_fc(mxp_registrar *r);
+int cu_reg_conv_cudnn(mxp_registrar *r);
+int cu_reg_conv_direct(mxp_registrar *r);
+int cu_reg_activation(mxp_registrar *r);
+int cu_reg_pooling(mxp_registrar *r);
+int cu_reg_softmax(mxp_registrar *r);
 
 #endif /* OPS_CUDA_CU_COMMON_H */

@@ -129,6 +129,20 @@ __global__ void k_bcast_bwd(int op, cuk_bcast g, const float *dy, const float *a
     }
 }
 
+__global__ void k_bias_rows(float *y, const float *b, int64_t rows, int64_t cols) {
+    int64_t n = rows * cols;
+    for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += b[i % cols];
+}
+
+/* One thread per column: consecutive threads read consecutive addresses. */
+__global__ void k_col_sum(float *dst, const float *src, int64_t rows, int64_t cols, int add) {
+    for (int64_t c = first_index(); c < cols; c += grid_stride()) {
+        double acc = 0.0;
+        for (int64_t r = 0; r < rows; r++) acc += src[r * cols + c];
+        store(dst, c, (float)acc, add);
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -196,6 +210,18 @@ int cuk_bcast_bwd(void *stream, int op, const cuk_bcast *g, const float *dy, con
     if (n_dst <= 0 || red <= 0) return 0;
     k_bcast_bwd<<<blocks_for(n_dst), kThreads, 0, (cudaStream_t)stream>>>(op, *g, dy, a, b, which, dst, n_dst,
                                                                             red, add);
+    return (int)cudaGetLastError();
+}
+
+int cuk_bias_rows(void *stream, float *y, const float *b, int64_t rows, int64_t cols) {
+    if (rows <= 0 || cols <= 0) return 0;
+    k_bias_rows<<<blocks_for(rows * cols), kThreads, 0, (cudaStream_t)stream>>>(y, b, rows, cols);
+    return (int)cudaGetLastError();
+}
+
+int cuk_col_sum(void *stream, float *dst, const float *src, int64_t rows, int64_t cols, int add) {
+    if (cols <= 0) return 0;
+    k_col_sum<<<blocks_for(cols), kThreads, 0, (cudaStream_t)stream>>>(dst, src, rows, cols, add);
     return (int)cudaGetLastError();
 }
 

@@ -48,6 +48,11 @@ int cuk_bcast_fwd(void *stream, int op, const cuk_bcast *g, const float *a, cons
 int cuk_bcast_bwd(void *stream, int op, const cuk_bcast *g, const float *dy, const float *a, const float *b,
                   int which, float *dst, int add);
 
+/* y[r][c] += b[c] for a rows x cols row-major y (bias of FullyConnected). */
+int cuk_bias_rows(void *stream, float *y, const float *b, int64_t rows, int64_t cols);
+/* dst[c] (=|+=) sum over r of src[r][c], src rows x cols row-major. */
+int cuk_col_sum(void *stream, float *dst, const float *src, int64_t rows, int64_t cols, int add);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,7 @@
  * functors/), compiled here by the C compiler exactly as nvcc compiles them
  * into the GPU kernels, against ops-basic's own CPU kernels (a separate
  * implementation) on random float32 data: unary, binary, scalar and
- * reduce families, forward and backward.  Needs no GPU and no nvcc: the
+ * reduce families, forward and backward, and the optimizer updates.  Needs no GPU and no nvcc: the
  * headers are plain C when __CUDACC__ is not defined. */
 #include <criterion/criterion.h>
 
@@ -14,6 +14,7 @@
 #include "../../../plugins/ops-cuda/src/functors/ew_binary.h"
 #include "../../../plugins/ops-cuda/src/functors/ew_scalar.h"
 #include "../../../plugins/ops-cuda/src/functors/ew_unary.h"
+#include "../../../plugins/ops-cuda/src/functors/optim.h"
 #include "../../../plugins/ops-cuda/src/functors/reduce.h"
 
 static ph_pack *P;
@@ -258,5 +259,60 @@ Test(functors, reduce_merge_of_halves_equals_serial) {
             cr_assert(close_f(merged, serial) || (isnan(merged) && isnan(serial)), "op %d nan %d: merged %.9g serial %.9g",
                       op, with_nan, merged, serial);
         }
+    }
+}
+
+/* Optimizer updates: new weight and states from functors/optim.h against
+ * ops-basic's sgd_update, sgd_mom_update, adam_update, rmsprop_update
+ * (states are updated in place by the op). */
+Test(functors, optimizer_updates_match_ops_basic) {
+    static const struct {
+        const char *op;
+        int n_in;
+        const char *kw[16];
+        cu_opt_hp hp;
+    } k_opts[] = {
+        {"sgd_update", 2, {"lr", "0.1", "wd", "0.01", "rescale_grad", "0.5", "clip_gradient", "0.3", NULL},
+         {0.1f, 0.01f, 0.5f, 0.3f, 0, 0, 0}},
+        {"sgd_mom_update", 3, {"lr", "0.1", "momentum", "0.9", "wd", "0.01", NULL}, {0.1f, 0.01f, 1.0f, -1.0f, 0.9f, 0, 0}},
+        {"adam_update", 4, {"lr", "0.01", "beta1", "0.8", "beta2", "0.9", "epsilon", "1e-6", "wd", "0.001", NULL},
+         {0.01f, 0.001f, 1.0f, -1.0f, 0.8f, 0.9f, 1e-6f}},
+        {"rmsprop_update", 3, {"lr", "0.01", "gamma1", "0.9", "clip_weights", "0.5", "epsilon", "1e-8", NULL},
+         {0.01f, 0.0f, 1.0f, -1.0f, 0.9f, 1e-8f, 0.5f}},
+    };
+    for (size_t c = 0; c < sizeof k_opts / sizeof k_opts[0]; c++) {
+        ph_arr in[4], init[4];
+        for (int i = 0; i < k_opts[c].n_in; i++) {
+            in[i] = rand_arr(200 + c * 8 + (size_t)i, i >= 2 ? 0.0 : -1.0, 1.0);
+            init[i] = ph_arr_clone(&in[i]);
+        }
+        ph_arr y = forward1(k_opts[c].op, k_opts[c].kw, k_opts[c].n_in, in);
+        const cu_opt_hp *h = &k_opts[c].hp;
+        for (int64_t i = 0; i < N; i++) {
+            float w = (float)ph_get(&init[0], i), g = (float)ph_get(&init[1], i), nw, s1 = 0, s2 = 0;
+            switch (c) {
+            case 0: nw = cu_sgd_w(h, w, g); break;
+            case 1: s1 = cu_sgd_mom_m(h, (float)ph_get(&init[2], i), w, g); nw = w + s1; break;
+            case 2:
+                s1 = cu_adam_mean(h, (float)ph_get(&init[2], i), w, g);
+                s2 = cu_adam_var(h, (float)ph_get(&init[3], i), w, g);
+                nw = cu_adam_w(h, w, s1, s2);
+                break;
+            default: s1 = cu_rms_n(h, (float)ph_get(&init[2], i), w, g); nw = cu_rms_w(h, w, g, s1); break;
+            }
+            cr_assert(close_f(nw, ph_get(&y, i)), "%s weight[%lld]: functor %.9g, ops-basic %.9g", k_opts[c].op,
+                      (long long)i, nw, ph_get(&y, i));
+            if (k_opts[c].n_in > 2)
+                cr_assert(close_f(s1, ph_get(&in[2], i)), "%s state 2 [%lld]: functor %.9g, ops-basic %.9g",
+                          k_opts[c].op, (long long)i, s1, ph_get(&in[2], i));
+            if (k_opts[c].n_in > 3)
+                cr_assert(close_f(s2, ph_get(&in[3], i)), "%s state 3 [%lld]: functor %.9g, ops-basic %.9g",
+                          k_opts[c].op, (long long)i, s2, ph_get(&in[3], i));
+        }
+        for (int i = 0; i < k_opts[c].n_in; i++) {
+            ph_arr_free(&in[i]);
+            ph_arr_free(&init[i]);
+        }
+        ph_arr_free(&y);
     }
 }

@@ -57,7 +57,7 @@ Test(cuda_pack, loads_and_counts_devices_without_touching_hardware_at_init) {
     mxp_registry_shutdown();
 }
 
-Test(cuda_pack, every_impl_is_a_gpu_impl_of_an_op_ops_basic_defines) {
+Test(cuda_pack, every_impl_is_a_gpu_impl_of_an_op_another_pack_defines) {
     need_pack();
     cr_assert_eq(mxp_registry_init(), MXP_OK, "%s", mxp_last_error());
     cr_assert_eq(mxp_pack_load("ops-cuda"), MXP_OK, "%s", mxp_last_error());
@@ -69,11 +69,25 @@ Test(cuda_pack, every_impl_is_a_gpu_impl_of_an_op_ops_basic_defines) {
             if (!pack || strcmp(pack, "ops-cuda") != 0) continue;
             n_gpu++;
             cr_assert_str_eq(mxp_op_impl_device(op, k), "gpu", "%s", mxp_op_name(op));
-            cr_assert_str_eq(mxp_op_impl_name(op, k), "cuda", "%s", mxp_op_name(op));
-            cr_assert_str_eq(mxp_op_pack(op), "ops-basic", "%s is defined by %s", mxp_op_name(op), mxp_op_pack(op));
+            const char *impl = mxp_op_impl_name(op, k);
+            cr_assert(!strcmp(impl, "cuda") || !strcmp(impl, "cudnn") || !strcmp(impl, "cublas") ||
+                          !strcmp(impl, "direct"),
+                      "%s: impl %s", mxp_op_name(op), impl);
+            const char *def = mxp_op_pack(op);
+            cr_assert(!strcmp(def, "ops-basic") || !strcmp(def, "ops-nn"), "%s is defined by %s", mxp_op_name(op), def);
         }
     }
-    cr_assert_geq(n_gpu, 47, "gpu impls registered: %d", n_gpu);
+    cr_assert_geq(n_gpu, 61, "gpu impls registered: %d", n_gpu);
+    /* Convolution: two gpu impls to choose from, cudnn ranked first. */
+    const mxp_op *conv = mxp_op_find("Convolution");
+    cr_assert(conv);
+    int cudnn_rank = -1, direct_rank = -1;
+    for (int k = 0; k < mxp_op_impl_count(conv); k++) {
+        if (strcmp(mxp_op_impl_device(conv, k), "gpu")) continue;
+        if (!strcmp(mxp_op_impl_name(conv, k), "cudnn")) cudnn_rank = mxp_op_impl_rank(conv, k);
+        if (!strcmp(mxp_op_impl_name(conv, k), "direct")) direct_rank = mxp_op_impl_rank(conv, k);
+    }
+    cr_assert(cudnn_rank > direct_rank && direct_rank > 0, "ranks cudnn %d direct %d", cudnn_rank, direct_rank);
     /* relu has a gpu impl and the cpu default. */
     const mxp_op *relu = mxp_op_find("relu");
     cr_assert(relu);
