@@ -33,3 +33,16 @@ $(BUILD)/obj/plugins/ops-cuda/%.cu.o: plugins/ops-cuda/%.cu | deps
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -MD -MF $(@:.o=.d) -c $< -o $@
 endif
+
+# make test-gpu: the GPU-side tests (tests/unit/cuda/: every gpu op against
+# the cpu, copies, the pack without a GPU).  Without a GPU, or without the
+# pack, each test skips and says why (--verbose prints the reason).  They
+# also run in `make test`, where they skip the same way.
+CUDA_TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/cuda/test_*.c))
+test-gpu: all $(CUDA_TEST_BINS)
+	@rc=0; log=$$(mktemp); for t in $(CUDA_TEST_BINS); do \
+	  echo "--- $$t"; \
+	  MXP_MANIFEST=$(BUILD_ABS)/plugins/manifest.yaml $$t --verbose >$$log 2>&1 || rc=1; \
+	  grep -E '^\[(SKIP|FAIL|====)|Assertion|skip|no GPU' $$log || true; \
+	done; rm -f $$log; exit $$rc
+.PHONY: test-gpu

@@ -1,24 +1,25 @@
 /* ew.c — GPU implementations ("cuda", device gpu) of ops-basic's
- * elementwise ops that take no parameters: the unary ops (abs ... round),
- * the equal-shape binary ops (elemwise_add ... _lesser_equal) and their
- * broadcast_* twins.  The math is the functor headers' (functors/), the
+ * elementwise ops: the unary ops (abs ... round), the equal-shape binary
+ * ops (elemwise_add ... _lesser_equal), their broadcast_* twins and the
+ * scalar ops.  The math is the functor headers' (functors/), the
  * kernels are ew_kernels.cu's; this file checks the configuration, maps
  * req to write/add, picks what backward reads as the op's declared
  * backward dependencies promise, and finishes the stream (cu_common.h).
  *
- * Not here: ops with parameters (scalar ops, clip, smooth_l1), which need
- * the typed parameter access to another pack's params.  Only contiguous
+ * The scalar ops (_plus_scalar ... _lesser_equal_scalar, smooth_l1) read
+ * their "scalar" by name (ABI 1.1 typed access).  Not here: clip.  Only contiguous
  * float32 tensors are accepted: `supports` refuses other dtypes with the
  * reason, forward/backward refuse strided views with an error. */
 #include "cu_common.h"
 #include "ew_kernels.h"
 
 #include "functors/ew_binary.h"
+#include "functors/ew_scalar.h"
 #include "functors/ew_unary.h"
 
 #include <string.h>
 
-enum { FAM_UNARY, FAM_BINARY, FAM_BCAST };
+enum { FAM_UNARY, FAM_BINARY, FAM_BCAST, FAM_SCALAR };
 
 typedef struct ew_info {
     const char *op;
@@ -52,8 +53,19 @@ static const ew_info k_ops[] = {
     {"broadcast_not_equal", FAM_BCAST, CU_B_NOT_EQUAL}, {"broadcast_greater", FAM_BCAST, CU_B_GREATER},
     {"broadcast_greater_equal", FAM_BCAST, CU_B_GREATER_EQUAL}, {"broadcast_lesser", FAM_BCAST, CU_B_LESSER},
     {"broadcast_lesser_equal", FAM_BCAST, CU_B_LESSER_EQUAL},
+    {"_plus_scalar", FAM_SCALAR, CU_S_PLUS}, {"_minus_scalar", FAM_SCALAR, CU_S_MINUS},
+    {"_rminus_scalar", FAM_SCALAR, CU_S_RMINUS}, {"_mul_scalar", FAM_SCALAR, CU_S_MUL},
+    {"_div_scalar", FAM_SCALAR, CU_S_DIV}, {"_rdiv_scalar", FAM_SCALAR, CU_S_RDIV},
+    {"_power_scalar", FAM_SCALAR, CU_S_POWER}, {"_rpower_scalar", FAM_SCALAR, CU_S_RPOWER},
+    {"_maximum_scalar", FAM_SCALAR, CU_S_MAXIMUM}, {"_minimum_scalar", FAM_SCALAR, CU_S_MINIMUM},
+    {"_equal_scalar", FAM_SCALAR, CU_S_EQUAL}, {"_not_equal_scalar", FAM_SCALAR, CU_S_NOT_EQUAL},
+    {"_greater_scalar", FAM_SCALAR, CU_S_GREATER}, {"_greater_equal_scalar", FAM_SCALAR, CU_S_GREATER_EQUAL},
+    {"_lesser_scalar", FAM_SCALAR, CU_S_LESSER}, {"_lesser_equal_scalar", FAM_SCALAR, CU_S_LESSER_EQUAL},
+    {"smooth_l1", FAM_SCALAR, CU_S_SMOOTH_L1},
 };
 #define N_OPS (sizeof k_ops / sizeof k_ops[0])
+
+static int scalar_of(const ew_info *e, const mxp_op_params *p, float *out);
 
 static float *fptr(const mxp_tensor *t) { return t && t->data ? (float *)mxp_tensor_ptr(t) : NULL; }
 static int is_add(const int32_t *req, uint32_t i) { return req && req[i] == MXP_REQ_ADD; }
@@ -127,6 +139,11 @@ static int ew_forward(const mxp_forward_args *a) {
     if (e->family == FAM_UNARY) {
         kernel = "unary forward";
         st = cuk_unary_fwd(s, e->code, fptr(&a->in[0]), fptr(y), n, add);
+    } else if (e->family == FAM_SCALAR) {
+        float sc;
+        if ((rc = scalar_of(e, mxp_forward_op_params(a), &sc))) return rc;
+        kernel = "scalar forward";
+        st = cuk_scalar_fwd(s, e->code, fptr(&a->in[0]), sc, fptr(y), n, add);
     } else if (e->family == FAM_BINARY) {
         kernel = "binary forward";
         st = cuk_binary_fwd(s, e->code, fptr(&a->in[0]), fptr(&a->in[1]), fptr(y), n, add);
@@ -139,6 +156,16 @@ static int ew_forward(const mxp_forward_args *a) {
     }
     rc = cu_check_launch(st, kernel, e->op);
     return rc ? rc : cu_finish(s, e->op);
+}
+
+/* The "scalar" parameter the host's SimpleOp expansion gives scalar ops. */
+static int scalar_of(const ew_info *e, const mxp_op_params *p, float *out) {
+    double v = 0;
+    int rc = mxp_param_get_float(g_cu_host, p, "scalar", &v);
+    if (rc) return rc;
+    (void)e;
+    *out = (float)v;
+    return MXP_OK;
 }
 
 static int need(const ew_info *e, const float *p, const char *what) {
@@ -162,6 +189,29 @@ static int unary_backward(const mxp_backward_args *a, const ew_info *e) {
     if (!rc && e->code != CU_U_NEGATIVE) rc = need(e, v, uses_out ? "output" : "input");
     if (rc) return rc;
     return cu_check_launch(cuk_unary_bwd(s, e->code, dy, v, fptr(dx), n, add), "unary backward", e->op);
+}
+
+static int scalar_backward(const mxp_backward_args *a, const ew_info *e) {
+    void *s = a->ctx->stream;
+    const mxp_tensor *dx = &a->in_grad[0];
+    int64_t n = mxp_tensor_numel(dx);
+    int add = is_add(a->req, 0);
+    if (cu_scalar_grad_is_zero(e->code)) {
+        if (add) return MXP_OK;
+        return cu_check_launch(cuk_fill(s, fptr(dx), 0.0f, n, 0), "fill", e->op);
+    }
+    float sc;
+    int rc = scalar_of(e, mxp_backward_op_params(a), &sc);
+    if (rc) return rc;
+    const float *dy = fptr(&a->out_grad[0]), *v = NULL;
+    rc = need(e, dy, "out_grad");
+    if (!rc && cu_scalar_grad_uses_value(e->code)) {
+        int uses_out = cu_scalar_grad_uses_output(e->code);
+        v = uses_out ? fptr(&a->out[0]) : fptr(&a->in[0]);
+        rc = need(e, v, uses_out ? "output" : "input");
+    }
+    if (rc) return rc;
+    return cu_check_launch(cuk_scalar_bwd(s, e->code, dy, v, sc, fptr(dx), n, add), "scalar backward", e->op);
 }
 
 static int binary_backward(const mxp_backward_args *a, const ew_info *e) {
@@ -210,9 +260,9 @@ static int ew_backward(const mxp_backward_args *a) {
     if (!rc) rc = check_tensors(e, a->out, a->n_out, "output");
     if (!rc) rc = check_tensors(e, a->in_grad, a->n_in, "input gradient");
     if (rc) return rc;
-    if (e->family == FAM_UNARY) {
+    if (e->family == FAM_UNARY || e->family == FAM_SCALAR) {
         if (is_null(a->req, 0)) return MXP_OK;
-        rc = unary_backward(a, e);
+        rc = e->family == FAM_UNARY ? unary_backward(a, e) : scalar_backward(a, e);
     } else {
         rc = binary_backward(a, e);
     }

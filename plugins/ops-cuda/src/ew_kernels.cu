@@ -207,7 +207,12 @@ int cuk_bcast_bwd(void *stream, int op, const cuk_bcast *g, const float *dy, con
         if (st[d] == 0 && g->shape[d] != 1) red *= g->shape[d];
         else n_dst *= g->shape[d];
     }
-    if (n_dst <= 0 || red <= 0) return 0;
+    if (n_dst <= 0) return 0;
+    if (red <= 0) { /* an empty output: every gradient element is an empty sum */
+        if (add) return 0;
+        k_fill<<<blocks_for(n_dst), kThreads, 0, (cudaStream_t)stream>>>(dst, 0.0f, n_dst, 0);
+        return (int)cudaGetLastError();
+    }
     k_bcast_bwd<<<blocks_for(n_dst), kThreads, 0, (cudaStream_t)stream>>>(op, *g, dy, a, b, which, dst, n_dst,
                                                                             red, add);
     return (int)cudaGetLastError();

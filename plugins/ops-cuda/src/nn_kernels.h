@@ -23,6 +23,18 @@ typedef struct cuk_softmax_ce {
 
 int cuk_softmax_ce_grad(void *stream, const cuk_softmax_ce *c, const float *p, const float *labels, float *dx, int add);
 
+/* Dropout over n elements from a Philox4x32-10 stream (functors/philox.h):
+ * keep element i when value i of (key, counter) < threshold (= keep
+ * probability * 2^32); mask[i] = keep ? scale : 0; y (=|+=) x * mask[i]
+ * unless y is NULL. */
+typedef struct cuk_dropout {
+    uint64_t key, counter;
+    double threshold;
+    float scale;
+} cuk_dropout;
+
+int cuk_dropout_fwd(void *stream, const cuk_dropout *d, const float *x, float *mask, float *y, int64_t n, int add);
+
 #ifdef __cplusplus
 }
 #endif

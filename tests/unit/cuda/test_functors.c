@@ -2,7 +2,9 @@
  * functors/), compiled here by the C compiler exactly as nvcc compiles them
  * into the GPU kernels, against ops-basic's own CPU kernels (a separate
  * implementation) on random float32 data: unary, binary, scalar and
- * reduce families, forward and backward, and the optimizer updates.  Needs no GPU and no nvcc: the
+ * reduce families, forward and backward, the optimizer updates, and the
+ * Philox generator and Bernoulli mapping of the gpu Dropout against the
+ * runtime's CPU generator.  Needs no GPU and no nvcc: the
  * headers are plain C when __CUDACC__ is not defined. */
 #include <criterion/criterion.h>
 
@@ -15,6 +17,8 @@
 #include "../../../plugins/ops-cuda/src/functors/ew_scalar.h"
 #include "../../../plugins/ops-cuda/src/functors/ew_unary.h"
 #include "../../../plugins/ops-cuda/src/functors/optim.h"
+#include "../../../plugins/ops-cuda/src/functors/philox.h"
+#include "resource/resource.h"
 #include "../../../plugins/ops-cuda/src/functors/reduce.h"
 
 static ph_pack *P;
@@ -315,4 +319,26 @@ Test(functors, optimizer_updates_match_ops_basic) {
         }
         ph_arr_free(&y);
     }
+}
+
+/* The device's Philox functor gives the CPU generator's numbers for the same
+ * stream (runtime/src/resource/philox.c), and the Bernoulli mapping the
+ * dropout kernel uses gives the CPU's draws: same seed, same mask. */
+Test(functors, philox_and_bernoulli_match_the_cpu_generator) {
+    mxp_rng_stream s = {{0x12345678u, 0x9abcdef0u}, (1ull << 32) - 3, 4096}; /* counter crosses 2^32 */
+    uint64_t key = (uint64_t)s.key[0] | (uint64_t)s.key[1] << 32;
+    uint32_t cpu[1000];
+    cr_assert_eq(mxp__rng_u32(&s, 0, 1000, cpu), MXP_OK);
+    for (uint64_t i = 0; i < 1000; i++)
+        cr_assert_eq(cu_philox_value(key, s.counter, i), cpu[i], "value %llu: functor %u, cpu %u", (unsigned long long)i,
+                     cu_philox_value(key, s.counter, i), cpu[i]);
+    float keep = (float)(1.0 - 0.3), draws[1000];
+    cr_assert_eq(mxp__rng_bernoulli_f32(&s, 0, 1000, keep, draws), MXP_OK);
+    int ones = 0;
+    for (uint64_t i = 0; i < 1000; i++) {
+        int got = cu_bernoulli(cu_philox_value(key, s.counter, i), (double)keep * 4294967296.0);
+        cr_assert_eq((float)got, draws[i], "draw %llu", (unsigned long long)i);
+        ones += got;
+    }
+    cr_assert(ones > 600 && ones < 800, "keep rate %d / 1000 for p 0.7", ones);
 }
