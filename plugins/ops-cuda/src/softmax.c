@@ -3,7 +3,8 @@
  * mode on an (O, K, S, 1) view: softmax over K for every (o, s)), softmax's
  * backward is cudnnSoftmaxBackward, and SoftmaxOutput's loss gradient
  *   dx = grad_scale / norm * (p - onehot_smoothed(label)), 0 on ignored rows
- * (norm 1, N, or the number of valid labels) is a kernel (nn_kernels.cu).
+ * (norm 1, N, or the number of valid labels; with multi_output also times
+ * the spatial size, except for 'valid') is a kernel (nn_kernels.cu).
  * Parameters are read by name through the host's typed parameter access.
  * Refused here (with the reason): softmax with a temperature other than 1
  * or use_length, and dtypes other than float32. */
@@ -232,6 +233,10 @@ static int so_backward(const mxp_backward_args *a) {
             if ((rc = count_valid(&c, &a->in[1], s, O * S, &valid))) return rc;
             norm = (double)(valid > 0 ? valid : 1);
         }
+        /* As ops-nn (and MXNet): multi_output also divides by the spatial
+         * size S, except for 'valid', whose count covers every position. */
+        int is_valid = c.normalization && !strcmp(c.normalization, "valid");
+        if (c.multi_output && !c.preserve_shape && !is_valid) norm *= (double)S;
         cuk_softmax_ce c2 = {O, K, S, (float)(c.grad_scale / norm), (float)(1.0 - c.smooth_alpha),
                              K > 1 ? (float)(c.smooth_alpha / (double)(K - 1)) : 0.0f, c.use_ignore,
                              (float)c.ignore_label};

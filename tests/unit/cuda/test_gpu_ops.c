@@ -226,6 +226,11 @@ static const opcase k_cases[] = {
     {"FullyConnected", KW("num_hidden", "6"), 3, {SH(4, 10), SH(6, 10), SH(6)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
     {"FullyConnected", KW("num_hidden", "5", "no_bias", "True"), 2, {SH(3, 2, 4), SH(5, 8)}, -1, 1, -1, 0, 0, 1e-5,
      1e-4},
+    {"dot", KW(NULL), 2, {SH(4, 6), SH(6, 5)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
+    {"dot", KW("transpose_a", "True", "transpose_b", "True"), 2, {SH(6, 4), SH(5, 6)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
+    {"dot", KW("transpose_b", "True"), 2, {SH(2, 3, 6), SH(5, 6)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
+    {"batch_dot", KW(NULL), 2, {SH(3, 4, 6), SH(3, 6, 5)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
+    {"batch_dot", KW("transpose_a", "True"), 2, {SH(3, 6, 4), SH(3, 6, 5)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
     {"Activation", KW("act_type", "relu"), 1, {SH(4, 5, 6)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
     {"Activation", KW("act_type", "tanh"), 1, {SH(4, 5, 6)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
     {"Activation", KW("act_type", "sigmoid"), 1, {SH(4, 5, 6)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
@@ -243,6 +248,8 @@ static const opcase k_cases[] = {
     {"SoftmaxOutput", KW(NULL), 2, {SH(8, 10), SH(8)}, -2, 2, 1, 10, 1, 1e-6, 1e-5},
     {"SoftmaxOutput", KW("normalization", "valid", "use_ignore", "True", "ignore_label", "3"), 2, {SH(8, 10), SH(8)},
      -2, 2, 1, 10, 1, 1e-6, 1e-5},
+    {"SoftmaxOutput", KW("multi_output", "True", "normalization", "batch"), 2, {SH(2, 5, 3, 4), SH(2, 3, 4)}, -2, 2, 1,
+     5, 1, 1e-6, 1e-5},
 };
 
 Test(gpu_ops, every_op_matches_the_cpu_forward_and_backward) {
