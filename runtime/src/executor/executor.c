@@ -82,9 +82,17 @@ void mxp__executor_teardown(mxp_executor *ex) {
     ex->prog = NULL;
 }
 
+void mxp__executor_release(void *owner) {
+    mxp_executor *ex = owner;
+    for (int s = 0; ex->prog && ex->steps && s < ex->prog->n_steps; s++) mxp__node_step_reset(ex->steps[s]);
+    for (int s = 0; ex->prog && ex->sum_nodes && s < ex->prog->n_steps; s++) mxp__node_release(ex->sum_nodes[s]);
+    for (int i = 0; ex->nodes && i < ex->g->n_nodes; i++) mxp__node_release(ex->nodes[i]);
+}
+
 void mxp_executor_free(mxp_executor *ex) {
     if (!ex) return;
     mxp__autograd_executor_freed(ex); /* steps recorded on it must not touch it */
+    mxp__holder_unregister(&ex->holder);
     mxp_executor_wait(ex);
     mxp__executor_teardown(ex);
     for (int i = 0; ex->nodes && i < ex->g->n_nodes; i++) mxp__node_free(ex->nodes[i]);
@@ -403,6 +411,7 @@ static int bind_impl(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *c
         mxp_executor_free(ex);
         return rc;
     }
+    mxp__holder_register(&ex->holder, mxp__executor_release, ex);
     *out = ex;
     return MXP_OK;
 }
@@ -467,8 +476,17 @@ int mxp_executor_simple_bind(mxp_symbol *sym, mxp_device dev, int n, const char 
 }
 
 /* ------------------------------------------------------------ reshape */
+static int reshape_held(mxp_executor *ex, int n, const char *const *names, const mxp_shape *shapes);
+
 int mxp_executor_reshape(mxp_executor *ex, int n, const char *const *names, const mxp_shape *shapes) {
     if (!ex || n < 0 || (n && (!names || !shapes))) return mxp__error(MXP_EMISUSE, "mxp_executor_reshape: bad argument");
+    mxp__holder_enter(&ex->holder, 1);
+    int rc = reshape_held(ex, n, names, shapes);
+    mxp__holder_leave(&ex->holder, 0);
+    return rc;
+}
+
+static int reshape_held(mxp_executor *ex, int n, const char *const *names, const mxp_shape *shapes) {
     const mxp__igraph *g = ex->g;
     int rc = mxp_executor_wait(ex);
     if (rc) return rc;

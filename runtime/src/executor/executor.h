@@ -18,6 +18,7 @@
 #include "base/base.h"
 #include "graph/graph.h"
 #include "op/op.h"
+#include "plugin/plugin.h"
 
 struct mxp_executor {
     mxp_symbol *sym;
@@ -44,7 +45,13 @@ struct mxp_executor {
     void *monitor_user;
     int trained;                /* last forward was a training one */
     int ran_backward;
+    /* Lets a pack reload make the nodes drop their instances at a step
+     * boundary (plugin.h): forward, backward and reshape run inside it. */
+    mxp__holder holder;
 };
+
+/* The holder's release: every node and step lets go of pack code. */
+void mxp__executor_release(void *ex);
 
 /* (Re)build everything that depends on shapes: program, plan (kept when
  * `keep_plan` and every value still fits), nodes' signatures, storage. */

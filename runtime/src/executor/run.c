@@ -38,8 +38,29 @@ static int run_monitor(mxp_executor *ex, const mxp__step *st) {
     return MXP_OK;
 }
 
+static int forward_held(mxp_executor *ex, int is_train);
+static int backward_held(mxp_executor *ex, int n_head_grads, mxp_ndarray *const *head_grads);
+
+/* Both run inside the executor's holder (plugin.h): a pack reload makes
+ * the nodes let go at a forward (a step boundary) or after a backward,
+ * never between a training forward and its backward. */
 int mxp_executor_forward(mxp_executor *ex, int is_train) {
     if (!ex) return mxp__error(MXP_EMISUSE, "mxp_executor_forward: NULL executor");
+    mxp__holder_enter(&ex->holder, 1);
+    int rc = forward_held(ex, is_train);
+    mxp__holder_leave(&ex->holder, rc == MXP_OK && is_train);
+    return rc;
+}
+
+int mxp_executor_backward(mxp_executor *ex, int n_head_grads, mxp_ndarray *const *head_grads) {
+    if (!ex) return mxp__error(MXP_EMISUSE, "mxp_executor_backward: bad argument");
+    mxp__holder_enter(&ex->holder, 0);
+    int rc = backward_held(ex, n_head_grads, head_grads);
+    mxp__holder_leave(&ex->holder, 0);
+    return rc;
+}
+
+static int forward_held(mxp_executor *ex, int is_train) {
     const mxp__program *p = ex->prog;
     int cap = 8;
     for (int s = 0; s < p->n_fwd_steps; s++) {
@@ -75,8 +96,8 @@ int mxp_executor_forward(mxp_executor *ex, int is_train) {
     return rc;
 }
 
-int mxp_executor_backward(mxp_executor *ex, int n_head_grads, mxp_ndarray *const *head_grads) {
-    if (!ex || n_head_grads < 0 || (n_head_grads && !head_grads))
+static int backward_held(mxp_executor *ex, int n_head_grads, mxp_ndarray *const *head_grads) {
+    if (n_head_grads < 0 || (n_head_grads && !head_grads))
         return mxp__error(MXP_EMISUSE, "mxp_executor_backward: bad argument");
     if (!ex->trained)
         return mxp__error(MXP_EMISUSE, "backward: needs a preceding forward with is_train = 1");

@@ -134,6 +134,13 @@ static int refresh(mxp__node *n) {
     return load_def(n);
 }
 
+void mxp__node_release(mxp__node *n) {
+    if (!n) return;
+    drop_instances(n);
+    drop_def(n);
+    n->generation = UINT64_MAX; /* never a registry generation: the next use refreshes */
+}
+
 /* ------------------------------------------------------------ create */
 int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys, const char *const *vals,
                      mxp__node **out) {

@@ -84,6 +84,12 @@ int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_
  * registry generation).  Requires a successful mxp__node_infer. */
 int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train);
 
+/* Drop everything that pins packs (instances, the def and its pin): what
+ * a reload needs from an idle holder (plugin.h, mxp__holder).  The node
+ * stays usable: its next infer / bind / forward re-resolves everything and
+ * re-infers the signature it had.  Not while its work needs a backward. */
+void mxp__node_release(mxp__node *n);
+
 /* Name of the bound implementation ("default", "gemm", ...) or NULL. */
 const char *mxp__node_impl_name(const mxp__node *n);
 /* Workspace bytes the bound implementation asked for. */

@@ -72,6 +72,17 @@ void mxp__pack_unpin(mxp_pack *p) {
     if (left == 0 && atomic_load(&p->reloading)) mxp__pack_notify();
 }
 
+int mxp__pack_wait_unpinned(mxp_pack *p, long ms) {
+    struct timespec ts;
+    deadline_in(&ts, ms);
+    pthread_mutex_lock(&g_pin_mu);
+    int rc = 0;
+    while (atomic_load(&p->pins) > 0 && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&g_pin_cv, &g_pin_mu, &ts);
+    int none = atomic_load(&p->pins) == 0;
+    pthread_mutex_unlock(&g_pin_mu);
+    return none;
+}
+
 int mxp__pack_drain(mxp_pack *p, long timeout_ms) {
     struct timespec ts;
     deadline_in(&ts, timeout_ms);

@@ -186,6 +186,7 @@ static int load_locked(mxp_pack *p) {
     p->desc_major = d->hdr.abi_major;
     p->desc_minor = d->hdr.abi_minor;
     p->desc_min_host_minor = d->min_host_minor;
+    mxp__pack_set_loaded_version_locked(p, d->version);
     p->state = PACK_LOADED;
     p->reason[0] = '\0';
     mxp__registry_unlock();

@@ -153,6 +153,9 @@ struct mxp_pack {
     /* Pins: live impl refs into this pack.  reloading blocks new pins. */
     atomic_long pins;
     atomic_int reloading;
+    atomic_int reload_claimed; /* a mxp_pack_reload is running (reload.c)   */
+    const char *loaded_version; /* the loaded library's, registry-owned      */
+    int reloads;              /* successful reloads (under the table lock)    */
 };
 
 /* One implementation of an op: declared by a manifest, and/or registered. */
@@ -401,6 +404,37 @@ void mxp__tune_reset(void);
 
 /* Wake threads waiting on pins / reloads (impl_ref.c). */
 void mxp__pack_notify(void);
+/* Wait up to ms for p to have no pins; 1 when it has none (no error set). */
+int mxp__pack_wait_unpinned(mxp_pack *p, long ms);
+
+/* ------------------------------------------------------------ reloads */
+/* Keep a re-read manifest for the registry's life (reload.c). */
+int mxp__registry_keep_manifest(mxp_manifest *m);
+/* Record the loaded library's version (copied; old copies stay valid). */
+void mxp__pack_set_loaded_version_locked(mxp_pack *p, const char *version);
+/* Check a stage against this manifest entry instead of the pack's. */
+void mxp__stage_set_manifest(mxp_stage *s, const mxp_man_pack *man);
+
+/* Long-lived users of pack code (bound executors, optimizers) that a
+ * reload can make let go at their step boundary (holders.c).  The owner
+ * calls enter/leave around each call that touches its nodes; `boundary`:
+ * this call starts a new step (a forward), so pending reloads are served
+ * first; leave's `busy`: a backward must follow (no release until then). */
+typedef struct mxp__holder {
+    pthread_mutex_t mu;
+    int busy;
+    void (*release)(void *owner);
+    void *owner;
+    struct mxp__holder *prev, *next;
+} mxp__holder;
+void mxp__holder_register(mxp__holder *h, void (*release)(void *owner), void *owner);
+void mxp__holder_unregister(mxp__holder *h); /* no-op if never registered */
+void mxp__holder_enter(mxp__holder *h, int boundary);
+void mxp__holder_leave(mxp__holder *h, int busy);
+/* Reload side: release every holder that is neither in a call nor busy. */
+int mxp__holders_revoke_idle(void);
+int mxp__reload_pending(void);
+void mxp__reload_pending_add(int delta);
 
 /* The one path into op pack code (defs, params, inference, instances,
  * runs): its interface, for the module's files and its users. */

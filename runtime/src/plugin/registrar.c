@@ -32,6 +32,7 @@ typedef struct staged_feature {
 struct mxp_stage {
     mxp_registrar reg;
     mxp_pack *pack;
+    const mxp_man_pack *man;      /* checked against (reload: the new entry) */
     char *pack_name;
     staged_op *ops; int n_ops;
     mxp_op_impl **impls; int n_impls;
@@ -203,6 +204,7 @@ int mxp__stage_create(mxp_pack *p, const char *pack_name, mxp_stage **out) {
 }
 
 mxp_registrar *mxp__stage_registrar(mxp_stage *s) { return &s->reg; }
+void mxp__stage_set_manifest(mxp_stage *s, const mxp_man_pack *man) { s->man = man; }
 
 void mxp__stage_free(mxp_stage *s) {
     if (!s) return;
@@ -332,7 +334,7 @@ static int declared_impl(const mxp_man_pack *m, const char *op, const char *name
 }
 
 static int check_declared(mxp_stage *s) {
-    const mxp_man_pack *m = s->pack->man;
+    const mxp_man_pack *m = s->man ? s->man : s->pack->man;
     strbuf miss = {.len = 0}, extra = {.len = 0};
     for (int i = 0; i < m->n_ops; i++) {
         if (!staged_has_op(s, m->ops[i].name)) sb_add(&miss, "op '%s'", m->ops[i].name);

@@ -354,6 +354,46 @@ int mxp_registry_add_manifest(const char *path) {
     return MXP_OK;
 }
 
+/* ------------------------------------------------------------ reloads */
+/* Strings handed out by mxp_pack_version stay valid until shutdown, also
+ * across reloads (an application may hold one). */
+static char **g_versions;
+static int g_n_versions;
+
+void mxp__pack_set_loaded_version_locked(mxp_pack *p, const char *version) {
+    if (!version) version = "";
+    for (int i = 0; i < g_n_versions; i++)
+        if (!strcmp(g_versions[i], version)) {
+            p->loaded_version = g_versions[i];
+            return;
+        }
+    char **v = realloc(g_versions, (size_t)(g_n_versions + 1) * sizeof *v);
+    char *s = strdup(version);
+    if (v) g_versions = v;
+    if (!v || !s) {
+        free(s);
+        return; /* keep the previous one: a version string is not worth failing for */
+    }
+    g_versions[g_n_versions++] = s;
+    p->loaded_version = s;
+}
+
+int mxp__registry_keep_manifest(mxp_manifest *m) {
+    mxp_registry *r = &g_mxp_reg;
+    mxp__registry_wrlock();
+    mxp_manifest **v = realloc(r->manifests, (size_t)(r->n_manifests + 1) * sizeof *v);
+    if (v) {
+        r->manifests = v;
+        r->manifests[r->n_manifests++] = m;
+    }
+    mxp__registry_unlock();
+    if (!v) {
+        mxp__manifest_free(m);
+        return mxp__error_oom("manifest list");
+    }
+    return MXP_OK;
+}
+
 /* ------------------------------------------------------------ init/shutdown */
 /* Set on the thread running discovery: eager packs it loads call back into
  * the registry, which must not wait for the init in progress. */
@@ -426,6 +466,10 @@ void mxp_registry_shutdown(void) {
     free(r->packs);
     for (int i = 0; i < r->n_manifests; i++) mxp__manifest_free(r->manifests[i]);
     free(r->manifests);
+    for (int i = 0; i < g_n_versions; i++) free(g_versions[i]);
+    free(g_versions);
+    g_versions = NULL;
+    g_n_versions = 0;
     free(r->map);
     free(r->features);
     r->ops = NULL; r->n_ops = 0;
@@ -541,7 +585,11 @@ const mxp_pack *mxp_pack_find(const char *name) {
 const char *mxp_pack_name(const mxp_pack *p) { return p ? p->man->name : NULL; }
 const char *mxp_pack_version(const mxp_pack *p) {
     if (!p) return NULL;
-    return p->man->version ? p->man->version : "";
+    mxp__registry_rdlock();
+    const char *v = p->state == PACK_LOADED && p->loaded_version ? p->loaded_version
+                    : p->man->version ? p->man->version : "";
+    mxp__registry_unlock();
+    return v;
 }
 const char *mxp_pack_library(const mxp_pack *p) { return p ? p->man->library : NULL; }
 const char *mxp_pack_manifest(const mxp_pack *p) { return p ? p->manifest_path : NULL; }

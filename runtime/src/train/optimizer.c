@@ -11,6 +11,7 @@
 #include "train/train.h"
 
 #include "op/op.h"
+#include "plugin/plugin.h"
 #include "resource/resource.h"
 
 #include <inttypes.h>
@@ -49,7 +50,18 @@ struct mxp_optimizer {
     int64_t num_update;
     pstate *states;
     int n_states;
+    /* Update nodes pin the ops pack between steps; a reload makes them let
+     * go (plugin.h).  Everything touching `states` runs inside it. */
+    mxp__holder holder;
 };
+
+static void release_nodes(void *owner) {
+    mxp_optimizer *o = owner;
+    for (int i = 0; i < o->n_states; i++) {
+        mxp__node_step_reset(o->states[i].step);
+        mxp__node_release(o->states[i].node);
+    }
+}
 
 static const char *type_names[] = {"sgd", "adam", "rmsprop"};
 
@@ -102,6 +114,7 @@ int mxp_optimizer_create(const char *type, int n_kwargs, const char *const *keys
     mxp_optimizer *p = malloc(sizeof *p);
     if (!p) return mxp__error_oom("optimizer");
     *p = o;
+    mxp__holder_register(&p->holder, release_nodes, p);
     *out = p;
     return MXP_OK;
 }
@@ -120,6 +133,7 @@ static void free_states(mxp_optimizer *o) {
 
 void mxp_optimizer_free(mxp_optimizer *opt) {
     if (!opt) return;
+    mxp__holder_unregister(&opt->holder);
     free_states(opt);
     mxp_lr_schedule_free(opt->sched);
     free(opt);
@@ -232,8 +246,17 @@ static int push_update(pstate *st, const char *op, int n_in, mxp_ndarray *const 
     return rc;
 }
 
+static int update_held(mxp_optimizer *opt, int index, const char *name, mxp_ndarray *weight, mxp_ndarray *grad);
+
 int mxp_optimizer_update(mxp_optimizer *opt, int index, const char *name, mxp_ndarray *weight, mxp_ndarray *grad) {
     if (!opt || !weight || !grad || index < 0) return mxp__error(MXP_EINVAL, "mxp_optimizer_update: bad argument");
+    mxp__holder_enter(&opt->holder, 1);
+    int rc = update_held(opt, index, name, weight, grad);
+    mxp__holder_leave(&opt->holder, 0);
+    return rc;
+}
+
+static int update_held(mxp_optimizer *opt, int index, const char *name, mxp_ndarray *weight, mxp_ndarray *grad) {
     int rc = grow(opt, index);
     if (rc) return rc;
     pstate *st = &opt->states[index];
@@ -433,9 +456,11 @@ int mxp_optimizer_load_states(mxp_optimizer *opt, const char *path) {
         free(ns);
         goto done;
     }
+    mxp__holder_enter(&opt->holder, 1);
     free_states(opt);
     opt->states = ns;
     opt->n_states = n_ns;
+    mxp__holder_leave(&opt->holder, 0);
     opt->num_update = meta[1];
     uint64_t ahead = (uint64_t)meta[4] - rs.counter;
     if (ahead) {
