@@ -3,9 +3,9 @@
  *
  * Steps:
  *   1. prepare, with the old pack in service: re-read the pack's manifest
- *      entry (a rebuild may add or remove ops); open the new library under
- *      a unique alias name (glibc's dlopen returns the already-loaded
- *      object for a path it knows, even when the file was replaced), check
+ *      entry (a rebuild may add or remove ops); open a private copy of the
+ *      new library (glibc's dlopen returns the already-loaded object for a
+ *      path or a file it knows, even when the file was replaced), check
  *      its descriptor, run its init against a staging registrar and
  *      validate what it registered against the new entry.  Any failure
  *      here is a rollback by construction: the new copy is closed, the old
@@ -64,8 +64,34 @@ static int reread_entry(mxp_pack *p, mxp_man_pack **out) {
     return rc;
 }
 
-/* A fresh name for the library: a hard link next to it, else a copy in
- * $TMPDIR.  The caller unlinks it once dlopen has mapped it. */
+/* A private copy of the library to dlopen: next to it, else in $TMPDIR.
+ * A copy, not a link: glibc also recognises a loaded object by its file's
+ * device and inode, and would hand back the running copy (its init run
+ * again under its users).  The caller unlinks it once dlopen has mapped it. */
+static int copy_to(const char *lib, const char *dst) {
+    int in = open(lib, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return mxp__error(errno == ENOENT ? MXP_ENOENT : MXP_EIO, "library %s: %s", lib, strerror(errno));
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        return mxp__error(MXP_EIO, "copying %s to %s: %s", lib, dst, strerror(e));
+    }
+    char chunk[65536];
+    ssize_t r;
+    int rc = MXP_OK;
+    while ((r = read(in, chunk, sizeof chunk)) > 0)
+        if (write(out, chunk, (size_t)r) != r) {
+            rc = mxp__error(MXP_EIO, "copying %s to %s: %s", lib, dst, strerror(errno));
+            break;
+        }
+    if (r < 0 && !rc) rc = mxp__error(MXP_EIO, "reading %s: %s", lib, strerror(errno));
+    close(in);
+    if (close(out) && !rc) rc = mxp__error(MXP_EIO, "copying %s to %s: %s", lib, dst, strerror(errno));
+    if (rc) unlink(dst);
+    return rc;
+}
+
 static int alias_library(const char *lib, char *buf, size_t cap) {
     static atomic_uint seq;
     unsigned n = atomic_fetch_add(&seq, 1);
@@ -73,30 +99,11 @@ static int alias_library(const char *lib, char *buf, size_t cap) {
     int dir_len = slash ? (int)(slash - lib) : 1;
     const char *base = slash ? slash + 1 : lib;
     snprintf(buf, cap, "%.*s/.%s.reload-%ld-%u", dir_len, slash ? lib : ".", base, (long)getpid(), n);
-    if (link(lib, buf) == 0) return MXP_OK;
-    if (errno == ENOENT) return mxp__error(MXP_ENOENT, "library %s not found", lib);
+    int rc = copy_to(lib, buf);
+    if (rc != MXP_EIO) return rc; /* done, or the library is missing */
     const char *tmp = getenv("TMPDIR");
     snprintf(buf, cap, "%s/mxp-reload-%ld-%u-%s", tmp && *tmp ? tmp : "/tmp", (long)getpid(), n, base);
-    int in = open(lib, O_RDONLY | O_CLOEXEC);
-    if (in < 0) return mxp__error(MXP_ENOENT, "library %s: %s", lib, strerror(errno));
-    int out = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
-    if (out < 0) {
-        close(in);
-        return mxp__error(MXP_EIO, "copying %s to %s: %s", lib, buf, strerror(errno));
-    }
-    char chunk[65536];
-    ssize_t r;
-    int rc = MXP_OK;
-    while ((r = read(in, chunk, sizeof chunk)) > 0)
-        if (write(out, chunk, (size_t)r) != r) {
-            rc = mxp__error(MXP_EIO, "copying %s to %s: %s", lib, buf, strerror(errno));
-            break;
-        }
-    if (r < 0 && !rc) rc = mxp__error(MXP_EIO, "reading %s: %s", lib, strerror(errno));
-    close(in);
-    if (close(out) && !rc) rc = mxp__error(MXP_EIO, "copying %s to %s: %s", lib, buf, strerror(errno));
-    if (rc) unlink(buf);
-    return rc;
+    return copy_to(lib, buf);
 }
 
 typedef struct prepared {
