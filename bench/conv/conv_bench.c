@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
             }
         }
         mxp_ndarray *all[] = {b.in[0], b.in[1], b.in[2], b.y, b.og, b.ig[0], b.ig[1], b.ig[2]};
-        for (int i = 0; i < 8; i++) mxp_ndarray_free(all[i]);
+        for (int i = 0; i < 8; i++) mxp_ndarray_release(all[i]);
     }
     mxp_op_set_impl("Convolution", NULL);
     free(t);

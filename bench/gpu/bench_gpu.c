@@ -92,7 +92,7 @@ static void bench_conv(const layer *l, const char *impl, int runs) {
         fflush(stdout);
     }
     mxp_executor_free(ex);
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
     mxp_op_set_impl("Convolution", "auto");
 }
 
@@ -159,7 +159,7 @@ static void bench_lenet(const char *json_path, int steps) {
     printf("mxplug train lenet sps=%.1f\n", (double)steps * 128.0 / dt);
     mxp_optimizer_free(opt);
     mxp_executor_free(ex);
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
 }
 
 int main(int argc, char **argv) {

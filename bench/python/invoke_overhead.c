@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "invoke_overhead: %s\n", mxp_last_error());
                 return 1;
             }
-            mxp_ndarray_free(out);
+            mxp_ndarray_release(out);
         }
         if (mxp_engine_wait_for_all()) {
             fprintf(stderr, "invoke_overhead: %s\n", mxp_last_error());
@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
         if (us < best) best = us;
     }
     printf("c invoke_us=%.3f\n", best);
-    mxp_ndarray_free(in[0]);
-    mxp_ndarray_free(in[1]);
+    mxp_ndarray_release(in[0]);
+    mxp_ndarray_release(in[1]);
     return 0;
 }

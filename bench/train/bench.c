@@ -101,8 +101,8 @@ static mxp_iter *make_iter(const char *dir, const char *split, int flat, int shu
     free(y);
     mxp_iter *it;
     if (mxp_iter_create_ndarray(1, &xa, 1, &ya, 64, shuffle, seed, last, &it)) die("NDArrayIter");
-    mxp_ndarray_free(xa);
-    mxp_ndarray_free(ya);
+    mxp_ndarray_release(xa);
+    mxp_ndarray_release(ya);
     return it;
 }
 
@@ -264,6 +264,6 @@ int main(int argc, char **argv) {
     mxp_module_free(mod);
     mxp_iter_free(train);
     mxp_iter_free(test);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
     return 0;
 }

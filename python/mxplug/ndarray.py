@@ -28,7 +28,7 @@ from .context import Context
 _c_void_p = ctypes.c_void_p
 _byref = ctypes.byref
 _invoke_ex = lib.mxp_invoke_ex
-_ndarray_free = lib.mxp_ndarray_free
+_ndarray_free = lib.mxp_ndarray_release
 _unmark = getattr(lib, "mxp_autograd_unmark", None) if _lib.has("mxp_autograd_unmark") else None
 _REQ = {"null": 0, "write": 1, "inplace": 2, "add": 3}
 

@@ -42,7 +42,7 @@ class Symbol:
         h = getattr(self, "_h", None)
         if h and lib is not None:
             self._h = None
-            lib.mxp_symbol_free(h)
+            lib.mxp_symbol_release(h)
 
     @property
     def handle(self):
@@ -78,7 +78,7 @@ class Symbol:
 
     def __getitem__(self, index):
         if isinstance(index, str):
-            return _new(lib.mxp_symbol_get_output_by_name, self._h, c_str(index))
+            return _new(lib.mxp_symbol_output_by_name, self._h, c_str(index))
         if not isinstance(index, numbers.Integral):
             raise TypeError("Symbol index must be an int or an output name")
         n = len(self)
@@ -86,10 +86,10 @@ class Symbol:
             index += n
         if not 0 <= index < n:
             raise IndexError("output %d out of range (%d outputs)" % (index, n))
-        return _new(lib.mxp_symbol_get_output, self._h, int(index))
+        return _new(lib.mxp_symbol_output, self._h, int(index))
 
     def get_internals(self):
-        return _new(lib.mxp_symbol_get_internals, self._h)
+        return _new(lib.mxp_symbol_internals, self._h)
 
     def __copy__(self):
         return _new(lib.mxp_symbol_copy, self._h)
@@ -121,7 +121,7 @@ class Symbol:
     # ------------------------------------------------------------ attributes
     def attr(self, key):
         v = ctypes.c_char_p()
-        check(lib.mxp_symbol_get_attr(self._h, c_str(key), _byref(v)))
+        check(lib.mxp_symbol_attr(self._h, c_str(key), _byref(v)))
         return py_str(v.value)
 
     def _set_attr(self, **kwargs):

@@ -408,8 +408,8 @@ int cmd_bench(int argc, char **argv) {
         mxp_op_set_impl(c.op, "auto");
         if (ok && !run_op(&c, n_in, in64, n_ax, aux64, &no, o64) && !read_array(o64[0], yref))
             ref_what = "the op itself on float64 inputs, policy auto (shares code with the packs)";
-        for (int i = 0; i < n_in + n_ax; i++) mxp_ndarray_free(i < n_in ? in64[i] : aux64[i - n_in]);
-        for (int i = 0; i < no; i++) mxp_ndarray_free(o64[i]);
+        for (int i = 0; i < n_in + n_ax; i++) mxp_ndarray_release(i < n_in ? in64[i] : aux64[i - n_in]);
+        for (int i = 0; i < no; i++) mxp_ndarray_release(o64[i]);
     }
     double refnorm = 0;
     for (int64_t i = 0; ref_what && i < ny; i++) refnorm += yref[i] * yref[i];
@@ -442,7 +442,7 @@ int cmd_bench(int argc, char **argv) {
         int no = 0;
         rc = run_op(&c, n_in, in32, n_ax, aux32, &no, out); /* warm-up */
         for (int r = 0; !rc && r < c.repeat; r++) {
-            for (int i = 0; i < no; i++) mxp_ndarray_free(out[i]);
+            for (int i = 0; i < no; i++) mxp_ndarray_release(out[i]);
             memset(out, 0, sizeof out);
             double t0 = now_ms();
             rc = run_op(&c, n_in, in32, n_ax, aux32, &no, out);
@@ -465,7 +465,7 @@ int cmd_bench(int argc, char **argv) {
             printf("%-12s %12.3f %10s %12s\n", iname, med, gf, rd);
             timed++;
         }
-        for (int i = 0; i < no; i++) mxp_ndarray_free(out[i]);
+        for (int i = 0; i < no; i++) mxp_ndarray_release(out[i]);
         fflush(stdout);
     }
     status = timed ? CLI_OK : CLI_FAIL;
@@ -477,12 +477,12 @@ done:
     if (op) mxp_op_set_impl(c.op, had_api ? saved_policy : NULL);
     mxp_engine_wait_for_all();
     for (int i = 0; i < B_MAX_IO; i++) {
-        mxp_ndarray_free(in32[i]);
-        mxp_ndarray_free(aux32[i]);
-        if (vars[i]) mxp_symbol_free(vars[i]);
+        mxp_ndarray_release(in32[i]);
+        mxp_ndarray_release(aux32[i]);
+        if (vars[i]) mxp_symbol_release(vars[i]);
     }
     for (int i = 0; i < 2 * B_MAX_IO; i++) free(vin[i]);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
     free(as);
     free(os);
     free(xs);

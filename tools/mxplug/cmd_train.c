@@ -224,6 +224,6 @@ done:
     mxp_module_free(mod);
     mxp_iter_free(train);
     mxp_iter_free(val);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
     return st;
 }

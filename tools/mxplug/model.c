@@ -269,6 +269,6 @@ void cli_model_free(cli_model *m) {
     mxp_executor_free(m->ex);
     mxp_ndarray_list_free(m->n_arg, m->args, m->arg_names);
     mxp_ndarray_list_free(m->n_aux, m->auxs, m->aux_names);
-    mxp_symbol_free(m->sym);
+    mxp_symbol_release(m->sym);
     memset(m, 0, sizeof *m);
 }

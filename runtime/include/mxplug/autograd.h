@@ -67,8 +67,8 @@ MXP_API int mxp_autograd_unmark(mxp_ndarray *var);
 /* Forget every variable. */
 MXP_API void mxp_autograd_clear_variables(void);
 /* The gradient array of a variable: a new reference in *out (free with
- * mxp_ndarray_free), or NULL with MXP_ENOENT when var is not marked. */
-MXP_API int mxp_autograd_get_grad(mxp_ndarray *var, mxp_ndarray **out);
+ * mxp_ndarray_release), or NULL with MXP_ENOENT when var is not marked. */
+MXP_API int mxp_autograd_grad(mxp_ndarray *var, mxp_ndarray **out);
 
 /* Compute the gradients of heads[0..n) with respect to every marked
  * variable they depend on.  head_grads: NULL or n entries; a NULL entry is

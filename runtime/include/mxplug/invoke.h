@@ -49,7 +49,7 @@ typedef struct mxp_invoke_opts {
  *        *n_out is set to the number needed).
  * outputs[i]: an array to write (checked against the inferred shape and
  *        dtype), or NULL: a new array is allocated on the run device and
- *        stored there (the caller frees it with mxp_ndarray_free).
+ *        stored there (the caller frees it with mxp_ndarray_release).
  * keys/vals: n_kwargs strings each.
  * Returns MXP_OK, MXP_ENOENT (unknown op), MXP_EINVAL (bad kwarg, counts),
  * MXP_ESHAPE, MXP_ETYPE, MXP_ENOMEM, or a loading/selection error.

@@ -27,7 +27,7 @@ typedef struct mxp_ndarray mxp_ndarray;
 
 /* Create an array of the given shape on a device (contents undefined).
  * shape[0..ndim): copied; caller keeps ownership (may be NULL if ndim 0).
- * out: new handle (refcount 1, release with mxp_ndarray_free), NULL on failure.
+ * out: new handle (refcount 1, release with mxp_ndarray_release), NULL on failure.
  * Returns MXP_OK, MXP_EINVAL (bad ndim/dim/dtype/device), MXP_ENOMEM. Thread-safe. */
 MXP_API int mxp_ndarray_create(const int64_t *shape, int ndim, int dtype, mxp_device dev, mxp_ndarray **out);
 
@@ -39,9 +39,7 @@ MXP_API int mxp_ndarray_create_none(mxp_ndarray **out);
 MXP_API mxp_ndarray *mxp_ndarray_retain(mxp_ndarray *nd);
 
 /* Drop a reference; the last one frees the handle (and the chunk once no
- * view uses it, after pending work).  NULL is a no-op.
- * mxp_ndarray_release is the same call under the retain/release name. */
-MXP_API void mxp_ndarray_free(mxp_ndarray *nd);
+ * view uses it, after pending work).  NULL is a no-op. */
 MXP_API void mxp_ndarray_release(mxp_ndarray *nd);
 
 /* ============================================================ accessors */

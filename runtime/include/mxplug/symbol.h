@@ -59,16 +59,16 @@ MXP_API int mxp_symbol_compose(mxp_symbol *sym, const char *name, int n_args, co
 /* All outputs of syms[0..n) in order.  out: new symbol. */
 MXP_API int mxp_symbol_group(int n, mxp_symbol *const *syms, mxp_symbol **out);
 /* Every output of every node (visible outputs only), in topological order. */
-MXP_API int mxp_symbol_get_internals(const mxp_symbol *sym, mxp_symbol **out);
+MXP_API int mxp_symbol_internals(const mxp_symbol *sym, mxp_symbol **out);
 /* Output `index` / the output whose list_outputs name is `name`. */
-MXP_API int mxp_symbol_get_output(const mxp_symbol *sym, int index, mxp_symbol **out);
-MXP_API int mxp_symbol_get_output_by_name(const mxp_symbol *sym, const char *name, mxp_symbol **out);
+MXP_API int mxp_symbol_output(const mxp_symbol *sym, int index, mxp_symbol **out);
+MXP_API int mxp_symbol_output_by_name(const mxp_symbol *sym, const char *name, mxp_symbol **out);
 /* A deep copy of the graph (no node shared with sym). */
 MXP_API int mxp_symbol_copy(const mxp_symbol *sym, mxp_symbol **out);
 
 MXP_API mxp_symbol *mxp_symbol_retain(mxp_symbol *sym);
 /* Drop a reference.  NULL is a no-op. */
-MXP_API void mxp_symbol_free(mxp_symbol *sym);
+MXP_API void mxp_symbol_release(mxp_symbol *sym);
 
 /* ============================================================ names */
 
@@ -88,7 +88,7 @@ MXP_API const char *mxp_symbol_name(const mxp_symbol *sym);
  * Only "__*__" keys may be set; op parameters are fixed at creation. */
 MXP_API int mxp_symbol_set_attr(mxp_symbol *sym, const char *key, const char *value);
 /* *out_value: the value (owned by sym) or NULL when absent (MXP_OK). */
-MXP_API int mxp_symbol_get_attr(const mxp_symbol *sym, const char *key, const char **out_value);
+MXP_API int mxp_symbol_attr(const mxp_symbol *sym, const char *key, const char **out_value);
 
 /* ============================================================ JSON */
 

@@ -135,11 +135,11 @@ static int find_var(const mxp_ndarray *nd) {
 }
 
 static void value_scratch_free(ag_value *v) {
-    for (int k = 0; k < v->n_con; k++) mxp_ndarray_free(v->con[k]);
+    for (int k = 0; k < v->n_con; k++) mxp_ndarray_release(v->con[k]);
     free(v->con);
     v->con = NULL;
     v->n_con = v->cap_con = 0;
-    mxp_ndarray_free(v->final);
+    mxp_ndarray_release(v->final);
     v->final = NULL;
     v->count = v->remaining = 0;
 }
@@ -147,7 +147,7 @@ static void value_scratch_free(ag_value *v) {
 static void step_free(ag_step *s) {
     mxp__node_free(s->node);
     int n = s->n_in + s->n_out + s->n_aux;
-    for (int i = 0; i < n; i++) mxp_ndarray_free(s->arr[i]);
+    for (int i = 0; i < n; i++) mxp_ndarray_release(s->arr[i]);
     free(s->arr);
     free(s->in_val);
     free(s->out_val);
@@ -158,7 +158,7 @@ static void tape_clear_locked(void) {
     for (int i = 0; i < g_n_steps; i++) step_free(&g_steps[i]);
     for (int i = 0; i < g_n_vals; i++) {
         value_scratch_free(&g_vals[i]);
-        mxp_ndarray_free(g_vals[i].nd);
+        mxp_ndarray_release(g_vals[i].nd);
     }
     g_n_steps = 0;
     g_n_vals = 0;
@@ -191,7 +191,7 @@ static int input_value(mxp_ndarray *nd, int *out_id) {
     val->needs = g_vars[var].req != MXP_REQ_NULL;
     int rc = map_put(nd, g_n_vals);
     if (rc) {
-        mxp_ndarray_free(val->nd);
+        mxp_ndarray_release(val->nd);
         return rc;
     }
     *out_id = g_n_vals++;
@@ -262,7 +262,7 @@ int mxp_autograd_mark_variables(int n, mxp_ndarray *const *vars, const int *reqs
             g_vars[k].var = mxp_ndarray_retain(vars[i]);
             g_vars[k].grad = NULL;
         }
-        mxp_ndarray_free(g_vars[k].grad);
+        mxp_ndarray_release(g_vars[k].grad);
         g_vars[k].grad = mxp_ndarray_retain(grads[i]);
         g_vars[k].req = reqs ? reqs[i] : MXP_REQ_WRITE;
     }
@@ -281,8 +281,8 @@ int mxp_autograd_unmark(mxp_ndarray *var) {
             if (g_vals[i].var == k) g_vals[i].var = -1;
             else if (g_vals[i].var == g_n_vars - 1) g_vals[i].var = k;
         }
-        mxp_ndarray_free(g_vars[k].var);
-        mxp_ndarray_free(g_vars[k].grad);
+        mxp_ndarray_release(g_vars[k].var);
+        mxp_ndarray_release(g_vars[k].grad);
         g_vars[k] = g_vars[--g_n_vars];
     }
     pthread_mutex_unlock(&g_mu);
@@ -293,8 +293,8 @@ void mxp_autograd_clear_variables(void) {
     pthread_mutex_lock(&g_mu);
     tape_clear_locked();
     for (int i = 0; i < g_n_vars; i++) {
-        mxp_ndarray_free(g_vars[i].var);
-        mxp_ndarray_free(g_vars[i].grad);
+        mxp_ndarray_release(g_vars[i].var);
+        mxp_ndarray_release(g_vars[i].grad);
     }
     free(g_vars);
     g_vars = NULL;
@@ -302,7 +302,7 @@ void mxp_autograd_clear_variables(void) {
     pthread_mutex_unlock(&g_mu);
 }
 
-int mxp_autograd_get_grad(mxp_ndarray *var, mxp_ndarray **out) {
+int mxp_autograd_grad(mxp_ndarray *var, mxp_ndarray **out) {
     if (!out) return mxp__error(MXP_EINVAL, "get_grad: out is NULL");
     *out = NULL;
     pthread_mutex_lock(&g_mu);
@@ -576,8 +576,8 @@ static int run_step(ag_step *s) {
     }
     for (int k = 0; k < n_in && !rc; k++)
         if (ig[k]) rc = value_got(&g_vals[s->in_val[k]], ig[k]);
-    for (int k = 0; og && k < n_out; k++) mxp_ndarray_free(og[k]);
-    for (int k = 0; ig && k < n_in; k++) mxp_ndarray_free(ig[k]);
+    for (int k = 0; og && k < n_out; k++) mxp_ndarray_release(og[k]);
+    for (int k = 0; ig && k < n_in; k++) mxp_ndarray_release(ig[k]);
     free(og);
     free(ig);
     free(req);
@@ -646,7 +646,7 @@ static int backward_locked(int n, mxp_ndarray *const *heads, mxp_ndarray *const 
         } else {
             rc = new_like(heads[h], 1, 1.0, &g);
             if (!rc) rc = value_got(v, g);
-            mxp_ndarray_free(g);
+            mxp_ndarray_release(g);
         }
     }
     for (int i = g_n_steps - 1; i >= 0 && !rc; i--)

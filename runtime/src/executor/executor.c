@@ -47,17 +47,17 @@ mxp__node *mxp__executor_node(const mxp_executor *ex, const char *name) {
 /* ------------------------------------------------------------ teardown */
 static void free_storage(mxp_executor *ex, int keep_blocks) {
     if (ex->prog && ex->arr)
-        for (int v = 0; v < ex->prog->n_values; v++) mxp_ndarray_free(ex->arr[v]);
+        for (int v = 0; v < ex->prog->n_values; v++) mxp_ndarray_release(ex->arr[v]);
     free(ex->arr);
     ex->arr = NULL;
-    for (int h = 0; ex->outs && h < ex->g->n_heads; h++) mxp_ndarray_free(ex->outs[h]);
+    for (int h = 0; ex->outs && h < ex->g->n_heads; h++) mxp_ndarray_release(ex->outs[h]);
     free(ex->outs);
     ex->outs = NULL;
-    for (int h = 0; ex->ones && h < ex->g->n_heads; h++) mxp_ndarray_free(ex->ones[h]);
+    for (int h = 0; ex->ones && h < ex->g->n_heads; h++) mxp_ndarray_release(ex->ones[h]);
     free(ex->ones);
     ex->ones = NULL;
     if (!keep_blocks) {
-        for (int b = 0; ex->blocks && ex->plan && b < ex->plan->n_blocks; b++) mxp_ndarray_free(ex->blocks[b]);
+        for (int b = 0; ex->blocks && ex->plan && b < ex->plan->n_blocks; b++) mxp_ndarray_release(ex->blocks[b]);
         free(ex->blocks);
         ex->blocks = NULL;
     }
@@ -98,10 +98,10 @@ void mxp_executor_free(mxp_executor *ex) {
     for (int i = 0; ex->nodes && i < ex->g->n_nodes; i++) mxp__node_free(ex->nodes[i]);
     free(ex->nodes);
     for (int i = 0; i < ex->g->n_args; i++) {
-        if (ex->args) mxp_ndarray_free(ex->args[i]);
-        if (ex->grads) mxp_ndarray_free(ex->grads[i]);
+        if (ex->args) mxp_ndarray_release(ex->args[i]);
+        if (ex->grads) mxp_ndarray_release(ex->grads[i]);
     }
-    for (int i = 0; ex->aux && i < ex->g->n_auxs; i++) mxp_ndarray_free(ex->aux[i]);
+    for (int i = 0; ex->aux && i < ex->g->n_auxs; i++) mxp_ndarray_release(ex->aux[i]);
     free(ex->args);
     free(ex->grads);
     free(ex->aux);
@@ -109,7 +109,7 @@ void mxp_executor_free(mxp_executor *ex) {
     free(ex->shapes);
     free(ex->dtypes);
     mxp__igraph_free(ex->g);
-    mxp_symbol_free(ex->sym);
+    mxp_symbol_release(ex->sym);
     free(ex);
 }
 
@@ -181,7 +181,7 @@ static int block_view(mxp_executor *ex, int b, const mxp__value *val, mxp_ndarra
     mxp_ndarray *flat = NULL;
     int rc = mxp_ndarray_slice(ex->blocks[b], 0, numel, &flat);
     if (!rc) rc = mxp_ndarray_reshape(flat, val->shape.dims, val->shape.ndim, out);
-    mxp_ndarray_free(flat);
+    mxp_ndarray_release(flat);
     return rc;
 }
 
@@ -358,7 +358,7 @@ static int bind_impl(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *c
     int rc = mxp__igraph_build(sym, &ex->g);
     if (!rc && (rc = check_unique_names(ex->g))) mxp__igraph_free(ex->g);
     if (rc) {
-        mxp_symbol_free(ex->sym);
+        mxp_symbol_release(ex->sym);
         free(ex);
         return rc;
     }
@@ -460,10 +460,10 @@ int mxp_executor_simple_bind(mxp_symbol *sym, mxp_device dev, int n, const char 
     for (int i = 0; i < nx && !rc; i++) rc = new_array(&xs[i], xt && xt[i] >= 0 ? xt[i] : MXP_DTYPE_F32, dev, 0.0, &aux[i]);
     if (!rc) rc = bind_impl(sym, dev, na, args, grads, reqs, nx, aux, out);
     for (int i = 0; args && i < na; i++) {
-        mxp_ndarray_free(args[i]);
-        if (grads) mxp_ndarray_free(grads[i]);
+        mxp_ndarray_release(args[i]);
+        if (grads) mxp_ndarray_release(grads[i]);
     }
-    for (int i = 0; aux && i < nx; i++) mxp_ndarray_free(aux[i]);
+    for (int i = 0; aux && i < nx; i++) mxp_ndarray_release(aux[i]);
     free(args);
     free(grads);
     free(aux);
@@ -523,13 +523,13 @@ static int reshape_held(mxp_executor *ex, int n, const char *const *names, const
         rc = new_array(&s[e], ex->dtypes[e], ex->dev, 0.0, &a);
         if (!rc && ex->grads[i]) rc = new_array(&s[e], ex->dtypes[e], ex->dev, 0.0, &gr);
         if (rc) {
-            mxp_ndarray_free(a);
+            mxp_ndarray_release(a);
             break;
         }
-        mxp_ndarray_free(ex->args[i]);
+        mxp_ndarray_release(ex->args[i]);
         ex->args[i] = a;
         if (ex->grads[i]) {
-            mxp_ndarray_free(ex->grads[i]);
+            mxp_ndarray_release(ex->grads[i]);
             ex->grads[i] = gr;
         }
     }
@@ -538,7 +538,7 @@ static int reshape_held(mxp_executor *ex, int n, const char *const *names, const
         if (shape_eq(&s[e], &ex->shapes[e])) continue;
         mxp_ndarray *a = NULL;
         if ((rc = new_array(&s[e], ex->dtypes[e], ex->dev, 0.0, &a))) break;
-        mxp_ndarray_free(ex->aux[i]);
+        mxp_ndarray_release(ex->aux[i]);
         ex->aux[i] = a;
     }
     if (!rc) {

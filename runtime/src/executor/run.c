@@ -120,7 +120,7 @@ static int backward_held(mxp_executor *ex, int n_head_grads, mxp_ndarray *const 
             given = ex->ones[h];
         }
         if (rc) break;
-        mxp_ndarray_free(ex->arr[v]);
+        mxp_ndarray_release(ex->arr[v]);
         ex->arr[v] = mxp_ndarray_retain(given);
     }
     /* Arguments no gradient reaches: zeros (req write), untouched (add). */

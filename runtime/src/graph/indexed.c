@@ -62,7 +62,7 @@ void mxp__igraph_free(mxp__igraph *g) {
     free(g->heads);
     free(g->args);
     free(g->auxs);
-    mxp_symbol_free(g->sym);
+    mxp_symbol_release(g->sym);
     free(g);
 }
 

@@ -230,7 +230,7 @@ mxp_symbol *mxp_symbol_retain(mxp_symbol *sym) {
     return sym;
 }
 
-void mxp_symbol_free(mxp_symbol *sym) {
+void mxp_symbol_release(mxp_symbol *sym) {
     if (!sym || atomic_fetch_sub(&sym->refs, 1) != 1) return;
     for (int i = 0; i < sym->n_out; i++) mxp__gnode_release(sym->outs[i].node);
     clear_lists(sym);
@@ -502,7 +502,7 @@ int mxp_symbol_compose(mxp_symbol *sym, const char *name, int n_args, const char
         sym->n_out = c->n_out;
         c->outs = NULL;
         c->n_out = 0;
-        mxp_symbol_free(c);
+        mxp_symbol_release(c);
         clear_lists(sym);
     }
     for (int i = 0; i < n_args; i++) free(keep[i]);
@@ -527,9 +527,9 @@ int mxp_symbol_group(int n, mxp_symbol *const *syms, mxp_symbol **out) {
     return rc;
 }
 
-int mxp_symbol_get_internals(const mxp_symbol *sym, mxp_symbol **out) {
+int mxp_symbol_internals(const mxp_symbol *sym, mxp_symbol **out) {
     if (out) *out = NULL;
-    if (!sym || !out) return mxp__error(MXP_EMISUSE, "mxp_symbol_get_internals: NULL argument");
+    if (!sym || !out) return mxp__error(MXP_EMISUSE, "mxp_symbol_internals: NULL argument");
     mxp__igraph *g;
     int rc = mxp__igraph_build((mxp_symbol *)sym, &g);
     if (rc) return rc;
@@ -545,17 +545,17 @@ int mxp_symbol_get_internals(const mxp_symbol *sym, mxp_symbol **out) {
     return rc;
 }
 
-int mxp_symbol_get_output(const mxp_symbol *sym, int index, mxp_symbol **out) {
+int mxp_symbol_output(const mxp_symbol *sym, int index, mxp_symbol **out) {
     if (out) *out = NULL;
-    if (!sym || !out) return mxp__error(MXP_EMISUSE, "mxp_symbol_get_output: NULL argument");
+    if (!sym || !out) return mxp__error(MXP_EMISUSE, "mxp_symbol_output: NULL argument");
     if (index < 0 || index >= sym->n_out)
         return mxp__error(MXP_EINVAL, "symbol: output %d out of range (%d outputs)", index, sym->n_out);
     return mxp__symbol_new(1, &sym->outs[index], out);
 }
 
-int mxp_symbol_get_output_by_name(const mxp_symbol *sym, const char *name, mxp_symbol **out) {
+int mxp_symbol_output_by_name(const mxp_symbol *sym, const char *name, mxp_symbol **out) {
     if (out) *out = NULL;
-    if (!sym || !name || !out) return mxp__error(MXP_EMISUSE, "mxp_symbol_get_output_by_name: NULL argument");
+    if (!sym || !name || !out) return mxp__error(MXP_EMISUSE, "mxp_symbol_output_by_name: NULL argument");
     char buf[2 * MXP_NAME_MAX + 2];
     for (int i = 0; i < sym->n_out; i++) {
         mxp__entry_name(&sym->outs[i], buf, sizeof buf);
@@ -646,9 +646,9 @@ int mxp_symbol_set_attr(mxp_symbol *sym, const char *key, const char *value) {
     return mxp__gnode_set_attr(n, key, value);
 }
 
-int mxp_symbol_get_attr(const mxp_symbol *sym, const char *key, const char **out_value) {
+int mxp_symbol_attr(const mxp_symbol *sym, const char *key, const char **out_value) {
     if (out_value) *out_value = NULL;
-    if (!sym || !key || !out_value) return mxp__error(MXP_EMISUSE, "mxp_symbol_get_attr: NULL argument");
+    if (!sym || !key || !out_value) return mxp__error(MXP_EMISUSE, "mxp_symbol_attr: NULL argument");
     gnode *n = single_node(sym);
     if (!n) return mxp__error(MXP_EINVAL, "get_attr '%s': the symbol is a group of several nodes", key);
     *out_value = mxp__gnode_attr(n, key);

@@ -447,7 +447,7 @@ void mxp_iter_free(mxp_iter *it) {
     if (it->slots) {
         for (int s = 0; s < it->n_slots; s++) {
             if (it->slots[s].arrays)
-                for (uint32_t i = 0; i < it->n; i++) mxp_ndarray_free(it->slots[s].arrays[i]);
+                for (uint32_t i = 0; i < it->n; i++) mxp_ndarray_release(it->slots[s].arrays[i]);
             free(it->slots[s].arrays);
             free(it->slots[s].index);
         }

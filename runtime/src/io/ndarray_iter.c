@@ -92,7 +92,7 @@ static void nd_destroy(mxp_iter_destroy_args *a) {
     nd_iter *it = a ? a->state : NULL;
     if (!it) return;
     if (it->arrays)
-        for (int i = 0; i < it->n; i++) mxp_ndarray_free(it->arrays[i]);
+        for (int i = 0; i < it->n; i++) mxp_ndarray_release(it->arrays[i]);
     free(it->arrays);
     free(it->row_bytes);
     free(it->order);

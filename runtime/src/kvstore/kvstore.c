@@ -94,8 +94,8 @@ static void key_label(const keylist *kl, int i, char *buf, size_t cap) {
 
 static void free_entry(kv_entry *e) {
     if (!e) return;
-    mxp_ndarray_free(e->stored);
-    mxp_ndarray_free(e->merged);
+    mxp_ndarray_release(e->stored);
+    mxp_ndarray_release(e->merged);
     free(e->skey);
     free(e);
 }

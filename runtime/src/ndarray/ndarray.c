@@ -130,13 +130,12 @@ mxp_ndarray *mxp_ndarray_retain(mxp_ndarray *nd) {
     return nd;
 }
 
-void mxp_ndarray_free(mxp_ndarray *nd) {
+void mxp_ndarray_release(mxp_ndarray *nd) {
     if (!nd || atomic_fetch_sub(&nd->refs, 1) != 1) return;
     chunk_release(nd->chunk);
     free(nd);
 }
 
-void mxp_ndarray_release(mxp_ndarray *nd) { mxp_ndarray_free(nd); }
 
 /* ------------------------------------------------------------ accessors */
 

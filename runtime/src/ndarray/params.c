@@ -145,7 +145,7 @@ static int read_record(reader *r, long rec, mxp_ndarray **out) {
 
 void mxp_ndarray_list_free(int n, mxp_ndarray **arrays, char **names) {
     for (int i = 0; i < n; i++) {
-        if (arrays) mxp_ndarray_free(arrays[i]);
+        if (arrays) mxp_ndarray_release(arrays[i]);
         if (names) free(names[i]);
     }
     free(arrays);

@@ -171,9 +171,9 @@ int mxp_invoke_ex(const char *op_name, int n_in, mxp_ndarray *const *inputs, int
 out:
     if (outs)
         for (int i = 0; i < no; i++)
-            if (mine && mine[i]) mxp_ndarray_free(outs[i]);
+            if (mine && mine[i]) mxp_ndarray_release(outs[i]);
     if (aux && !opts->n_aux)
-        for (int i = 0; i < na; i++) mxp_ndarray_free(aux[i]);
+        for (int i = 0; i < na; i++) mxp_ndarray_release(aux[i]);
     free(s);
     free(t);
     free(outs);

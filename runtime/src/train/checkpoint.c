@@ -96,7 +96,7 @@ int mxp_checkpoint_load_params(const char *prefix, int epoch, int *out_n_arg, ch
         if (dup >= 0) {
             MXP_LOGW("train", "'%s': key '%s' appears more than once; the last one is used (as MXNet does)", path,
                      names[i]);
-            mxp_ndarray_free(la[dup]);
+            mxp_ndarray_release(la[dup]);
             la[dup] = mxp_ndarray_retain(arrs[i]);
             continue;
         }

@@ -179,7 +179,7 @@ void mxp_module_free(mxp_module *m) {
     mxp_executor_free(m->train_ex);
     mxp_executor_free(m->infer_ex);
     mxp_optimizer_free(m->opt);
-    mxp_symbol_free(m->sym);
+    mxp_symbol_release(m->sym);
     free_names(m->data_names, m->n_data);
     free_names(m->label_names, m->n_label);
     free_names(m->arg_names, m->n_args);

@@ -121,8 +121,8 @@ int mxp_optimizer_create(const char *type, int n_kwargs, const char *const *keys
 
 static void free_states(mxp_optimizer *o) {
     for (int i = 0; i < o->n_states; i++) {
-        mxp_ndarray_free(o->states[i].s[0]);
-        mxp_ndarray_free(o->states[i].s[1]);
+        mxp_ndarray_release(o->states[i].s[0]);
+        mxp_ndarray_release(o->states[i].s[1]);
         mxp__node_step_free(o->states[i].step);
         mxp__node_free(o->states[i].node);
     }
@@ -369,7 +369,7 @@ int mxp_optimizer_save_states(mxp_optimizer *opt, const char *path) {
     rc = mxp_ndarray_save(path, n, arrs, (const char *const *)names);
 done:
     for (int i = 0; i < n; i++) {
-        mxp_ndarray_free(arrs[i]);
+        mxp_ndarray_release(arrs[i]);
         free(names[i]);
     }
     free(arrs);
@@ -441,7 +441,7 @@ int mxp_optimizer_load_states(mxp_optimizer *opt, const char *path) {
             if (read_i64(arrs[i], &ns[idx].count, 1)) rc = mxp__error(MXP_EFORMAT, "'%s': bad '%s'", path, names[i]);
             ns[idx].used = 1;
         } else {
-            mxp_ndarray_free(ns[idx].s[k]);
+            mxp_ndarray_release(ns[idx].s[k]);
             ns[idx].s[k] = mxp_ndarray_retain(arrs[i]);
         }
     }
@@ -450,8 +450,8 @@ int mxp_optimizer_load_states(mxp_optimizer *opt, const char *path) {
             if (ns[i].used && !ns[i].s[k]) rc = mxp__error(MXP_EFORMAT, "'%s': index %d lacks state %d", path, i, k);
     if (rc != MXP_OK) {
         for (int i = 0; i < n_ns; i++) {
-            mxp_ndarray_free(ns[i].s[0]);
-            mxp_ndarray_free(ns[i].s[1]);
+            mxp_ndarray_release(ns[i].s[0]);
+            mxp_ndarray_release(ns[i].s[1]);
         }
         free(ns);
         goto done;

@@ -30,8 +30,8 @@ static int run(const char *op, const float *x, float *out) {
     if (mxp_ndarray_sync_copy_from(in, x, sizeof(float) * N) != MXP_OK) return fail("copy in");
     if (mxp_invoke(op, 1, &in, &n_out, res, 0, NULL, NULL) != MXP_OK) return fail(op);
     if (mxp_ndarray_sync_copy_to(res[0], out, sizeof(float) * N) != MXP_OK) return fail("copy out");
-    mxp_ndarray_free(res[0]);
-    mxp_ndarray_free(in);
+    mxp_ndarray_release(res[0]);
+    mxp_ndarray_release(in);
     return 0;
 }
 

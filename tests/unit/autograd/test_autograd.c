@@ -55,7 +55,7 @@ static mxp_symbol *lenet(void) {
     mxp_symbol *f2 = gt_op("FullyConnected", "fc2", 1, &a3, "num_hidden=10", NULL);
     mxp_symbol *sm = gt_op("SoftmaxOutput", "softmax", 1, &f2, NULL);
     mxp_symbol *all[] = {d, c1, a1, p1, c2, a2, p2, f, f1, a3, f2};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_symbol_free(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_symbol_release(all[i]);
     return sm;
 }
 
@@ -109,11 +109,11 @@ Test(autograd, lenet_gradients_equal_the_executors_bit_for_bit) {
         free(b);
     }
     mxp_ndarray *hs[] = {h1, h2, h3, h4, h5, h6, h7, h8, h9, h10, out};
-    for (size_t i = 0; i < sizeof hs / sizeof *hs; i++) mxp_ndarray_free(hs[i]);
-    for (int i = 0; i < 8; i++) mxp_ndarray_free(g[i]);
+    for (size_t i = 0; i < sizeof hs / sizeof *hs; i++) mxp_ndarray_release(hs[i]);
+    for (int i = 0; i < 8; i++) mxp_ndarray_release(g[i]);
     mxp_autograd_clear_variables();
     mxp_executor_free(ex);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 /* f(x, w) = sum(sigmoid(x * w) * x + x / w), float64. */
@@ -166,7 +166,7 @@ Test(autograd, gradients_match_finite_differences) {
     free(dx);
     free(dw);
     mxp_ndarray *all[] = {x, w, gx, gw, xw, sg, t1, t2, t3, y};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_free(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_release(all[i]);
 }
 
 /* y = x * 3 (x used once) and z = x * x (used twice in one op). */
@@ -191,7 +191,7 @@ Test(autograd, grad_req_add_head_grads_and_retain_graph) {
     free(xs);
     free(g);
     mxp_ndarray *all[] = {x, gx, z, head};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_free(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_release(all[i]);
 }
 
 Test(autograd, not_recording_records_nothing_and_a_new_scope_starts_a_new_tape) {
@@ -210,7 +210,7 @@ Test(autograd, not_recording_records_nothing_and_a_new_scope_starts_a_new_tape) 
     mxp_autograd_set_recording(0, NULL);
     cr_assert_eq(mxp_autograd_backward(1, &c, NULL, 0), MXP_EINVAL, "a head not computed from variables");
     mxp_ndarray *all[] = {x, gx, a, b, c};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_free(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_release(all[i]);
 }
 
 Test(autograd, overwriting_a_recorded_input_is_refused_at_backward) {
@@ -231,7 +231,7 @@ Test(autograd, overwriting_a_recorded_input_is_refused_at_backward) {
     cr_assert(strstr(mxp_last_error(), "in place"), "%s", mxp_last_error());
     mxp_autograd_set_recording(0, NULL);
     mxp_ndarray *all[] = {x, gx, y};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_free(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_release(all[i]);
 }
 
 Test(autograd, bad_arguments_are_errors) {
@@ -245,16 +245,16 @@ Test(autograd, bad_arguments_are_errors) {
     mxp_ndarray *none = NULL;
     cr_assert_eq(mxp_autograd_backward(1, &none, NULL, 0), MXP_EINVAL);
     mxp_ndarray *out = NULL;
-    cr_assert_eq(mxp_autograd_get_grad(x, &out), MXP_ENOENT);
+    cr_assert_eq(mxp_autograd_grad(x, &out), MXP_ENOENT);
     cr_assert_null(out);
     cr_assert_eq(mxp_autograd_mark_variables(1, &x, NULL, &g3), MXP_OK);
-    cr_assert_eq(mxp_autograd_get_grad(x, &out), MXP_OK);
+    cr_assert_eq(mxp_autograd_grad(x, &out), MXP_OK);
     cr_assert_eq(out, g3);
-    mxp_ndarray_free(out);
+    mxp_ndarray_release(out);
     cr_assert_eq(mxp_autograd_unmark(x), MXP_OK);
-    cr_assert_eq(mxp_autograd_get_grad(x, &out), MXP_ENOENT);
+    cr_assert_eq(mxp_autograd_grad(x, &out), MXP_ENOENT);
     mxp_ndarray *all[] = {x, g, g3};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_free(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_release(all[i]);
 }
 
 /* A bound MLP recorded as one step, followed by imperative ops. */
@@ -297,7 +297,7 @@ Test(autograd, executor_steps_chain_with_ops) {
     cr_assert_eq(mxp_autograd_backward(1, &y, NULL, 0), MXP_EMISUSE);
     cr_assert(strstr(mxp_last_error(), "freed"), "%s", mxp_last_error());
     mxp_ndarray *all[] = {gw, o, sq, y};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_free(all[i]);
-    mxp_symbol_free(d);
-    mxp_symbol_free(fc);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) mxp_ndarray_release(all[i]);
+    mxp_symbol_release(d);
+    mxp_symbol_release(fc);
 }

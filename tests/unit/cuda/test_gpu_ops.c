@@ -162,13 +162,13 @@ static void run_case(const opcase *c, mxp_device dev, result *r) {
     for (int i = 0; i < r->n_out; i++) r->out[i] = to_host(outs[i], &r->out_n[i]);
     r->n_grad = c->n_args;
     for (int i = 0; i < c->n_args; i++) r->grad[i] = grads[i] ? to_host(grads[i], &r->grad_n[i]) : NULL;
-    for (int i = 0; i < 4; i++) mxp_ndarray_free(heads[i]);
+    for (int i = 0; i < 4; i++) mxp_ndarray_release(heads[i]);
     for (int i = 0; i < c->n_args; i++) {
-        mxp_ndarray_free(args[i]);
-        mxp_ndarray_free(grads[i]);
+        mxp_ndarray_release(args[i]);
+        mxp_ndarray_release(grads[i]);
     }
     mxp_executor_free(ex);
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
 }
 
 static void compare(const opcase *c, const char *what, int idx, const float *cpu, const float *gpu, int64_t n) {
@@ -311,8 +311,8 @@ Test(gpu_ops, optimizer_updates_match_the_cpu) {
             int64_t n;
             res[d][0] = to_host(out[0], &n);
             for (int i = 2; i < k_opts[c].n_in; i++) res[d][i] = to_host(in[i], &n);
-            mxp_ndarray_free(out[0]);
-            for (int i = 0; i < k_opts[c].n_in; i++) mxp_ndarray_free(in[i]);
+            mxp_ndarray_release(out[0]);
+            for (int i = 0; i < k_opts[c].n_in; i++) mxp_ndarray_release(in[i]);
         }
         opcase cc = {k_opts[c].op, {NULL}, 0, {{0}}, 0, 0, -1, 0, 0, 1e-6, 1e-5};
         compare(&cc, "new weight", 0, res[0][0], res[1][0], 63);
@@ -338,9 +338,9 @@ Test(gpu_ops, copies_between_host_and_devices_keep_the_bytes) {
     cr_assert_eq(mxp_ndarray_copy(g2, c), MXP_OK, "%s", mxp_last_error());
     cr_assert_eq(mxp_ndarray_sync_copy_to(c, back, sizeof back), MXP_OK);
     cr_assert_eq(memcmp(v, back, sizeof v), 0);
-    mxp_ndarray_free(g1);
-    mxp_ndarray_free(g2);
-    mxp_ndarray_free(c);
+    mxp_ndarray_release(g1);
+    mxp_ndarray_release(g2);
+    mxp_ndarray_release(c);
 }
 
 /* Same seed, same dropout mask on either device: the gpu kernel expands
@@ -361,8 +361,8 @@ Test(gpu_ops, dropout_masks_are_equal_across_devices) {
         int n_out = 1;
         cr_assert_eq(mxp_invoke_ex("Dropout", 1, &in, &n_out, out, 1, keys, vals, &o), MXP_OK, "%s", mxp_last_error());
         cr_assert_eq(mxp_ndarray_sync_copy_to(out[0], got[d], sizeof got[d]), MXP_OK);
-        mxp_ndarray_free(in);
-        mxp_ndarray_free(out[0]);
+        mxp_ndarray_release(in);
+        mxp_ndarray_release(out[0]);
     }
     int dropped = 0;
     for (int i = 0; i < 37 * 53; i++) {

@@ -74,10 +74,10 @@ static inline mxp_symbol *et_mlp(int hidden, int classes) {
     mxp_symbol *act = gt_op("Activation", "relu1", 1, &fc1, "act_type=relu", NULL);
     mxp_symbol *fc2 = gt_op("FullyConnected", "fc2", 1, &act, c, NULL);
     mxp_symbol *sm = gt_op("SoftmaxOutput", "softmax", 1, &fc2, NULL);
-    mxp_symbol_free(data);
-    mxp_symbol_free(fc1);
-    mxp_symbol_free(act);
-    mxp_symbol_free(fc2);
+    mxp_symbol_release(data);
+    mxp_symbol_release(fc1);
+    mxp_symbol_release(act);
+    mxp_symbol_release(fc2);
     return sm;
 }
 
@@ -114,10 +114,10 @@ static inline mxp_executor *et_bind(mxp_symbol *sym, int dt, int n_known, const 
     mxp_executor *ex = NULL;
     cr_assert_eq(mxp_executor_bind(sym, et_cpu, na, args, grads, reqs, nx, aux, &ex), MXP_OK, "%s", mxp_last_error());
     for (int i = 0; i < na; i++) {
-        mxp_ndarray_free(args[i]);
-        mxp_ndarray_free(grads[i]);
+        mxp_ndarray_release(args[i]);
+        mxp_ndarray_release(grads[i]);
     }
-    for (int i = 0; i < nx; i++) mxp_ndarray_free(aux[i]);
+    for (int i = 0; i < nx; i++) mxp_ndarray_release(aux[i]);
     free(as);
     free(xs);
     return ex;

@@ -27,11 +27,11 @@ Test(exec_errors, kernel_failure_names_the_node) {
     cr_assert_neq(mxp_executor_wait(ex), MXP_OK);
     cr_assert(strstr(mxp_last_error(), "'boom'"), "%s", mxp_last_error());
     mxp_executor_free(ex);
-    mxp_ndarray_free(xa);
-    mxp_symbol_free(after);
-    mxp_symbol_free(f);
-    mxp_symbol_free(t);
-    mxp_symbol_free(x);
+    mxp_ndarray_release(xa);
+    mxp_symbol_release(after);
+    mxp_symbol_release(f);
+    mxp_symbol_release(t);
+    mxp_symbol_release(x);
 }
 
 /* The engine's own record (what any wait on the data raises, without the
@@ -61,10 +61,10 @@ Test(exec_errors, engine_error_names_the_node_and_op) {
     m = mxp_last_error();
     cr_assert(strstr(m, "op 'first_fail (fxi_fail)' failed") && strstr(m, "deliberate failure"), "%s", m);
     mxp_executor_free(ex);
-    mxp_ndarray_free(xa);
-    mxp_symbol_free(grp);
-    mxp_symbol_free(f2);
-    mxp_symbol_free(f1);
-    mxp_symbol_free(ok);
-    mxp_symbol_free(x);
+    mxp_ndarray_release(xa);
+    mxp_symbol_release(grp);
+    mxp_symbol_release(f2);
+    mxp_symbol_release(f1);
+    mxp_symbol_release(ok);
+    mxp_symbol_release(x);
 }

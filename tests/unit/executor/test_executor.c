@@ -40,12 +40,12 @@ Test(executor, forward_matches_invoking_ops_one_by_one) {
     cr_assert(!memcmp(got, want, mxp_ndarray_nbytes(p)), "executor forward differs from op-by-op invoke");
     free(got);
     free(want);
-    mxp_ndarray_free(h);
-    mxp_ndarray_free(r);
-    mxp_ndarray_free(y);
-    mxp_ndarray_free(p);
+    mxp_ndarray_release(h);
+    mxp_ndarray_release(r);
+    mxp_ndarray_release(y);
+    mxp_ndarray_release(p);
     mxp_executor_free(ex);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 Test(executor, batchnorm_moving_stats_updated_in_training_forward_only) {
@@ -77,8 +77,8 @@ Test(executor, batchnorm_moving_stats_updated_in_training_forward_only) {
     free(m1);
     free(x);
     mxp_executor_free(ex);
-    mxp_symbol_free(bn);
-    mxp_symbol_free(data);
+    mxp_symbol_release(bn);
+    mxp_symbol_release(data);
 }
 
 typedef struct mon_log {
@@ -107,7 +107,7 @@ Test(executor, monitor_sees_each_node_output) {
     cr_assert_eq(mxp_executor_forward(ex, 0), MXP_OK);
     cr_assert_eq(l.n, 4);
     mxp_executor_free(ex);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 Test(executor, reshape_keeps_plan_when_it_fits) {
@@ -155,9 +155,9 @@ Test(executor, reshape_keeps_plan_when_it_fits) {
     const char *wn[] = {"fc1_weight"};
     mxp_shape bad = {.ndim = 2, .dims = {8, 9}};
     cr_assert_eq(mxp_executor_reshape(ex, 1, wn, &bad), MXP_ESHAPE);
-    mxp_ndarray_free(x);
+    mxp_ndarray_release(x);
     mxp_executor_free(ex);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 Test(executor, simple_bind_lenet_and_hot_swap) {
@@ -209,7 +209,7 @@ Test(executor, simple_bind_lenet_and_hot_swap) {
     free(b);
     free(c);
     mxp_executor_free(ex);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 Test(executor, errors_name_the_node) {
@@ -227,7 +227,7 @@ Test(executor, errors_name_the_node) {
     cr_assert_eq(mxp_executor_bind(sym, et_cpu, 6, a, NULL, NULL, 0, NULL, &ex), MXP_ESHAPE);
     cr_assert(strstr(mxp_last_error(), "fc1"), "%s", mxp_last_error());
     /* Backward before a training forward. */
-    mxp_ndarray_free(a[1]);
+    mxp_ndarray_release(a[1]);
     mxp_shape s_w1 = {.ndim = 2, .dims = {4, 3}};
     a[1] = et_arr(MXP_DTYPE_F32, &s_w1, NULL, 0);
     cr_assert_eq(mxp_executor_bind(sym, et_cpu, 6, a, NULL, NULL, 0, NULL, &ex), MXP_OK, "%s", mxp_last_error());
@@ -238,6 +238,6 @@ Test(executor, errors_name_the_node) {
     /* Incomplete shapes at simple_bind. */
     cr_assert_eq(mxp_executor_simple_bind(sym, et_cpu, 0, NULL, NULL, MXP_REQ_WRITE, 0, NULL, &ex), MXP_EINCOMPLETE);
     cr_assert(strstr(mxp_last_error(), "data"), "%s", mxp_last_error());
-    for (int i = 0; i < 6; i++) mxp_ndarray_free(a[i]);
-    mxp_symbol_free(sym);
+    for (int i = 0; i < 6; i++) mxp_ndarray_release(a[i]);
+    mxp_symbol_release(sym);
 }

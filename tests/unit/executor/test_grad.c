@@ -54,7 +54,7 @@ Test(grad, mlp_matches_finite_differences_f64) {
     mxp_executor *ex = et_bind(sym, MXP_DTYPE_F64, 1, nm, &d, 11, MXP_REQ_WRITE, "softmax_label", 3);
     check_fd(ex, sym, (const char *const[]){"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", NULL}, 3, 1e-5);
     mxp_executor_free(ex);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 Test(grad, batchnorm_graph_matches_finite_differences_f64) {
@@ -98,11 +98,11 @@ Test(grad, batchnorm_graph_matches_finite_differences_f64) {
         free(av);
     }
     mxp_executor_free(ex);
-    mxp_symbol_free(sm);
-    mxp_symbol_free(fc2);
-    mxp_symbol_free(bn);
-    mxp_symbol_free(fc1);
-    mxp_symbol_free(data);
+    mxp_symbol_release(sm);
+    mxp_symbol_release(fc2);
+    mxp_symbol_release(bn);
+    mxp_symbol_release(fc1);
+    mxp_symbol_release(data);
 }
 
 /* y = x*x + x: dy/dx = 2x + 1, both uses of x summed. */
@@ -110,8 +110,8 @@ static mxp_symbol *shared_input(void) {
     mxp_symbol *x = gt_var("x");
     mxp_symbol *sq = gt_op("elemwise_mul", "sq", 2, (mxp_symbol *[]){x, x}, NULL);
     mxp_symbol *y = gt_op("elemwise_add", "y", 2, (mxp_symbol *[]){sq, x}, NULL);
-    mxp_symbol_free(x);
-    mxp_symbol_free(sq);
+    mxp_symbol_release(x);
+    mxp_symbol_release(sq);
     return y;
 }
 
@@ -145,10 +145,10 @@ Test(grad, shared_input_contributions_are_summed) {
     free(hv);
     free(yv);
     mxp_executor_free(ex);
-    mxp_ndarray_free(x);
-    mxp_ndarray_free(gx);
-    mxp_ndarray_free(hg);
-    mxp_symbol_free(y);
+    mxp_ndarray_release(x);
+    mxp_ndarray_release(gx);
+    mxp_ndarray_release(hg);
+    mxp_symbol_release(y);
 }
 
 Test(grad, grad_req_add_and_null) {
@@ -178,11 +178,11 @@ Test(grad, grad_req_add_and_null) {
     free(gxv);
     free(gwv);
     mxp_executor_free(ex);
-    mxp_ndarray_free(x);
-    mxp_ndarray_free(wa);
-    mxp_ndarray_free(gx);
-    mxp_ndarray_free(gw);
-    mxp_symbol_free(z);
-    mxp_symbol_free(w);
-    mxp_symbol_free(y);
+    mxp_ndarray_release(x);
+    mxp_ndarray_release(wa);
+    mxp_ndarray_release(gx);
+    mxp_ndarray_release(gw);
+    mxp_symbol_release(z);
+    mxp_symbol_release(w);
+    mxp_symbol_release(y);
 }

@@ -87,7 +87,7 @@ static mxp_symbol *mlp_big(void) {
     mxp_symbol *fc3 = gt_op("FullyConnected", "fc3", 1, &a2, "num_hidden=10", NULL);
     mxp_symbol *sm = gt_op("SoftmaxOutput", "softmax", 1, &fc3, NULL);
     mxp_symbol *all[] = {data, fc1, a1, fc2, a2, fc3};
-    for (size_t i = 0; i < MXP_ARRAY_LEN(all); i++) mxp_symbol_free(all[i]);
+    for (size_t i = 0; i < MXP_ARRAY_LEN(all); i++) mxp_symbol_release(all[i]);
     return sm;
 }
 
@@ -157,7 +157,7 @@ Test(plan, mlp_plan_is_sound_and_bit_identical) {
     mxp_shape d = {.ndim = 2, .dims = {64, 784}};
     const char *nm[] = {"data"};
     plan_vs_noplan(sym, 1, nm, &d, 10, "MLP 784-128-64-10, batch 64, training");
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 Test(plan, lenet_plan_is_sound_and_bit_identical) {
@@ -166,7 +166,7 @@ Test(plan, lenet_plan_is_sound_and_bit_identical) {
     mxp_shape d = {.ndim = 4, .dims = {64, 1, 28, 28}};
     const char *nm[] = {"data"};
     plan_vs_noplan(sym, 1, nm, &d, 10, "LeNet+BN (fixture), batch 64, training");
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 Test(plan, shared_input_sum_plan_is_sound) {
@@ -183,8 +183,8 @@ Test(plan, shared_input_sum_plan_is_sound) {
     for (int i = 0; i < p->n_steps; i++) sums += p->steps[i].kind == MXP_STEP_SUM;
     cr_assert_eq(sums, 1, "t's three gradient contributions are summed once");
     mxp_executor_free(ex);
-    mxp_symbol_free(y);
-    mxp_symbol_free(sq);
-    mxp_symbol_free(t);
-    mxp_symbol_free(x);
+    mxp_symbol_release(y);
+    mxp_symbol_release(sq);
+    mxp_symbol_release(t);
+    mxp_symbol_release(x);
 }

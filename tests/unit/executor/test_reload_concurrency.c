@@ -187,7 +187,7 @@ static void trainer_init(trainer *t) {
 static void trainer_free(trainer *t) {
     mxp_executor_free(t->ex);
     mxp_optimizer_free(t->opt);
-    mxp_symbol_free(t->sym);
+    mxp_symbol_release(t->sym);
 }
 
 /* One SGD step on batch b; returns the batch's mean cross-entropy (from the
@@ -372,13 +372,13 @@ static void *user_main(void *arg) {
             if (!rc) rc = mxp_ndarray_sync_copy_to(outs[0], v, sizeof v);
             if (!rc && v[2] != 3.0f) rc = MXP_EINTERNAL; /* mxp_last_error() is then stale: say so */
             if (rc == MXP_EINTERNAL && !u->failures) snprintf(u->err, sizeof u->err, "fx_tag gave %g, not 3", v[2]);
-            mxp_ndarray_free(x);
-            mxp_ndarray_free(outs[0]);
-            mxp_ndarray_free(outs[1]);
+            mxp_ndarray_release(x);
+            mxp_ndarray_release(outs[0]);
+            mxp_ndarray_release(outs[1]);
         } else {
             mxp_symbol *s = NULL;
             rc = mxp_symbol_load_json(net_json, &s);
-            mxp_symbol_free(s);
+            mxp_symbol_release(s);
         }
         if (rc && !u->failures++ && rc != MXP_EINTERNAL) snprintf(u->err, sizeof u->err, "%s", mxp_last_error());
         u->runs++;

@@ -70,7 +70,7 @@ Test(steps, many_rounds_build_each_step_once_with_the_same_results) {
     cr_expect_eq(builds_of_kind(ex, MXP_STEP_BWD, &nb), nb);
     mxp_executor_free(ex);
     mxp_executor_free(ex2);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 /* A head without a loss: backward reads the caller's head gradient. */
@@ -92,10 +92,10 @@ Test(steps, another_head_gradient_array_rebuilds_only_the_head_step) {
     cr_assert_eq(mxp_executor_wait(ex), MXP_OK, "%s", mxp_last_error());
     cr_expect_eq(builds_of_kind(ex, MXP_STEP_FWD, &nf), nf);
     cr_expect_eq(builds_of_kind(ex, MXP_STEP_BWD, &nb), nb + 1, "only the step reading the head gradient");
-    mxp_ndarray_free(h1);
-    mxp_ndarray_free(h2);
+    mxp_ndarray_release(h1);
+    mxp_ndarray_release(h2);
     mxp_executor_free(ex);
-    mxp_symbol_free(act);
-    mxp_symbol_free(fc);
-    mxp_symbol_free(data);
+    mxp_symbol_release(act);
+    mxp_symbol_release(fc);
+    mxp_symbol_release(data);
 }

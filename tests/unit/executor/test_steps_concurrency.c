@@ -60,5 +60,5 @@ Test(steps_concurrency, two_drivers_on_one_engine_agree_with_a_single_round) {
     }
     for (int t = 0; t < 2; t++) mxp_executor_free(dr[t].ex);
     mxp_executor_free(one);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }

@@ -9,8 +9,8 @@ static mxp_symbol *fc_net(void) {
     mxp_symbol *data = gt_var("data");
     mxp_symbol *fc = gt_op("FullyConnected", "fc1", 1, &data, "num_hidden=10", NULL);
     mxp_symbol *act = gt_op("Activation", "relu1", 1, &fc, "act_type=relu", NULL);
-    mxp_symbol_free(data);
-    mxp_symbol_free(fc);
+    mxp_symbol_release(data);
+    mxp_symbol_release(fc);
     return act;
 }
 
@@ -28,7 +28,7 @@ Test(infer, weights_filled_from_data_and_params) {
     cr_assert(os[0].ndim == 2 && os[0].dims[0] == 4 && os[0].dims[1] == 10);
     free(as);
     free(os);
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
 }
 
 Test(infer, incomplete_is_not_an_error) {
@@ -44,8 +44,8 @@ Test(infer, incomplete_is_not_an_error) {
     /* Unknown batch dim through __shape__: still incomplete, no error; the
      * weight is known all the same. */
     mxp_symbol *in = NULL, *d = NULL;
-    cr_assert_eq(mxp_symbol_get_internals(s, &in), MXP_OK);
-    cr_assert_eq(mxp_symbol_get_output_by_name(in, "data", &d), MXP_OK);
+    cr_assert_eq(mxp_symbol_internals(s, &in), MXP_OK);
+    cr_assert_eq(mxp_symbol_output_by_name(in, "data", &d), MXP_OK);
     cr_assert_eq(mxp_symbol_set_attr(d, "__shape__", "(0, 7)"), MXP_OK);
     cr_assert_eq(mxp_symbol_infer_shape(s, 0, NULL, NULL, &na, &as, NULL, NULL, NULL, NULL, &complete), MXP_OK, "%s",
                  mxp_last_error());
@@ -58,9 +58,9 @@ Test(infer, incomplete_is_not_an_error) {
     const char *nm[] = {"data"};
     cr_assert_eq(mxp_symbol_infer_shape(s, 1, nm, &full, NULL, NULL, NULL, NULL, NULL, NULL, &complete), MXP_OK);
     cr_assert_eq(complete, 1);
-    mxp_symbol_free(d);
-    mxp_symbol_free(in);
-    mxp_symbol_free(s);
+    mxp_symbol_release(d);
+    mxp_symbol_release(in);
+    mxp_symbol_release(s);
 }
 
 Test(infer, inconsistent_names_node_op_and_shapes) {
@@ -76,7 +76,7 @@ Test(infer, inconsistent_names_node_op_and_shapes) {
     /* Not an argument name. */
     const char *bad[] = {"nope"};
     cr_assert_eq(mxp_symbol_infer_shape(s, 1, bad, sh, NULL, NULL, NULL, NULL, NULL, NULL, &complete), MXP_EINVAL);
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
 }
 
 Test(infer, backward_flow_from_sibling) {
@@ -93,10 +93,10 @@ Test(infer, backward_flow_from_sibling) {
     cr_assert_eq(complete, 1);
     cr_assert(as[0].ndim == 3 && as[0].dims[2] == 4);
     free(as);
-    mxp_symbol_free(t);
-    mxp_symbol_free(sum);
-    mxp_symbol_free(a);
-    mxp_symbol_free(b);
+    mxp_symbol_release(t);
+    mxp_symbol_release(sum);
+    mxp_symbol_release(a);
+    mxp_symbol_release(b);
 }
 
 Test(infer, dtypes_propagate_and_conflict) {
@@ -114,5 +114,5 @@ Test(infer, dtypes_propagate_and_conflict) {
     int dts[] = {MXP_DTYPE_F64, MXP_DTYPE_F32};
     cr_assert_eq(mxp_symbol_infer_type(s, 2, nm, dts, NULL, NULL, NULL, NULL, NULL, NULL, &complete), MXP_ETYPE);
     cr_assert(strstr(mxp_last_error(), "fc1"), "%s", mxp_last_error());
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
 }

@@ -55,14 +55,14 @@ Test(json, current_fixture_loads) {
     check_lenet(s);
     /* Variable attributes survive: __shape__ with an unknown batch dim. */
     mxp_symbol *in = NULL, *d = NULL;
-    cr_assert_eq(mxp_symbol_get_internals(s, &in), MXP_OK);
-    cr_assert_eq(mxp_symbol_get_output_by_name(in, "data", &d), MXP_OK);
+    cr_assert_eq(mxp_symbol_internals(s, &in), MXP_OK);
+    cr_assert_eq(mxp_symbol_output_by_name(in, "data", &d), MXP_OK);
     const char *v = NULL;
-    cr_assert_eq(mxp_symbol_get_attr(d, "__shape__", &v), MXP_OK);
+    cr_assert_eq(mxp_symbol_attr(d, "__shape__", &v), MXP_OK);
     cr_assert_str_eq(v, "(0, 1, 28, 28)");
-    mxp_symbol_free(d);
-    mxp_symbol_free(in);
-    mxp_symbol_free(s);
+    mxp_symbol_release(d);
+    mxp_symbol_release(in);
+    mxp_symbol_release(s);
 }
 
 Test(json, legacy_fixture_loads_with_aux_upgrade) {
@@ -70,10 +70,10 @@ Test(json, legacy_fixture_loads_with_aux_upgrade) {
     check_lenet(s);
     /* "attr" merged into attrs. */
     mxp_symbol *in = NULL, *b = NULL;
-    cr_assert_eq(mxp_symbol_get_internals(s, &in), MXP_OK);
-    cr_assert_eq(mxp_symbol_get_output_by_name(in, "fc1_bias", &b), MXP_OK);
+    cr_assert_eq(mxp_symbol_internals(s, &in), MXP_OK);
+    cr_assert_eq(mxp_symbol_output_by_name(in, "fc1_bias", &b), MXP_OK);
     const char *v = NULL;
-    cr_assert_eq(mxp_symbol_get_attr(b, "__wd_mult__", &v), MXP_OK);
+    cr_assert_eq(mxp_symbol_attr(b, "__wd_mult__", &v), MXP_OK);
     cr_assert_str_eq(v, "0.0");
     /* Saved again, it is in the current layout with aux states as inputs. */
     char *js = NULL;
@@ -92,9 +92,9 @@ Test(json, legacy_fixture_loads_with_aux_upgrade) {
                  10901);
     json_decref(root);
     free(js);
-    mxp_symbol_free(b);
-    mxp_symbol_free(in);
-    mxp_symbol_free(s);
+    mxp_symbol_release(b);
+    mxp_symbol_release(in);
+    mxp_symbol_release(s);
 }
 
 Test(json, save_reproduces_the_fixture_and_round_trips) {
@@ -123,11 +123,11 @@ Test(json, save_reproduces_the_fixture_and_round_trips) {
     mxp_symbol *s3 = load(path);
     unlink(path);
     check_lenet(s3);
-    mxp_symbol_free(s3);
+    mxp_symbol_release(s3);
     free(js);
     free(js2);
-    mxp_symbol_free(s2);
-    mxp_symbol_free(s);
+    mxp_symbol_release(s2);
+    mxp_symbol_release(s);
 }
 
 Test(json, built_symbol_round_trip_keeps_multi_output_entries) {
@@ -150,10 +150,10 @@ Test(json, built_symbol_round_trip_keeps_multi_output_entries) {
     gt_list_eq(mxp_symbol_list_auxiliary_states, back, (const char *const[]){"bn_moving_mean", "bn_moving_var", NULL});
     gt_list_eq(mxp_symbol_list_outputs, back, (const char *const[]){"sq_output", NULL});
     free(js);
-    mxp_symbol_free(back);
-    mxp_symbol_free(sq);
-    mxp_symbol_free(bn);
-    mxp_symbol_free(data);
+    mxp_symbol_release(back);
+    mxp_symbol_release(sq);
+    mxp_symbol_release(bn);
+    mxp_symbol_release(data);
 }
 
 Test(json, errors_name_the_cause) {

@@ -16,10 +16,10 @@ static mxp_symbol *mlp(void) {
     mxp_symbol *act = gt_op("Activation", "relu1", 1, &fc1, "act_type=relu", NULL);
     mxp_symbol *fc2 = gt_op("FullyConnected", "fc2", 1, &act, "num_hidden=4", NULL);
     mxp_symbol *sm = gt_op("SoftmaxOutput", "softmax", 1, &fc2, NULL);
-    mxp_symbol_free(data);
-    mxp_symbol_free(fc1);
-    mxp_symbol_free(act);
-    mxp_symbol_free(fc2);
+    mxp_symbol_release(data);
+    mxp_symbol_release(fc1);
+    mxp_symbol_release(act);
+    mxp_symbol_release(fc2);
     return sm;
 }
 
@@ -35,7 +35,7 @@ Test(symbol, mlp_names_as_mxnet) {
     cr_assert_eq(n, 0);
     (void)x;
     cr_assert_str_eq(mxp_symbol_name(sm), "softmax");
-    mxp_symbol_free(sm);
+    mxp_symbol_release(sm);
 }
 
 Test(symbol, batchnorm_aux_states_are_inputs) {
@@ -48,8 +48,8 @@ Test(symbol, batchnorm_aux_states_are_inputs) {
     /* One visible output; the hidden mean/var are not listed. */
     gt_list_eq(mxp_symbol_list_outputs, bn, (const char *const[]){"bn_output", NULL});
     cr_assert_eq(mxp_symbol_num_outputs(bn), 1);
-    mxp_symbol_free(bn);
-    mxp_symbol_free(data);
+    mxp_symbol_release(bn);
+    mxp_symbol_release(data);
 }
 
 Test(symbol, compose_by_name_and_auto_variables) {
@@ -74,11 +74,11 @@ Test(symbol, compose_by_name_and_auto_variables) {
     /* Too many positional arguments. */
     mxp_symbol *many[] = {x, w, y, y};
     cr_assert_eq(mxp_symbol_compose(fc2, NULL, 4, NULL, many), MXP_EINVAL);
-    mxp_symbol_free(fc2);
-    mxp_symbol_free(fc);
-    mxp_symbol_free(x);
-    mxp_symbol_free(w);
-    mxp_symbol_free(y);
+    mxp_symbol_release(fc2);
+    mxp_symbol_release(fc);
+    mxp_symbol_release(x);
+    mxp_symbol_release(w);
+    mxp_symbol_release(y);
 }
 
 Test(symbol, compose_graph_replaces_variables_in_a_copy) {
@@ -94,12 +94,12 @@ Test(symbol, compose_graph_replaces_variables_in_a_copy) {
     gt_list_eq(mxp_symbol_list_arguments, c, (const char *const[]){"z", "fc_weight", "fc_bias", NULL});
     /* The original is untouched. */
     gt_list_eq(mxp_symbol_list_arguments, fc, (const char *const[]){"data", "fc_weight", "fc_bias", NULL});
-    mxp_symbol_free(c);
-    mxp_symbol_free(net);
-    mxp_symbol_free(fc);
-    mxp_symbol_free(act);
-    mxp_symbol_free(z);
-    mxp_symbol_free(data);
+    mxp_symbol_release(c);
+    mxp_symbol_release(net);
+    mxp_symbol_release(fc);
+    mxp_symbol_release(act);
+    mxp_symbol_release(z);
+    mxp_symbol_release(data);
 }
 
 Test(symbol, schema_validation_and_unknown_op) {
@@ -115,7 +115,7 @@ Test(symbol, schema_validation_and_unknown_op) {
     cr_assert(strstr(mxp_last_error(), "NoSuchOp"), "%s", mxp_last_error());
     /* Missing required parameter. */
     cr_assert_neq(mxp_symbol_create("FullyConnected", "fc", 0, NULL, NULL, &s), MXP_OK);
-    mxp_symbol_free(NULL);
+    mxp_symbol_release(NULL);
 }
 
 Test(symbol, auto_names_and_uncomposed_use) {
@@ -133,8 +133,8 @@ Test(symbol, auto_names_and_uncomposed_use) {
     snprintf(want, sizeof want, "%s_data", na);
     cr_assert_eq(n, 1);
     cr_assert_str_eq(args[0], want);
-    mxp_symbol_free(a);
-    mxp_symbol_free(b);
+    mxp_symbol_release(a);
+    mxp_symbol_release(b);
 }
 
 Test(symbol, group_internals_outputs_by_name) {
@@ -146,25 +146,25 @@ Test(symbol, group_internals_outputs_by_name) {
     gt_list_eq(mxp_symbol_list_outputs, g, (const char *const[]){"softmax_output", "extra", NULL});
     cr_assert_null(mxp_symbol_name(g));
     mxp_symbol *in = NULL;
-    cr_assert_eq(mxp_symbol_get_internals(sm, &in), MXP_OK);
+    cr_assert_eq(mxp_symbol_internals(sm, &in), MXP_OK);
     gt_list_eq(mxp_symbol_list_outputs, in, (const char *const[]){"data", "fc1_weight", "fc1_bias", "fc1_output", "relu1_output", "fc2_weight",
                                       "fc2_bias", "fc2_output", "softmax_label", "softmax_output", NULL});
     mxp_symbol *r = NULL;
-    cr_assert_eq(mxp_symbol_get_output_by_name(in, "relu1_output", &r), MXP_OK);
+    cr_assert_eq(mxp_symbol_output_by_name(in, "relu1_output", &r), MXP_OK);
     gt_list_eq(mxp_symbol_list_arguments, r, (const char *const[]){"data", "fc1_weight", "fc1_bias", NULL});
     mxp_symbol *o = NULL;
-    cr_assert_eq(mxp_symbol_get_output(g, 1, &o), MXP_OK);
+    cr_assert_eq(mxp_symbol_output(g, 1, &o), MXP_OK);
     cr_assert_str_eq(mxp_symbol_name(o), "extra");
-    mxp_symbol_free(o);
-    cr_assert_eq(mxp_symbol_get_output(g, 2, &o), MXP_EINVAL);
+    mxp_symbol_release(o);
+    cr_assert_eq(mxp_symbol_output(g, 2, &o), MXP_EINVAL);
     cr_assert_null(o);
-    cr_assert_eq(mxp_symbol_get_output_by_name(in, "nope", &o), MXP_ENOENT);
-    mxp_symbol_free(o);
-    mxp_symbol_free(r);
-    mxp_symbol_free(in);
-    mxp_symbol_free(g);
-    mxp_symbol_free(data);
-    mxp_symbol_free(sm);
+    cr_assert_eq(mxp_symbol_output_by_name(in, "nope", &o), MXP_ENOENT);
+    mxp_symbol_release(o);
+    mxp_symbol_release(r);
+    mxp_symbol_release(in);
+    mxp_symbol_release(g);
+    mxp_symbol_release(data);
+    mxp_symbol_release(sm);
 }
 
 Test(symbol, attributes) {
@@ -173,19 +173,19 @@ Test(symbol, attributes) {
     cr_assert_eq(mxp_symbol_set_attr(w, "__shape__", "(0, 3)"), MXP_OK);
     cr_assert_eq(mxp_symbol_set_attr(w, "__lr_mult__", "2"), MXP_OK);
     const char *v = NULL;
-    cr_assert_eq(mxp_symbol_get_attr(w, "__lr_mult__", &v), MXP_OK);
+    cr_assert_eq(mxp_symbol_attr(w, "__lr_mult__", &v), MXP_OK);
     cr_assert_str_eq(v, "2");
-    cr_assert_eq(mxp_symbol_get_attr(w, "__wd_mult__", &v), MXP_OK);
+    cr_assert_eq(mxp_symbol_attr(w, "__wd_mult__", &v), MXP_OK);
     cr_assert_null(v);
     cr_assert_eq(mxp_symbol_set_attr(w, "lr_mult", "1"), MXP_EINVAL);
     /* Attributes travel with the node into composed graphs. */
     mxp_symbol *fc = NULL;
     const char *k[] = {"num_hidden", "__init__"}, *vv[] = {"2", "[\"zero\", {}]"};
     cr_assert_eq(mxp_symbol_create("FullyConnected", "fc", 2, k, vv, &fc), MXP_OK, "%s", mxp_last_error());
-    cr_assert_eq(mxp_symbol_get_attr(fc, "__init__", &v), MXP_OK);
+    cr_assert_eq(mxp_symbol_attr(fc, "__init__", &v), MXP_OK);
     cr_assert_str_eq(v, "[\"zero\", {}]");
-    cr_assert_eq(mxp_symbol_get_attr(fc, "num_hidden", &v), MXP_OK);
+    cr_assert_eq(mxp_symbol_attr(fc, "num_hidden", &v), MXP_OK);
     cr_assert_str_eq(v, "2");
-    mxp_symbol_free(fc);
-    mxp_symbol_free(w);
+    mxp_symbol_release(fc);
+    mxp_symbol_release(w);
 }

@@ -220,7 +220,7 @@ Test(io_iter, batch_stays_valid_until_next_and_engine_reads_are_ordered) {
         for (int j = 0; j < 4; j++)
             for (int q = 0; q < 3; q++) cr_assert_float_eq(c[j * 3 + q], (float)(b * 10 + j) + (float)q / 10.0f, 1e-5);
         free(c);
-        mxp_ndarray_free(copy);
+        mxp_ndarray_release(copy);
     }
     int has = 1;
     cr_assert_eq(mxp_iter_next(it, &has), MXP_OK);

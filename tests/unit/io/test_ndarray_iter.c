@@ -94,9 +94,9 @@ Test(io_ndarray_iter, names_shapes_and_label_values) {
     cr_assert_eq(mxp_iter_provide_data(it, 0, &name, NULL, NULL, NULL), MXP_OK);
     cr_assert_str_eq(name, "data");
     mxp_iter_free(it);
-    mxp_ndarray_free(d0);
-    mxp_ndarray_free(d1);
-    mxp_ndarray_free(lab);
+    mxp_ndarray_release(d0);
+    mxp_ndarray_release(d1);
+    mxp_ndarray_release(lab);
 }
 
 Test(io_ndarray_iter, last_batch_pad_discard_roll_over) {
@@ -133,7 +133,7 @@ Test(io_ndarray_iter, last_batch_pad_discard_roll_over) {
     cr_assert_eq(epoch(it, ids, pads), 2, "epoch 2: nothing carried");
     cr_assert_eq(ids[0], 0);
     mxp_iter_free(it);
-    mxp_ndarray_free(d);
+    mxp_ndarray_release(d);
 }
 
 Test(io_ndarray_iter, shuffled_roll_over_resumes_exactly) {
@@ -166,7 +166,7 @@ Test(io_ndarray_iter, shuffled_roll_over_resumes_exactly) {
             mxp_iter_free(r);
         }
         mxp_iter_free(seq);
-        mxp_ndarray_free(d);
+        mxp_ndarray_release(d);
     }
 }
 
@@ -189,7 +189,7 @@ Test(io_ndarray_iter, shuffle_permutes_per_epoch) {
     cr_assert_gt(moved, 16);
     cr_assert_neq(memcmp(e0, e1, sizeof e0), 0);
     mxp_iter_free(it);
-    mxp_ndarray_free(d);
+    mxp_ndarray_release(d);
 }
 
 Test(io_ndarray_iter, argument_errors) {
@@ -201,6 +201,6 @@ Test(io_ndarray_iter, argument_errors) {
     cr_assert_eq(mxp_iter_create_ndarray(1, &a, 0, NULL, 0, 0, 0, MXP_LAST_BATCH_PAD, &it), MXP_EINVAL);
     cr_assert_eq(mxp_iter_create_ndarray(1, &a, 0, NULL, 4, 0, 0, 9, &it), MXP_EINVAL);
     cr_assert_eq(mxp_iter_create_ndarray(0, NULL, 0, NULL, 4, 0, 0, MXP_LAST_BATCH_PAD, &it), MXP_EINVAL);
-    mxp_ndarray_free(a);
-    mxp_ndarray_free(b);
+    mxp_ndarray_release(a);
+    mxp_ndarray_release(b);
 }

@@ -68,7 +68,7 @@ static void *drive(void *arg) {
                 }
         }
     }
-    mxp_ndarray_free(copy);
+    mxp_ndarray_release(copy);
     mxp_iter_free(it);
     return NULL;
 }

@@ -66,7 +66,7 @@ Test(kvstore_local, multi_array_push_sums) {
     for (int i = 0; i < N; i++) s5[i] = a[i];
     expect_close(inplace, s5, "pushpull in place");
     mxp_ndarray *arrs[] = {init, va, vb, vc, o1, o2, o5, inplace};
-    for (size_t i = 0; i < sizeof arrs / sizeof *arrs; i++) mxp_ndarray_free(arrs[i]);
+    for (size_t i = 0; i < sizeof arrs / sizeof *arrs; i++) mxp_ndarray_release(arrs[i]);
     mxp_kvstore_free(kv);
 }
 
@@ -107,7 +107,7 @@ Test(kvstore_local, updater_semantics) {
     for (int i = 0; i < N; i++) want[i] = w[i];
     expect_close(vw, want, "init source");
     mxp_ndarray *arrs[] = {vw, v1, v2, out};
-    for (size_t i = 0; i < 4; i++) mxp_ndarray_free(arrs[i]);
+    for (size_t i = 0; i < 4; i++) mxp_ndarray_release(arrs[i]);
     mxp_kvstore_free(kv);
 }
 
@@ -131,8 +131,8 @@ Test(kvstore_local, set_optimizer_runs_sgd) {
         int64_t keys[2] = {0, 0};
         mxp_ndarray *vals[2] = {v1, v2};
         cr_assert_eq(mxp_kvstore_push(kv, 2, keys, vals, 0), MXP_OK, "%s", mxp_last_error());
-        mxp_ndarray_free(v1);
-        mxp_ndarray_free(v2);
+        mxp_ndarray_release(v1);
+        mxp_ndarray_release(v2);
         /* sgd_mom_update: mom = momentum*mom - lr*(grad + wd*w); w += mom
          * (int keys carry no name, so wd applies). */
         for (int i = 0; i < N; i++) {
@@ -147,8 +147,8 @@ Test(kvstore_local, set_optimizer_runs_sgd) {
     snprintf(path, sizeof path, "%s/kv.states", trt_dir);
     cr_assert_eq(mxp_kvstore_save_optimizer_states(kv, path), MXP_OK, "%s", mxp_last_error());
     cr_assert_eq(mxp_kvstore_load_optimizer_states(kv, path), MXP_OK, "%s", mxp_last_error());
-    mxp_ndarray_free(vw);
-    mxp_ndarray_free(out);
+    mxp_ndarray_release(vw);
+    mxp_ndarray_release(out);
     mxp_kvstore_free(kv);
 }
 
@@ -180,11 +180,11 @@ Test(kvstore_local, priorities_keep_key_order) {
             fill(v, 31 * round + k);
             for (int i = 0; i < N; i++) want[i] = v[i];
             expect_close(outs[k], want, "pulled value");
-            mxp_ndarray_free(vals[k]);
-            mxp_ndarray_free(outs[k]);
+            mxp_ndarray_release(vals[k]);
+            mxp_ndarray_release(outs[k]);
         }
     }
-    mxp_ndarray_free(init);
+    mxp_ndarray_release(init);
     mxp_kvstore_free(kv);
 }
 
@@ -219,9 +219,9 @@ Test(kvstore_local, string_and_int_keys_are_distinct) {
     const char *bk = "bcast";
     cr_assert_eq(mxp_kvstore_broadcast_str(kv, 1, &bk, &va, &out, 0), MXP_OK, "%s", mxp_last_error());
     expect_close(out, wa, "broadcast");
-    mxp_ndarray_free(va);
-    mxp_ndarray_free(vb);
-    mxp_ndarray_free(out);
+    mxp_ndarray_release(va);
+    mxp_ndarray_release(vb);
+    mxp_ndarray_release(out);
     mxp_kvstore_free(kv);
 }
 
@@ -260,10 +260,10 @@ Test(kvstore_local, errors_name_the_key) {
     cr_assert_eq(mxp_kvstore_set_gradient_compression(kv, 0, NULL, NULL), MXP_EUNSUPPORTED);
     cr_assert_eq(mxp_kvstore_save_optimizer_states(kv, "/tmp/x"), MXP_EMISUSE);
     cr_assert_eq(mxp_kvstore_barrier(kv), MXP_OK, "%s", mxp_last_error());
-    mxp_ndarray_free(f64);
-    mxp_ndarray_free(ones);
-    mxp_ndarray_free(v);
-    mxp_ndarray_free(bad);
+    mxp_ndarray_release(f64);
+    mxp_ndarray_release(ones);
+    mxp_ndarray_release(v);
+    mxp_ndarray_release(bad);
     mxp_kvstore_free(kv);
     mxp_kvstore *none = (mxp_kvstore *)1;
     cr_assert_eq(mxp_kvstore_create("nccl", 0, NULL, NULL, &none), MXP_ENOENT);

@@ -44,10 +44,10 @@ Test(ndarray, create_and_accessors) {
     cr_assert_eq(mxp_ndarray_size(n), 0);
     cr_assert_null(mxp_ndarray_var(n));
     cr_assert_eq(mxp_ndarray_fill(n, 1.0), MXP_EINVAL);
-    mxp_ndarray_free(a);
-    mxp_ndarray_free(s);
-    mxp_ndarray_free(n);
-    mxp_ndarray_free(NULL);
+    mxp_ndarray_release(a);
+    mxp_ndarray_release(s);
+    mxp_ndarray_release(n);
+    mxp_ndarray_release(NULL);
 }
 
 Test(ndarray, create_errors) {
@@ -96,7 +96,7 @@ Test(ndarray, fill_every_dtype) {
             }
             cr_assert_eq(got, cases[c].v, "dtype %s elem %d: %g", mxp_dtype_name(cases[c].dtype), i, got);
         }
-        mxp_ndarray_free(a);
+        mxp_ndarray_release(a);
     }
 }
 
@@ -132,10 +132,10 @@ Test(ndarray, sync_copies_and_copy) {
     mxp_ndarray *c = make(other, 1, MXP_DTYPE_F32), *d = make(shape, 2, MXP_DTYPE_F64);
     cr_assert_eq(mxp_ndarray_copy(a, c), MXP_ESHAPE);
     cr_assert_eq(mxp_ndarray_copy(a, d), MXP_ETYPE);
-    mxp_ndarray_free(a);
-    mxp_ndarray_free(b);
-    mxp_ndarray_free(c);
-    mxp_ndarray_free(d);
+    mxp_ndarray_release(a);
+    mxp_ndarray_release(b);
+    mxp_ndarray_release(c);
+    mxp_ndarray_release(d);
 }
 
 Test(ndarray, views_share_data) {
@@ -191,14 +191,14 @@ Test(ndarray, views_share_data) {
     cr_assert_null(r2);
 
     /* Freeing the base first keeps the chunk alive for the views. */
-    mxp_ndarray_free(a);
+    mxp_ndarray_release(a);
     cr_assert_eq(mxp_ndarray_sync_copy_to(s, sv, sizeof sv), MXP_OK);
     cr_assert_eq(sv[0], 3);
-    mxp_ndarray_free(s);
-    mxp_ndarray_free(r);
-    mxp_ndarray_free(row);
-    mxp_ndarray_free(top);
-    mxp_ndarray_free(bot);
+    mxp_ndarray_release(s);
+    mxp_ndarray_release(r);
+    mxp_ndarray_release(row);
+    mxp_ndarray_release(top);
+    mxp_ndarray_release(bot);
 }
 
 Test(ndarray, retain_release_returns_memory) {
@@ -208,7 +208,7 @@ Test(ndarray, retain_release_returns_memory) {
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.bytes_in_use, 4096);
     cr_assert_eq(mxp_ndarray_retain(a), a);
-    mxp_ndarray_free(a);
+    mxp_ndarray_release(a);
     cr_assert_eq(mxp_ndarray_fill(a, 1), MXP_OK); /* still alive */
     mxp_ndarray_release(a);
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
@@ -219,7 +219,7 @@ Test(ndarray, retain_release_returns_memory) {
     a = make(shape, 1, MXP_DTYPE_I32);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.n_hits, 1);
-    mxp_ndarray_free(a);
+    mxp_ndarray_release(a);
 }
 
 Test(ndarray, version_moves_on_writes) {
@@ -234,7 +234,7 @@ Test(ndarray, version_moves_on_writes) {
     float out[8];
     cr_assert_eq(mxp_ndarray_sync_copy_to(a, out, sizeof out), MXP_OK); /* a read */
     cr_assert_eq(mxp_ndarray_version(a), v1);
-    mxp_ndarray_free(a);
+    mxp_ndarray_release(a);
 }
 
 /* ---- a fake device whose memory the host must not touch directly ---- */
@@ -291,9 +291,9 @@ Test(ndarray, fake_device_copy_registry) {
     cr_assert_eq(mxp_ndarray_sync_copy_to(d, out, sizeof out), MXP_OK);
     for (int i = 0; i < 10; i++) cr_assert_eq(out[i], 2.5f);
     cr_assert_eq(n_dev_copies, 4);
-    mxp_ndarray_free(h);
-    mxp_ndarray_free(h2);
-    mxp_ndarray_free(d);
+    mxp_ndarray_release(h);
+    mxp_ndarray_release(h2);
+    mxp_ndarray_release(d);
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
 }
 
@@ -318,5 +318,5 @@ Test(ndarray, errors_surface_at_wait) {
     cr_assert_neq(rc, MXP_OK);
     cr_assert(strstr(mxp_last_error(), "deliberate failure") || strstr(mxp_last_error(), "failing_op"), "%s",
               mxp_last_error());
-    mxp_ndarray_free(a);
+    mxp_ndarray_release(a);
 }

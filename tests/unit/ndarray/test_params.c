@@ -230,5 +230,5 @@ Test(params, file_errors) {
     int64_t s[1] = {2};
     cr_assert_eq(mxp_ndarray_create(s, 1, MXP_DTYPE_F32, (mxp_device){MXP_DEV_CPU, 0}, &a), MXP_OK);
     cr_assert_eq(mxp_ndarray_save("/nonexistent/dir/x.params", 1, &a, NULL), MXP_EIO);
-    mxp_ndarray_free(a);
+    mxp_ndarray_release(a);
 }

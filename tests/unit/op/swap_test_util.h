@@ -76,8 +76,8 @@ static inline void sw_init(sw_conv *c) {
 
 static inline void sw_free(sw_conv *c) {
     mxp__node_free(c->nd);
-    for (int i = 0; i < 3; i++) mxp_ndarray_free(c->in[i]);
-    mxp_ndarray_free(c->y);
+    for (int i = 0; i < 3; i++) mxp_ndarray_release(c->in[i]);
+    mxp_ndarray_release(c->y);
 }
 
 /* Largest |a - b| / (1 + |b|) over n values. */

@@ -98,11 +98,11 @@ static int all_gradients(const inputs *in, float *out) {
     }
     mxp__node_free(node);
     for (int i = 0; i < 3; i++) {
-        mxp_ndarray_free(arg[i]);
-        mxp_ndarray_free(grad[i]);
+        mxp_ndarray_release(arg[i]);
+        mxp_ndarray_release(grad[i]);
     }
-    mxp_ndarray_free(y);
-    mxp_ndarray_free(og);
+    mxp_ndarray_release(y);
+    mxp_ndarray_release(og);
     return rc;
 }
 

@@ -91,10 +91,10 @@ Test(hot_swap, switch_between_forward_and_backward_waits_for_the_next_forward) {
         free(b);
     }
     for (int i = 0; i < 3; i++) {
-        mxp_ndarray_free(ig[i]);
-        mxp_ndarray_free(ig2[i]);
+        mxp_ndarray_release(ig[i]);
+        mxp_ndarray_release(ig2[i]);
     }
-    mxp_ndarray_free(og);
+    mxp_ndarray_release(og);
     sw_free(&c);
 }
 

@@ -36,9 +36,9 @@ Test(invoke, unary_allocates_output) {
     r = opx_read(e[0]);
     for (int i = 0; i < 12; i++) cr_assert_float_eq(r[i], exp((double)(float)v[i]), 1e-4 * exp(v[i]), "element %d", i);
     free(r);
-    mxp_ndarray_free(e[0]);
-    mxp_ndarray_free(out[0]);
-    mxp_ndarray_free(x);
+    mxp_ndarray_release(e[0]);
+    mxp_ndarray_release(out[0]);
+    mxp_ndarray_release(x);
 }
 
 Test(invoke, broadcast_into_given_output) {
@@ -75,12 +75,12 @@ Test(invoke, broadcast_into_given_output) {
     mxp_ndarray *in3[2] = {in[0], f};
     rc = mxp_invoke("broadcast_add", 2, in3, &n_out, out, 0, NULL, NULL);
     cr_assert_eq(rc, MXP_ETYPE, "%d %s", rc, mxp_last_error());
-    mxp_ndarray_free(f);
-    mxp_ndarray_free(c);
-    mxp_ndarray_free(ob);
-    mxp_ndarray_free(o);
-    mxp_ndarray_free(in[0]);
-    mxp_ndarray_free(in[1]);
+    mxp_ndarray_release(f);
+    mxp_ndarray_release(c);
+    mxp_ndarray_release(ob);
+    mxp_ndarray_release(o);
+    mxp_ndarray_release(in[0]);
+    mxp_ndarray_release(in[1]);
 }
 
 Test(invoke, scalar_req_add_accumulates) {
@@ -104,8 +104,8 @@ Test(invoke, scalar_req_add_accumulates) {
     r = opx_read(o);
     for (int i = 0; i < 5; i++) cr_assert_float_eq(r[i], v[i] * 1.5, 1e-5);
     free(r);
-    mxp_ndarray_free(o);
-    mxp_ndarray_free(x);
+    mxp_ndarray_release(o);
+    mxp_ndarray_release(x);
 }
 
 Test(invoke, inplace_output_aliases_input) {
@@ -120,7 +120,7 @@ Test(invoke, inplace_output_aliases_input) {
     double *r = opx_read(x);
     for (int i = 0; i < 6; i++) cr_assert_float_eq(r[i], v[i] * 9, 1e-5);
     free(r);
-    mxp_ndarray_free(x);
+    mxp_ndarray_release(x);
 }
 
 Test(invoke, kwargs_validation_names_op_and_key) {
@@ -147,7 +147,7 @@ Test(invoke, kwargs_validation_names_op_and_key) {
     double *r = opx_read(out[0]);
     for (int i = 0; i < 4; i++) cr_assert_float_eq(r[i], 3.0 * (i + 1), 1e-6);
     free(r);
-    mxp_ndarray_free(out[0]);
+    mxp_ndarray_release(out[0]);
     /* Unknown op, wrong input count, too little room for outputs. */
     out[0] = NULL;
     cr_assert_eq(mxp_invoke("no_such_op", 1, &x, &n_out, out, 0, NULL, NULL), MXP_ENOENT);
@@ -159,7 +159,7 @@ Test(invoke, kwargs_validation_names_op_and_key) {
     mxp_ndarray *outs2[2] = {NULL, NULL};
     cr_assert_eq(mxp_invoke("fxi_two", 1, &x, &n_out, outs2, 0, NULL, NULL), MXP_EINVAL);
     cr_assert_eq(n_out, 2, "the number needed is reported");
-    mxp_ndarray_free(x);
+    mxp_ndarray_release(x);
 }
 
 Test(invoke, kernel_error_surfaces_with_op_name) {
@@ -181,9 +181,9 @@ Test(invoke, kernel_error_surfaces_with_op_name) {
     cr_assert_neq(rc, MXP_OK);
     cr_assert(strstr(mxp_last_error(), "fxi_fail"), "%s", mxp_last_error());
     mxp_engine_wait_for_all();
-    mxp_ndarray_free(o2[0]);
-    mxp_ndarray_free(out[0]);
-    mxp_ndarray_free(x);
+    mxp_ndarray_release(o2[0]);
+    mxp_ndarray_release(out[0]);
+    mxp_ndarray_release(x);
 }
 
 Test(invoke, two_outputs_with_req_null) {
@@ -211,10 +211,10 @@ Test(invoke, two_outputs_with_req_null) {
     b = opx_read(o1);
     for (int i = 0; i < 3; i++) cr_assert_float_eq(b[i], keep[i], 0);
     free(b);
-    mxp_ndarray_free(o1);
-    mxp_ndarray_free(out[0]);
-    mxp_ndarray_free(out[1]);
-    mxp_ndarray_free(x);
+    mxp_ndarray_release(o1);
+    mxp_ndarray_release(out[0]);
+    mxp_ndarray_release(out[1]);
+    mxp_ndarray_release(x);
 }
 
 Test(invoke, host_invoke_runs_on_tensors) {
@@ -288,8 +288,8 @@ Test(invoke, batchnorm_aux_and_hidden_outputs) {
     }
     free(y);
     free(mm);
-    mxp_ndarray_free(o2[0]);
-    mxp_ndarray_free(out[0]);
-    for (int i = 0; i < 3; i++) mxp_ndarray_free(in[i]);
-    for (int i = 0; i < 2; i++) mxp_ndarray_free(aux[i]);
+    mxp_ndarray_release(o2[0]);
+    mxp_ndarray_release(out[0]);
+    for (int i = 0; i < 3; i++) mxp_ndarray_release(in[i]);
+    for (int i = 0; i < 2; i++) mxp_ndarray_release(aux[i]);
 }

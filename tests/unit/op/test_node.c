@@ -63,7 +63,7 @@ Test(node, state_cached_per_signature_and_workspace_given) {
     for (int i = 0; i < 4; i++) cr_assert_float_eq(r[i], 4.0 * (i + 1), 0);
     free(r);
     mxp_ndarray *all[] = {x4, y4, x6, y6};
-    for (int i = 0; i < 4; i++) mxp_ndarray_free(all[i]);
+    for (int i = 0; i < 4; i++) mxp_ndarray_release(all[i]);
 }
 
 /* Many users of the shared temp-space copies at once: each kernel stages
@@ -93,8 +93,8 @@ Test(node, temp_space_users_serialize) {
             if (r[i] != (double)(float)((1 + j % 9) * (double)(float)(j * 1000 + i % 997)))
                 cr_assert_fail("op %d element %d: %g", j, i, r[i]);
         free(r);
-        mxp_ndarray_free(x[j]);
-        mxp_ndarray_free(y[j]);
+        mxp_ndarray_release(x[j]);
+        mxp_ndarray_release(y[j]);
     }
     free(v);
 }
@@ -129,7 +129,7 @@ Test(node, impl_chosen_per_signature_and_after_policy_change) {
     free(r);
     mxp__node_free(nd);
     mxp_ndarray *all[] = {x4, y4, x200, y200};
-    for (int i = 0; i < 4; i++) mxp_ndarray_free(all[i]);
+    for (int i = 0; i < 4; i++) mxp_ndarray_release(all[i]);
 }
 
 /* ------------------------------------------------------------ RNG */
@@ -153,7 +153,7 @@ static void draw(const char *engine, double *a, double *b) {
             mxp_ndarray *s = NULL;
             n_out = 1;
             cr_assert_eq(mxp_invoke("sqrt", 1, &o[0], &n_out, &s, 0, NULL, NULL), MXP_OK);
-            mxp_ndarray_free(s);
+            mxp_ndarray_release(s);
         }
     }
     double *r0 = opx_read(o[0]), *r3 = opx_read(o[3]);
@@ -161,7 +161,7 @@ static void draw(const char *engine, double *a, double *b) {
     memcpy(b, r3, RN * sizeof *b);
     free(r0);
     free(r3);
-    for (int i = 0; i < 4; i++) mxp_ndarray_free(o[i]);
+    for (int i = 0; i < 4; i++) mxp_ndarray_release(o[i]);
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK, "%s", mxp_last_error());
 }
 
@@ -193,7 +193,7 @@ static double loss(mxp_ndarray *l, mxp_ndarray *r, const double *w) {
     double *v = opx_read(o), s = 0;
     for (int i = 0; i < 6; i++) s += w[i] * v[i];
     free(v);
-    mxp_ndarray_free(o);
+    mxp_ndarray_release(o);
     return s;
 }
 
@@ -228,8 +228,8 @@ Test(node, backward_matches_finite_differences) {
         mxp_ndarray *lp = opx_arr(MXP_DTYPE_F64, 2, sl, p), *lm = opx_arr(MXP_DTYPE_F64, 2, sl, m);
         double fd = (loss(lp, r, w) - loss(lm, r, w)) / (2 * h);
         cr_assert_float_eq(dl[i], fd, 1e-6, "d lhs[%d]: %g vs %g", i, dl[i], fd);
-        mxp_ndarray_free(lp);
-        mxp_ndarray_free(lm);
+        mxp_ndarray_release(lp);
+        mxp_ndarray_release(lm);
     }
     for (int j = 0; j < 3; j++) {
         double p[3], m[3];
@@ -240,8 +240,8 @@ Test(node, backward_matches_finite_differences) {
         mxp_ndarray *rp = opx_arr(MXP_DTYPE_F64, 2, sr, p), *rm = opx_arr(MXP_DTYPE_F64, 2, sr, m);
         double fd = (loss(l, rp, w) - loss(l, rm, w)) / (2 * h);
         cr_assert_float_eq(dr[j], fd, 1e-6, "d rhs[%d]: %g vs %g", j, dr[j], fd);
-        mxp_ndarray_free(rp);
-        mxp_ndarray_free(rm);
+        mxp_ndarray_release(rp);
+        mxp_ndarray_release(rm);
     }
     /* req add accumulates: a second backward with add doubles. */
     int req[2] = {MXP_REQ_ADD, MXP_REQ_ADD};
@@ -263,7 +263,7 @@ Test(node, backward_matches_finite_differences) {
     free(dr3);
     mxp__node_free(nd);
     mxp_ndarray *all[] = {l, r, out, og, gl, gr};
-    for (int i = 0; i < 6; i++) mxp_ndarray_free(all[i]);
+    for (int i = 0; i < 6; i++) mxp_ndarray_release(all[i]);
 }
 
 Test(node, backward_of_fixture_op_and_no_gradient) {
@@ -290,7 +290,7 @@ Test(node, backward_of_fixture_op_and_no_gradient) {
     cr_assert_neq(mxp_ndarray_wait_to_read(y), MXP_OK);
     mxp__node_free(nd);
     mxp_ndarray *all[] = {x, y, g, dx};
-    for (int i = 0; i < 4; i++) mxp_ndarray_free(all[i]);
+    for (int i = 0; i < 4; i++) mxp_ndarray_release(all[i]);
 }
 
 /* ------------------------------------------------------------ reload */
@@ -353,6 +353,6 @@ Test(node, reload_while_forwarding) {
         if (r[i] != 6.0) cr_assert_fail("element %d: %g", i, r[i]);
     free(r);
     mxp__node_free(j.nd);
-    mxp_ndarray_free(j.x);
-    mxp_ndarray_free(j.y);
+    mxp_ndarray_release(j.x);
+    mxp_ndarray_release(j.y);
 }

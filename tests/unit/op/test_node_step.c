@@ -58,7 +58,7 @@ Test(node_step, one_engine_op_serves_many_runs_and_reads_new_data_each_time) {
     cr_expect_eq(mxp__node_step_builds(st), 3);
     expect_ref(&c, y2, "into a second output array");
     mxp__node_step_free(st);
-    mxp_ndarray_free(y2);
+    mxp_ndarray_release(y2);
     sw_free(&c);
 }
 
@@ -113,10 +113,10 @@ Test(node_step, hot_swap_rebuilds_at_the_next_forward_and_backward_keeps_the_for
     mxp__node_step_free(fw);
     mxp__node_step_free(bw);
     for (int i = 0; i < 3; i++) {
-        mxp_ndarray_free(ig[i]);
-        mxp_ndarray_free(ref_ig[i]);
+        mxp_ndarray_release(ig[i]);
+        mxp_ndarray_release(ref_ig[i]);
     }
-    mxp_ndarray_free(og);
+    mxp_ndarray_release(og);
     sw_free(&c);
 }
 
@@ -147,6 +147,6 @@ Test(node_step, a_bad_array_fails_the_push_like_the_plain_path) {
     cr_assert_eq(mxp__node_forward_step(c.nd, &st, c.in, &c.y, NULL, NULL, 1), MXP_OK, "%s", mxp_last_error());
     expect_ref(&c, c.y, "after a refused push");
     mxp__node_step_free(st);
-    mxp_ndarray_free(yb);
+    mxp_ndarray_release(yb);
     sw_free(&c);
 }

@@ -79,6 +79,6 @@ Test(registry_shutdown, queued_invoke_completes_before_pack_fini) {
         cr_assert_float_eq(r[i], sqrt((double)v[i]), 1e-5 * (1 + sqrt((double)v[i])), "element %d", i);
     free(r);
     free(v);
-    mxp_ndarray_free(out[0]);
-    mxp_ndarray_free(x);
+    mxp_ndarray_release(out[0]);
+    mxp_ndarray_release(x);
 }

@@ -50,7 +50,7 @@ Test(train_checkpoint, params_round_trip_with_mxnet_keys) {
     free(g0), free(g1), free(g2);
     mxp_ndarray_list_free(na, aa, ann);
     mxp_ndarray_list_free(nx, xa, xnn);
-    mxp_ndarray_free(args[0]), mxp_ndarray_free(args[1]), mxp_ndarray_free(auxs[0]);
+    mxp_ndarray_release(args[0]), mxp_ndarray_release(args[1]), mxp_ndarray_release(auxs[0]);
 }
 
 Test(train_checkpoint, naming_and_foreign_keys) {
@@ -75,5 +75,5 @@ Test(train_checkpoint, naming_and_foreign_keys) {
     cr_assert_eq(mxp_checkpoint_load_params(prefix, 0, &na, &ann, &aa, &nx, &xnn, &xa), MXP_EFORMAT);
     cr_assert(strstr(mxp_last_error(), "dense0_weight"), "%s", mxp_last_error());
     cr_assert_eq(mxp_checkpoint_load_params(prefix, 9, &na, &ann, &aa, &nx, &xnn, &xa), MXP_EIO);
-    mxp_ndarray_free(a);
+    mxp_ndarray_release(a);
 }

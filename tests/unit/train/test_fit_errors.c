@@ -29,8 +29,8 @@ static mxp_iter *data_iter(int n_samples, int batch, float scale) {
     mxp_iter *it = NULL;
     cr_assert_eq(mxp_iter_create_ndarray(1, &xa, 1, &ya, batch, 0, 0, MXP_LAST_BATCH_DISCARD, &it), MXP_OK, "%s",
                  mxp_last_error());
-    mxp_ndarray_free(xa);
-    mxp_ndarray_free(ya);
+    mxp_ndarray_release(xa);
+    mxp_ndarray_release(ya);
     return it;
 }
 
@@ -43,9 +43,9 @@ static mxp_module *fc_module(int hidden) {
     mxp_symbol *sm = gt_op("SoftmaxOutput", "softmax", 1, &fc, NULL);
     mxp_module *m = NULL;
     cr_assert_eq(mxp_module_create(sm, 0, NULL, 1, NULL, &m), MXP_OK, "%s", mxp_last_error());
-    mxp_symbol_free(sm);
-    mxp_symbol_free(fc);
-    mxp_symbol_free(data);
+    mxp_symbol_release(sm);
+    mxp_symbol_release(fc);
+    mxp_symbol_release(data);
     return m;
 }
 
@@ -153,8 +153,8 @@ Test(fit_errors, symbol_json_is_replaced_not_rewritten) {
     cr_assert(strstr(cur, "second_var"), "%s", cur);
     free(old);
     free(cur);
-    mxp_symbol_free(a);
-    mxp_symbol_free(b);
+    mxp_symbol_release(a);
+    mxp_symbol_release(b);
 }
 
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
@@ -266,7 +266,7 @@ static void transpose_weight(const char *prefix) {
         int64_t t[2] = {3, 4};
         mxp_ndarray *r = NULL;
         cr_assert_eq(mxp_ndarray_reshape(aa[i], t, 2, &r), MXP_OK, "%s", mxp_last_error());
-        mxp_ndarray_free(aa[i]);
+        mxp_ndarray_release(aa[i]);
         aa[i] = r;
         found = 1;
     }
@@ -368,7 +368,7 @@ Test(fit_errors, duplicate_argument_names_fail_at_bind) {
     mxp_module_free(m);
     mxp_iter_free(it);
     mxp_symbol *all[] = {sm, fc2, fc1, b2, w2, b1, w1, data};
-    for (int i = 0; i < 8; i++) mxp_symbol_free(all[i]);
+    for (int i = 0; i < 8; i++) mxp_symbol_release(all[i]);
 }
 
 Test(fit_errors, duplicate_params_names_keep_the_last_like_mxnet) {
@@ -389,6 +389,6 @@ Test(fit_errors, duplicate_params_names_keep_the_last_like_mxnet) {
     free(v);
     mxp_ndarray_list_free(na, aa, an);
     mxp_ndarray_list_free(nx, xa, xn);
-    mxp_ndarray_free(a);
-    mxp_ndarray_free(b);
+    mxp_ndarray_release(a);
+    mxp_ndarray_release(b);
 }

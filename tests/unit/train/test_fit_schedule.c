@@ -18,8 +18,8 @@ static mxp_iter *data_iter(int n_samples) {
     mxp_iter *it = NULL;
     cr_assert_eq(mxp_iter_create_ndarray(1, &xa, 1, &ya, 4, 0, 0, MXP_LAST_BATCH_DISCARD, &it), MXP_OK, "%s",
                  mxp_last_error());
-    mxp_ndarray_free(xa);
-    mxp_ndarray_free(ya);
+    mxp_ndarray_release(xa);
+    mxp_ndarray_release(ya);
     return it;
 }
 
@@ -52,9 +52,9 @@ static float *train(int n_samples, int64_t step, double factor) {
     cr_assert_eq(mxp_ndarray_sync_copy_to(mxp_module_param(m, "fc_weight"), w, 12 * sizeof *w), MXP_OK);
     mxp_module_free(m);
     mxp_iter_free(it);
-    mxp_symbol_free(sm);
-    mxp_symbol_free(fc);
-    mxp_symbol_free(data);
+    mxp_symbol_release(sm);
+    mxp_symbol_release(fc);
+    mxp_symbol_release(data);
     return w;
 }
 

@@ -57,7 +57,7 @@ Test(train_init, xavier_uniform_and_gaussian_ranges) {
         cr_assert_float_eq(mean, 0.0, 0.05 * scale);
         free(v);
     }
-    mxp_ndarray_free(w);
+    mxp_ndarray_release(w);
 }
 
 Test(train_init, uniform_normal_and_seed_reproducibility) {
@@ -87,8 +87,8 @@ Test(train_init, uniform_normal_and_seed_reproducibility) {
     float *a3 = trt_get(a);
     cr_assert_neq(memcmp(a1, a3, (size_t)n * 4), 0);
     free(a1), free(a2), free(a3), free(b1), free(b2);
-    mxp_ndarray_free(a);
-    mxp_ndarray_free(b);
+    mxp_ndarray_release(a);
+    mxp_ndarray_release(b);
 }
 
 Test(train_init, rules_mxnet_defaults_and_overrides) {
@@ -126,6 +126,6 @@ Test(train_init, rules_mxnet_defaults_and_overrides) {
     cr_assert_eq(mxp_init_rules_apply(r, "odd_weight", b1), MXP_EINVAL);
     cr_assert(strstr(mxp_last_error(), "odd_weight"), "%s", mxp_last_error());
     free(v1), free(v2), free(vg), free(vm);
-    mxp_ndarray_free(b1), mxp_ndarray_free(b2), mxp_ndarray_free(g), mxp_ndarray_free(mv);
+    mxp_ndarray_release(b1), mxp_ndarray_release(b2), mxp_ndarray_release(g), mxp_ndarray_release(mv);
     mxp_init_rules_free(r);
 }

@@ -50,8 +50,8 @@ Test(train_metric, accuracy_topk_ce) {
     mxp_metric_free(acc);
     mxp_metric_free(top2);
     mxp_metric_free(ce);
-    mxp_ndarray_free(p);
-    mxp_ndarray_free(l);
+    mxp_ndarray_release(p);
+    mxp_ndarray_release(l);
 }
 
 Test(train_metric, class_id_predictions_and_errors) {
@@ -75,5 +75,5 @@ Test(train_metric, class_id_predictions_and_errors) {
     mxp_metric *m = NULL;
     cr_assert_eq(mxp_metric_create("f1", 0, NULL, NULL, &m), MXP_EINVAL);
     mxp_metric_free(acc);
-    mxp_ndarray_free(p), mxp_ndarray_free(l), mxp_ndarray_free(l3), mxp_ndarray_free(pp), mxp_ndarray_free(lb);
+    mxp_ndarray_release(p), mxp_ndarray_release(l), mxp_ndarray_release(l3), mxp_ndarray_release(pp), mxp_ndarray_release(lb);
 }

@@ -27,7 +27,7 @@ static mxp_module *mlp(void) {
     cr_assert_eq(mxp_symbol_load_file(MLP_JSON, &sym), MXP_OK, "%s", mxp_last_error());
     mxp_module *m = NULL;
     cr_assert_eq(mxp_module_create(sym, 0, NULL, 1, NULL, &m), MXP_OK, "%s", mxp_last_error());
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
     return m;
 }
 
@@ -91,7 +91,7 @@ Test(train_module, mlp_one_epoch_fashion_mnist_reaches_80_percent) {
     cr_assert_eq(row, 10000);
     cr_assert_float_eq((double)correct / 10000, acc, 1e-9);
     free(p);
-    mxp_ndarray_free(pred);
+    mxp_ndarray_release(pred);
     mxp_iter_free(lab);
     mxp_module_free(m);
     mxp_iter_free(tr);

@@ -22,7 +22,7 @@ static mxp_module *mlp(void) {
     mxp_symbol *sym = mlp_sym();
     mxp_module *m = NULL;
     cr_assert_eq(mxp_module_create(sym, 1, NULL, 1, NULL, &m), MXP_OK, "%s", mxp_last_error());
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
     return m;
 }
 
@@ -45,7 +45,7 @@ Test(train_module_load, null_label_names_follow_the_count) {
     cr_assert_eq(mxp_module_create(sym, 2, NULL, 1, NULL, &m), MXP_EINVAL);
     cr_assert_eq(mxp_module_create(sym, 1, NULL, -1, NULL, &m), MXP_EINVAL);
     cr_assert_null(m);
-    mxp_symbol_free(sym);
+    mxp_symbol_release(sym);
 }
 
 static mxp_iter *fashion(int train) {
@@ -66,7 +66,7 @@ static float *predict(mxp_module *m, mxp_iter *te, size_t *nbytes) {
     cr_assert_eq(mxp_ndarray_shape(pred)[1], 10);
     *nbytes = mxp_ndarray_nbytes(pred);
     float *v = trt_get(pred);
-    mxp_ndarray_free(pred);
+    mxp_ndarray_release(pred);
     return v;
 }
 

@@ -39,9 +39,9 @@ static void run(mxp_optimizer *opt, const char *name, int steps, ref *r,
         float *got = trt_get(w);
         check_close(got, r->w, what, t);
         free(got);
-        mxp_ndarray_free(gd);
+        mxp_ndarray_release(gd);
     }
-    mxp_ndarray_free(w);
+    mxp_ndarray_release(w);
 }
 
 typedef struct hp { double lr, wd, rescale, clip, mom, b1, b2, eps, g1, clipw; } hp;
@@ -178,8 +178,8 @@ Test(train_optimizer, schedules) {
         free(got);
     }
     cr_assert_float_eq(mxp_optimizer_lr(o), 0.01, 1e-15);
-    mxp_ndarray_free(w);
-    mxp_ndarray_free(g);
+    mxp_ndarray_release(w);
+    mxp_ndarray_release(g);
     mxp_optimizer_free(o);
 }
 
@@ -191,7 +191,7 @@ static void train(mxp_optimizer *o, mxp_ndarray *w0, mxp_ndarray *w1, int from, 
         mxp_ndarray *gd = trt_vec(N, g);
         cr_assert_eq(mxp_optimizer_update(o, 0, "a_weight", w0, gd), MXP_OK, "%s", mxp_last_error());
         cr_assert_eq(mxp_optimizer_update(o, 2, "b_bias", w1, gd), MXP_OK, "%s", mxp_last_error());
-        mxp_ndarray_free(gd);
+        mxp_ndarray_release(gd);
     }
 }
 
@@ -242,7 +242,7 @@ Test(train_optimizer, states_round_trip_continues_bit_identically) {
         cr_assert_eq(mxp_optimizer_load_states(c, path), MXP_EINVAL);
         mxp_optimizer_free(c);
         free(w0s), free(w1s), free(ra), free(rb), free(x0), free(x1), free(y0), free(y1);
-        mxp_ndarray_free(a0), mxp_ndarray_free(a1), mxp_ndarray_free(b0), mxp_ndarray_free(b1), mxp_ndarray_free(r);
+        mxp_ndarray_release(a0), mxp_ndarray_release(a1), mxp_ndarray_release(b0), mxp_ndarray_release(b1), mxp_ndarray_release(r);
         mxp_optimizer_free(a);
         mxp_optimizer_free(b);
     }
@@ -276,15 +276,15 @@ Test(train_optimizer, same_index_new_shape_is_updated_correctly) {
         mxp_ndarray *ga = trt_vec(N, g7), *gb = trt_vec(3, g3);
         cr_assert_eq(mxp_optimizer_update(o, 0, "x_bias", a, ga), MXP_OK, "%s", mxp_last_error());
         cr_assert_eq(mxp_optimizer_update(o, 0, "x_bias", b, gb), MXP_OK, "%s", mxp_last_error());
-        mxp_ndarray_free(ga);
-        mxp_ndarray_free(gb);
+        mxp_ndarray_release(ga);
+        mxp_ndarray_release(gb);
     }
     float *ra = trt_get(a), *rb = trt_get(b);
     for (int i = 0; i < N; i++) cr_assert_float_eq(ra[i], W0[i] - 2 * 0.5 * g7[i], 1e-6, "a[%d]", i);
     for (int i = 0; i < 3; i++) cr_assert_float_eq(rb[i], w3[i] - 2 * 0.5 * g3[i], 1e-6, "b[%d]", i);
     free(ra);
     free(rb);
-    mxp_ndarray_free(a);
-    mxp_ndarray_free(b);
+    mxp_ndarray_release(a);
+    mxp_ndarray_release(b);
     mxp_optimizer_free(o);
 }
