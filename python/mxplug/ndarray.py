@@ -33,9 +33,16 @@ _unmark = getattr(lib, "mxp_autograd_unmark", None) if _lib.has("mxp_autograd_un
 _REQ = {"null": 0, "write": 1, "inplace": 2, "add": 3}
 
 
+_is_recording = lib.mxp_autograd_is_recording if _lib.has("mxp_autograd_is_recording") else None
+
+
+def _recording():
+    return _is_recording is not None and _is_recording() != 0
+
+
 class NDArray:
     """An n-dimensional array on a device (MXNet's mx.nd.NDArray)."""
-    __slots__ = ("_h", "_grad", "__weakref__")
+    __slots__ = ("_h", "_grad", "_shape", "__weakref__")
     __array_priority__ = 1000.0
 
     def __init__(self, handle):
@@ -43,6 +50,7 @@ class NDArray:
             raise MXNetError("NDArray: NULL handle")
         self._h = handle
         self._grad = None
+        self._shape = None  # a handle's shape never changes (reshape makes a new handle)
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -59,11 +67,14 @@ class NDArray:
     # ------------------------------------------------------------ properties
     @property
     def shape(self):
-        n = lib.mxp_ndarray_ndim(self._h)
-        if n < 0:
-            return None
-        p = lib.mxp_ndarray_shape(self._h)
-        return tuple(p[i] for i in range(n))
+        s = self._shape
+        if s is None:
+            n = lib.mxp_ndarray_ndim(self._h)
+            if n < 0:
+                return None
+            p = lib.mxp_ndarray_shape(self._h)
+            s = self._shape = tuple(p[i] for i in range(n))
+        return s
 
     @property
     def ndim(self):
@@ -159,7 +170,8 @@ class NDArray:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         shape = kwargs.get("shape", shape)
-        if _b.any(int(d) < -1 for d in shape) or 0 in shape:
+        # While recording, an op rather than a view: the tape must see it.
+        if _recording() or _b.any(int(d) < -1 for d in shape) or 0 in shape:
             return _invoke("Reshape", [self], {"shape": tuple(shape)})
         dims = (ctypes.c_int64 * _b.max(len(shape), 1))(*[int(d) for d in shape])
         out = _c_void_p()
@@ -195,7 +207,10 @@ class NDArray:
             yield self[i]
 
     def _axis0(self, key):
-        """A view for an int or a step-1 slice on axis 0, else None."""
+        """A view for an int or a step-1 slice on axis 0, else None (also
+        while recording: views are not ops, the tape would not see them)."""
+        if _recording():
+            return None
         if isinstance(key, (numbers.Integral, np.integer)) and not isinstance(key, bool):
             n = len(self)
             k = int(key)

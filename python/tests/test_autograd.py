@@ -137,3 +137,23 @@ def test_inplace_after_record_is_refused():
         z = mx.nd.sum(w * w)
     (gw,) = g(z, [w])
     np.testing.assert_array_equal(gw.asnumpy(), [4, 10])
+
+
+def test_reshape_slicing_and_l2loss_are_recorded():
+    x0 = np.arange(6.0).reshape(2, 3)
+    x = mx.nd.array(x0)
+    x.attach_grad()
+    with ag.record():
+        y = (x.reshape((3, 2)) * 2)[1:3]
+        z = mx.nd.sum(y * y)
+    z.backward()
+    want = (8 * x0.reshape(3, 2)) * np.array([[0], [1], [1]])
+    np.testing.assert_allclose(x.grad.asnumpy(), want.reshape(2, 3))
+    p0 = np.array([[1.0, 2.0], [0.5, -1.0]])
+    t0 = np.array([[0.0, 1.0], [1.0, 1.0]])
+    p = mx.nd.array(p0)
+    p.attach_grad()
+    with ag.record():
+        loss = mx.gluon.loss.L2Loss()(p, mx.nd.array(t0))
+    loss.backward()
+    np.testing.assert_allclose(p.grad.asnumpy(), (p0 - t0) / 2, rtol=1e-6)  # d/dp 0.5 * mean((p - t)^2)

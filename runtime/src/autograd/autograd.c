@@ -385,7 +385,10 @@ static int step_append(int kind, int n_in, mxp_ndarray *const *in, int n_out, in
         rc = map_put(out[i], s.out_val[i]);
     }
     if (rc) {
+        /* Values already added name step `sid`, which will not exist: drop
+         * the whole tape rather than leave it inconsistent (out of memory). */
         step_free(&s);
+        tape_clear_locked();
         return rc;
     }
     g_steps[g_n_steps++] = s;
