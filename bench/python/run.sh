@@ -3,6 +3,9 @@
 # (invoke_overhead), then bench.py (Python op overhead and Gluon LeNet
 # training, imperative and hybridized, against PyTorch eager; see its
 # header).  The last three lines are bench.py's closing lines.
+# PyTorch runs with OMP_WAIT_POLICY=passive unless the environment sets it
+# (as bench/train: on a shared, loaded machine libgomp's spinning threads
+# made PyTorch's LeNet step several times slower).
 # Env: BUILD (absolute build dir, set by make); BENCH_PY_* (bench.py).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,6 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 export MXP_MANIFEST="$BUILD/plugins/manifest.yaml" MXPLUG_LIBRARY="$BUILD/lib/libmxplug.so"
 unset MXP_PLUGIN_PATH MXP_PACKS || true
 export MXP_NUM_THREADS="${MXP_NUM_THREADS:-2}"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 "$BUILD/bench/python" 100000
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench/python: needs python3-torch" >&2; exit 1; }
 exec /usr/bin/python3 "$here/bench.py"
