@@ -2,7 +2,7 @@
 with --hybridize), then exported for `mxplug predict`.
 
 Run from the checkout after `make`:
-    PYTHONPATH=python /usr/bin/python3 examples/python/lenet_gluon.py [--hybridize] [--epochs N]
+    PYTHONPATH=python /usr/bin/python3 examples/python/lenet_gluon.py [--hybridize] [--epochs N] [--batches B]
 Writes lenet_gluon-symbol.json and lenet_gluon-0000.params."""
 import argparse
 import time
@@ -14,6 +14,7 @@ from mxplug.gluon import nn
 p = argparse.ArgumentParser()
 p.add_argument("--hybridize", action="store_true")
 p.add_argument("--epochs", type=int, default=1)
+p.add_argument("--batches", type=int, default=0, help="stop each epoch after this many batches (0: all)")
 args = p.parse_args()
 D = "/usr/share/datasets/fashion-mnist/"
 
@@ -44,6 +45,8 @@ for epoch in range(args.epochs):
         trainer.step(x.shape[0])
         metric.update([y], [out])
         n += x.shape[0]
+        if args.batches and n >= args.batches * 64:
+            break
     print("epoch %d: train %s=%.4f, %.0f samples/s" % ((epoch,) + metric.get() + (n / (time.time() - tic),)))
 val.reset()
 metric = mx.metric.Accuracy()
