@@ -11,6 +11,7 @@
  * and registry.c do).  Library paths are made absolute against the
  * manifest's own directory. */
 #include "plugin/plugin.h"
+#include "plugin/yaml_guard.h"
 
 #include <yaml.h>
 
@@ -361,7 +362,13 @@ int mxp__manifest_parse_mem(const char *buf, size_t len, const char *name, mxp_m
     }
     yaml_parser_t parser;
     yaml_document_t doc;
-    int rc = MXP_OK;
+    /* No aliases, bounded nesting: checked before libyaml builds a tree. */
+    int rc = mxp__yaml_guard_string(buf ? buf : "", len, "manifest", file);
+    if (rc) {
+        free(dir);
+        mxp__manifest_free(m);
+        return rc;
+    }
     if (!yaml_parser_initialize(&parser)) {
         free(dir);
         mxp__manifest_free(m);

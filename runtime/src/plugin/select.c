@@ -15,6 +15,7 @@
  * params, names, inference) go through opdef.h.
  * The config file is re-read when its path or mtime changes. */
 #include "plugin/opdef.h"
+#include "plugin/yaml_guard.h"
 
 #include <yaml.h>
 
@@ -89,6 +90,7 @@ static int cfg_read(const char *path) {
     if (access(path, F_OK) != 0) return MXP_OK;
     FILE *f = NULL;
     int rc0 = mxp_file_open_read(path, "user config", 16u << 20, &f, NULL);
+    if (!rc0 && (rc0 = mxp__yaml_guard_file(f, "user config", path))) fclose(f);
     if (rc0) return rc0;
     yaml_parser_t parser;
     yaml_document_t doc;

@@ -40,6 +40,8 @@
  * outside it (two threads may time the same signature; both results agree
  * in kind and the later write wins). */
 #include "plugin/opdef.h"
+#include "base/env.h"
+#include "plugin/yaml_guard.h"
 
 #include <mxplug/engine.h>
 
@@ -200,6 +202,11 @@ static int cache_read(const char *path, tune_table *t) {
     FILE *f = NULL;
     if (mxp_file_open_read(path, "tune cache", 64u << 20, &f, NULL)) {
         MXP_LOGW("plugin", "%s; ignoring it", mxp_last_error());
+        return 1;
+    }
+    if (mxp__yaml_guard_file(f, "tune cache", path)) {
+        MXP_LOGW("plugin", "%s; ignoring the file (it is rewritten at the next tune)", mxp_last_error());
+        fclose(f);
         return 1;
     }
     yaml_parser_t parser;
@@ -603,8 +610,7 @@ static int time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_que
 }
 
 static int timing_forbidden(void) {
-    const char *e = getenv("MXP_TUNE_NO_TIMING");
-    return e && *e && strcmp(e, "0");
+    return mxp__env_bool("MXP_TUNE_NO_TIMING", 0);
 }
 
 /* ------------------------------------------------------------ pick */

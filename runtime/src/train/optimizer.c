@@ -328,6 +328,10 @@ static int i64_array(const int64_t *v, int n, mxp_ndarray **out) {
     return rc;
 }
 
+/* Parameters without gradients leave holes in the indices of a states
+ * file; allow that many beyond its entry count. */
+enum { STATES_INDEX_SLACK = 4096 };
+
 int mxp_optimizer_save_states(mxp_optimizer *opt, const char *path) {
     if (!opt || !path) return mxp__error(MXP_EINVAL, "mxp_optimizer_save_states: NULL argument");
     mxp_rng_stream rs;
@@ -425,6 +429,16 @@ int mxp_optimizer_load_states(mxp_optimizer *opt, const char *path) {
         } else if (sscanf(names[i], "state:%d:%d%c", &idx, &k, &tail) == 2 && idx >= 0 && k >= 0 && k < per) {
         } else {
             rc = mxp__error(MXP_EFORMAT, "'%s': unexpected entry '%s'", path, names[i]);
+            break;
+        }
+        /* Indices are parameter positions; the file holds n entries, each
+         * index needs 1 + per of them, so a larger index than the entries
+         * could describe is a corrupt (or hostile: count:50000000 cost
+         * 6.6 GB) file.  Allocation follows what the file can hold. */
+        if (idx > n + STATES_INDEX_SLACK) {
+            rc = mxp__error(MXP_EFORMAT,
+                            "'%s': entry '%s': index %d is larger than a file of %d entries can describe", path,
+                            names[i], idx, n);
             break;
         }
         if (idx >= n_ns) {

@@ -392,3 +392,35 @@ Test(fit_errors, duplicate_params_names_keep_the_last_like_mxnet) {
     mxp_ndarray_release(a);
     mxp_ndarray_release(b);
 }
+
+/* ------------------------------------------------------------ §3 bounded memory */
+
+/* A .states entry renamed count:5000000 (index far beyond what the file can
+ * describe) is refused before anything is allocated for it. */
+Test(fit_errors, states_index_is_bounded_by_the_file) {
+    const char *prefix = train_one("states");
+    char path[512];
+    snprintf(path, sizeof path, "%s-0001.states", prefix);
+    int n = 0;
+    mxp_ndarray **arrs = NULL;
+    char **names = NULL;
+    cr_assert_eq(mxp_ndarray_load(path, &n, &arrs, &names), MXP_OK, "%s", mxp_last_error());
+    int renamed = 0;
+    for (int i = 0; i < n && !renamed; i++)
+        if (!strcmp(names[i], "count:0")) {
+            free(names[i]);
+            names[i] = strdup("count:5000000");
+            renamed = 1;
+        }
+    cr_assert(renamed);
+    cr_assert_eq(mxp_ndarray_save(path, n, arrs, (const char *const *)names), MXP_OK, "%s", mxp_last_error());
+    mxp_ndarray_list_free(n, arrs, names);
+    mxp_random_seed(7);
+    const char *k[] = {"learning_rate", "momentum"}, *v[] = {"0.1", "0"};
+    mxp_optimizer *opt = NULL;
+    cr_assert_eq(mxp_optimizer_create("sgd", 2, k, v, &opt), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_optimizer_load_states(opt, path), MXP_EFORMAT);
+    cr_assert(strstr(mxp_last_error(), "count:5000000") && strstr(mxp_last_error(), "larger than"), "%s",
+              mxp_last_error());
+    mxp_optimizer_free(opt);
+}
