@@ -135,6 +135,9 @@ static int parse_header(const char *h, size_t len, npy_array *a, char *err, size
         char key[32], val[64];
         if (!read_str(&r, key, sizeof key)) return fail(err, cap, MXP_EFORMAT, "header: expected a quoted key");
         if (!accept(&r, ':')) return fail(err, cap, MXP_EFORMAT, "header: expected ':' after '%s'", key);
+        if ((!strcmp(key, "descr") && have_descr) || (!strcmp(key, "fortran_order") && have_order) ||
+            (!strcmp(key, "shape") && have_shape))
+            return fail(err, cap, MXP_EFORMAT, "header: duplicate key '%s'", key);
         if (!strcmp(key, "descr")) {
             if (!read_str(&r, val, sizeof val))
                 return fail(err, cap, MXP_EUNSUPPORTED, "'descr' is not a simple dtype string (structured arrays are not supported)");

@@ -11,6 +11,7 @@
  * fresh one on first use.  Orphaned engines stay reachable, never touched.
  * Not here: the var state machine (var.c), running blocks (threaded.c). */
 #include "engine_impl.h"
+#include "base/env.h"
 #include "storage/storage.h"
 
 #include <sched.h>
@@ -50,13 +51,7 @@ static void read_budget(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     int dflt = n > 0 ? (n > 1024 ? 1024 : (int)n) : 1;
     budget_value = dflt;
-    const char *s = getenv("MXP_NUM_THREADS");
-    if (s && *s) {
-        char *end = NULL;
-        long v = strtol(s, &end, 10);
-        if (*end == '\0' && v >= 1 && v <= 1024) budget_value = (int)v;
-        else MXP_LOGW("engine", "MXP_NUM_THREADS='%s' is not a number in 1..1024; using %d", s, dflt);
-    }
+    budget_value = (int)mxp__env_int("MXP_NUM_THREADS", 1, 1024, dflt);
 }
 
 int mxp_num_threads(void) {

@@ -7,6 +7,7 @@
  * shape and dtype for every value except head gradients (set per backward
  * call); nodes are inferred with exactly these shapes. */
 #include "executor/executor.h"
+#include "base/env.h"
 
 #include "autograd/autograd.h"
 
@@ -353,8 +354,7 @@ static int bind_impl(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *c
     if (!ex) return mxp__error_oom("executor");
     ex->sym = mxp_symbol_retain(sym);
     ex->dev = dev;
-    const char *env = getenv("MXP_EXEC_MEMPLAN");
-    ex->plan_enabled = !(env && !strcmp(env, "0"));
+    ex->plan_enabled = mxp__env_bool("MXP_EXEC_MEMPLAN", 1);
     int rc = mxp__igraph_build(sym, &ex->g);
     if (!rc && (rc = check_unique_names(ex->g))) mxp__igraph_free(ex->g);
     if (rc) {

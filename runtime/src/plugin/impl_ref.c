@@ -10,6 +10,7 @@
  * A ref also copies the def/impl pointers current at acquisition, so work
  * in flight keeps the impl it started with even if the policy changes. */
 #include "plugin/plugin.h"
+#include "base/env.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,9 +20,7 @@ static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_pin_cv = PTHREAD_COND_INITIALIZER;
 
 static long pin_timeout_ms(void) {
-    const char *s = getenv("MXP_RELOAD_TIMEOUT_MS");
-    long v = s ? atol(s) : 0;
-    return v > 0 ? v : 10000;
+    return mxp__env_int("MXP_RELOAD_TIMEOUT_MS", 1, 86400000L, 10000);
 }
 
 static void deadline_in(struct timespec *ts, long ms) {

@@ -24,6 +24,7 @@
  * using one reports that the pack does not define it).  A pack that is not
  * loaded (or FAILED) is simply (re)loaded. */
 #include "plugin/plugin.h"
+#include "base/env.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -35,8 +36,7 @@
 #include <unistd.h>
 
 static long reload_timeout_ms(void) {
-    const char *s = getenv("MXP_RELOAD_TIMEOUT_MS");
-    return s && atol(s) > 0 ? atol(s) : 10000;
+    return mxp__env_int("MXP_RELOAD_TIMEOUT_MS", 1, 86400000L, 10000);
 }
 
 static double now_ms(void) {

@@ -12,6 +12,7 @@
  * Locking: one mutex for the device table and the copies; acquire is cheap
  * (no device work except a rare allocation). */
 #include "resource.h"
+#include "base/env.h"
 
 #include "storage/storage.h"
 
@@ -40,17 +41,7 @@ static temp_dev *temp_devs;
 static int env_copies(mxp_device dev) {
     int cpu = dev.type == MXP_DEV_CPU || dev.type == MXP_DEV_CPU_PINNED || dev.type == MXP_DEV_CPU_SHARED;
     const char *name = cpu ? "MXP_CPU_TEMP_COPY" : "MXP_GPU_TEMP_COPY";
-    const char *v = getenv(name);
-    int n = cpu ? 4 : 1;
-    if (v && *v) {
-        char *end = NULL;
-        long x = strtol(v, &end, 10);
-        if (*end || x < 1 || x > MAX_COPIES)
-            MXP_LOGW("resource", "%s='%s' is not in 1..%d; using %d", name, v, MAX_COPIES, n);
-        else
-            n = (int)x;
-    }
-    return n;
+    return (int)mxp__env_int(name, 1, MAX_COPIES, cpu ? 4 : 1);
 }
 
 static int free_block_fn(void *arg, const mxp_run_ctx *ctx) {
