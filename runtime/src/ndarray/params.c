@@ -168,10 +168,14 @@ int mxp__ndarray_load_mem(const void *buf, size_t len, const char *source, int *
                        (unsigned long long)magic);
     if ((rc = take(&r, &reserved, 8, "file header", -1))) return rc;
     if ((rc = take(&r, &n, 8, "array count", -1))) return rc;
-    if (n > left(&r) / 4 || n > 0x7fffffff) /* every record takes >= 4 bytes */
+    if (n > left(&r) / 4 || n > 0x7fffffff) { /* every record takes >= 4 bytes */
+        char need[32]; /* n * 4 would wrap for a hostile count */
+        if (n > UINT64_MAX / 4) snprintf(need, sizeof need, "more than 2^64");
+        else snprintf(need, sizeof need, "%llu", (unsigned long long)n * 4);
         return fail_at(&r, r.pos - 8, MXP_EFORMAT,
-                       "truncated or corrupt file: array count %llu needs at least %llu bytes, %zu left",
-                       (unsigned long long)n, (unsigned long long)n * 4, left(&r));
+                       "truncated or corrupt file: array count %llu needs at least %s bytes, %zu left",
+                       (unsigned long long)n, need, left(&r));
+    }
     mxp_ndarray **arrays = calloc(n ? n : 1, sizeof *arrays);
     if (!arrays) return mxp__error_oom("loading arrays");
     char **names = NULL;

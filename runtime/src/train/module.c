@@ -301,6 +301,22 @@ static int feed(mxp_module *m, mxp_executor *ex, mxp_iter *it, int with_label) {
         mxp_ndarray *src = k < m->n_data ? mxp_iter_data(it, k) : mxp_iter_label(it, k - m->n_data);
         mxp_ndarray *dst = ex_arg(ex, i);
         if (!src || !dst) return mxp__error(MXP_EINVAL, "module: no array for input '%s'", nm);
+        /* Same element count is not enough (a 32x32 validation image into a
+         * 28x28 binding): name the iterator and both shapes. */
+        int same = mxp_ndarray_ndim(src) == mxp_ndarray_ndim(dst);
+        for (int d = 0; same && d < mxp_ndarray_ndim(src); d++) same = mxp_ndarray_shape(src)[d] == mxp_ndarray_shape(dst)[d];
+        if (!same) {
+            mxp_shape a = {0}, b = {0};
+            a.ndim = mxp_ndarray_ndim(src);
+            b.ndim = mxp_ndarray_ndim(dst);
+            for (int d = 0; d < a.ndim && d < MXP_MAX_NDIM; d++) a.dims[d] = mxp_ndarray_shape(src)[d];
+            for (int d = 0; d < b.ndim && d < MXP_MAX_NDIM; d++) b.dims[d] = mxp_ndarray_shape(dst)[d];
+            char sa[160], sb[160];
+            mxp__shape_str(&a, sa, sizeof sa);
+            mxp__shape_str(&b, sb, sizeof sb);
+            return mxp__error(MXP_ESHAPE, "module: the %s iterator's '%s' batch has shape %s, the network was bound for %s",
+                              ex == m->train_ex ? "training" : "evaluation", nm, sa, sb);
+        }
         int rc = mxp_ndarray_copy(src, dst);
         if (rc) return mxp__error_prefix(rc, "module: feeding '%s'", nm);
     }
@@ -332,10 +348,37 @@ static int bind_infer(mxp_module *m, mxp_iter *it) {
 }
 
 /* Copy the trained parameters and aux states into the inference binding. */
+static void shape_text(mxp_ndarray *a, char *buf, size_t cap) {
+    mxp_shape s = {0};
+    s.ndim = mxp_ndarray_ndim(a);
+    for (int d = 0; d < s.ndim && d < MXP_MAX_NDIM; d++) s.dims[d] = mxp_ndarray_shape(a)[d];
+    mxp__shape_str(&s, buf, cap);
+}
+
 static int sync_infer(mxp_module *m) {
     int rc = MXP_OK;
-    for (int i = 0; rc == MXP_OK && i < m->n_args; i++)
-        if (m->is_param[i]) rc = mxp_ndarray_copy(ex_arg(m->train_ex, i), ex_arg(m->infer_ex, i));
+    for (int i = 0; rc == MXP_OK && i < m->n_args; i++) {
+        if (!m->is_param[i]) continue;
+        mxp_ndarray *src = ex_arg(m->train_ex, i), *dst = ex_arg(m->infer_ex, i);
+        char a[160], b[160];
+        shape_text(src, a, sizeof a);
+        shape_text(dst, b, sizeof b);
+        if (strcmp(a, b)) {
+            /* The evaluation data's shapes differ from the training data's
+             * (e.g. 32x32 validation images for a net trained on 28x28). */
+            char ti[160] = "?", vi[160] = "?";
+            int di = m->n_data ? in_list(m->arg_names, m->n_args, m->data_names[0]) : -1;
+            if (di >= 0) {
+                shape_text(ex_arg(m->train_ex, di), ti, sizeof ti);
+                shape_text(ex_arg(m->infer_ex, di), vi, sizeof vi);
+            }
+            return mxp__error(MXP_ESHAPE,
+                              "module: the evaluation iterator's '%s' is %s, the training iterator's was %s: "
+                              "parameter '%s' would have to be %s instead of the trained %s",
+                              m->n_data ? m->data_names[0] : "?", vi, ti, m->arg_names[i], b, a);
+        }
+        rc = mxp_ndarray_copy(src, dst);
+    }
     int n1, n2;
     mxp_ndarray *const *a1, *const *a2;
     if (rc == MXP_OK && m->n_aux && !(rc = mxp_executor_aux(m->train_ex, &n1, &a1)) &&
@@ -623,6 +666,7 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             if (rc || !has) break;
             rc = train_step(m, train, metric);
             nbatch++;
+            if (rc) rc = mxp__error_prefix(rc, "epoch %d batch %lld (training data)", epoch, (long long)nbatch);
             if (rc == MXP_OK && !o->allow_nan) rc = check_finite(m, epoch, nbatch);
             if (rc == MXP_OK && o->batch_cb) {
                 const char *nm;
@@ -643,7 +687,8 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
         mxp_metric_get(metric, &nm, &tv);
         if (rc == MXP_OK && val) {
             rc = mxp_iter_set_epoch(val, 0);
-            if (rc == MXP_OK) rc = mxp_module_score(m, val, o->eval_metric, &vv);
+            if (rc == MXP_OK && (rc = mxp_module_score(m, val, o->eval_metric, &vv)))
+                rc = mxp__error_prefix(rc, "epoch %d (validation data)", epoch);
         }
         if (rc == MXP_OK && o->checkpoint_prefix)
             rc = mxp_module_save_checkpoint(m, o->checkpoint_prefix, epoch + 1, 1);

@@ -424,3 +424,65 @@ Test(fit_errors, states_index_is_bounded_by_the_file) {
               mxp_last_error());
     mxp_optimizer_free(opt);
 }
+
+/* ------------------------------------------------------------ §5 messages */
+
+static mxp_iter *iter_of(int n, int feat, int label_mod, int label_add) {
+    int64_t xs[2] = {n, feat}, ys[1] = {n};
+    float x[64 * 8], y[64];
+    for (int i = 0; i < n * feat; i++) x[i] = (float)((i * 37 % 19) - 9) / 9.0f;
+    for (int i = 0; i < n; i++) y[i] = (float)(i % label_mod + (i == n - 1 ? label_add : 0));
+    mxp_ndarray *xa = trt_f32(xs, 2, x), *ya = trt_f32(ys, 1, y);
+    mxp_iter *it = NULL;
+    cr_assert_eq(mxp_iter_create_ndarray(1, &xa, 1, &ya, 4, 0, 0, MXP_LAST_BATCH_DISCARD, &it), MXP_OK, "%s",
+                 mxp_last_error());
+    mxp_ndarray_release(xa);
+    mxp_ndarray_release(ya);
+    return it;
+}
+
+Test(fit_errors, validation_shapes_differing_from_training_are_named) {
+    mxp_module *m = fc_module(4);
+    mxp_iter *tr = iter_of(16, 3, 4, 0), *va = iter_of(16, 4, 4, 0);
+    mxp_fit_opts o = fit_opts(0, 1, ok_vals, NULL);
+    cr_assert_eq(mxp_module_fit(m, tr, va, &o), MXP_ESHAPE);
+    const char *e = mxp_last_error();
+    cr_assert(strstr(e, "validation") && strstr(e, "(4, 4)") && strstr(e, "(4, 3)") && strstr(e, "fc_weight"), "%s", e);
+    mxp_module_free(m);
+    mxp_iter_free(tr);
+    mxp_iter_free(va);
+}
+
+Test(fit_errors, a_label_out_of_range_says_training_or_validation) {
+    mxp_module *m = fc_module(4);
+    mxp_iter *tr = iter_of(16, 3, 4, 3), *ok = iter_of(16, 3, 4, 0);
+    mxp_fit_opts o = fit_opts(0, 1, ok_vals, NULL);
+    cr_assert_neq(mxp_module_fit(m, tr, NULL, &o), MXP_OK, "label 6 of 4 classes trained");
+    cr_assert(strstr(mxp_last_error(), "training data") && strstr(mxp_last_error(), "batch 4"), "%s", mxp_last_error());
+    mxp_module_free(m);
+    m = fc_module(4);
+    cr_assert_neq(mxp_module_fit(m, ok, tr, &o), MXP_OK, "label 6 of 4 classes scored");
+    cr_assert(strstr(mxp_last_error(), "validation data"), "%s", mxp_last_error());
+    mxp_module_free(m);
+    mxp_iter_free(tr);
+    mxp_iter_free(ok);
+}
+
+/* A .params whose array count is 2^62: the message used to say "needs at
+ * least 0 bytes" (count * 4 wrapped). */
+Test(fit_errors, huge_params_count_message_does_not_wrap) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/huge.params", trt_dir);
+    uint64_t hdr[3] = {0x112, 0, (uint64_t)1 << 62};
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    fwrite(hdr, 8, 3, f);
+    fclose(f);
+    int n;
+    mxp_ndarray **a;
+    char **names;
+    cr_assert_eq(mxp_ndarray_load(path, &n, &a, &names), MXP_EFORMAT);
+    cr_assert(strstr(mxp_last_error(), "array count 4611686018427387904") &&
+                  strstr(mxp_last_error(), "more than 2^64"),
+              "%s", mxp_last_error());
+}
