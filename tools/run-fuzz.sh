@@ -9,6 +9,13 @@
 #           corpus is read, never written), crash inputs to
 #           $BUILD/fuzz/artifacts/.  Copy a good new input into the seed
 #           corpus by hand; a crash input becomes a regression seed once fixed.
+#           With FUZZ_TOTAL_SECONDS set (CI: 240), that total is split evenly
+#           across the harnesses instead, each getting at least
+#           FUZZ_MIN_SECONDS (default 10); when there are more harnesses than
+#           total / min, a rotating subset of total / min of them runs (the
+#           start of the window moves with the day of the year, so every
+#           harness gets its turn) and the others are listed as skipped.  The
+#           total stays bounded however many harnesses are added.
 # Optional tests/fuzz/<name>.dict is passed as -dict.  With no names, says so
 # and succeeds.
 set -u
@@ -17,6 +24,29 @@ build=${2:?usage: run-fuzz.sh replay|fuzz BUILD NAME...}
 shift 2
 [ $# -eq 0 ] && { echo "run-fuzz: no harnesses in tests/fuzz/ (skipped)"; exit 0; }
 secs=${FUZZ_SECONDS:-30}
+total=${FUZZ_TOTAL_SECONDS:-}
+if [ "$mode" = fuzz ] && [ -n "$total" ]; then
+    min=${FUZZ_MIN_SECONDS:-10}
+    n=$#
+    secs=$((total / n))
+    if [ "$secs" -lt "$min" ]; then
+        secs=$min
+        k=$((total / min)); [ "$k" -lt 1 ] && k=1
+        start=$(( $(date +%j | sed 's/^0*//') % n ))
+        i=0; picked=""; skipped=""
+        for name in "$@"; do
+            off=$(( (i - start + n) % n ))
+            if [ "$off" -lt "$k" ]; then picked="$picked $name"; else skipped="$skipped $name"; fi
+            i=$((i + 1))
+        done
+        echo "fuzz: $n harnesses, budget ${total}s at ${min}s each: running $k this time; skipped (rotation):$skipped"
+        # shellcheck disable=SC2086
+        set -- $picked
+    fi
+    echo "fuzz: ${secs}s per harness, $# harness(es), budget ${total}s"
+fi
+# Harnesses that need ops (symbol_json) find the build tree's packs.
+[ -f "$build/plugins/manifest.yaml" ] && export MXP_MANIFEST="${MXP_MANIFEST:-$build/plugins/manifest.yaml}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fail=0
