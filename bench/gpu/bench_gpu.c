@@ -3,8 +3,8 @@
  * shapes (batch 128, CIFAR layout) with each gpu impl (cudnn, direct), and
  * LeNet training samples/s (symbol from examples/lenet, batch 128, random
  * data held on the gpu, SGD momentum 0.9 through mxp_optimizer_update).
- * ResNet-20 training is not measured: ops-cuda has no gpu BatchNorm yet,
- * and the line says so.  run.sh puts PyTorch's figures beside these.
+ * ResNet-20 training is not measured yet: there is no ResNet-20 symbol in
+ * examples/ to load, and the line says so.  run.sh puts PyTorch's figures beside these.
  * Without a GPU it prints one "skipped" line and exits 0.
  * usage: bench_gpu LENET.json STEPS
  * prints: mxplug conv <layer> <fwd|fwdbwd> impl=<impl> ms=<median>
@@ -182,6 +182,6 @@ int main(int argc, char **argv) {
         bench_conv(&k_layers[i], "direct", 5);
     }
     bench_lenet(argv[1], atoi(argv[2]));
-    printf("mxplug train resnet20 skipped: ops-cuda has no gpu BatchNorm yet\n");
+    printf("mxplug train resnet20 skipped: no ResNet-20 symbol in examples/ to train yet\n");
     return 0;
 }

@@ -18,6 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Case tables leave the trailing aux fields of most rows zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #define CUDA_SO MXP_BUILD_DIR "/plugins/libmxp-ops-cuda.so"
 #define MAXA 6
 
@@ -65,6 +68,8 @@ typedef struct opcase {
     int n_classes;             /* its values are in [0, n_classes) */
     int loss;                  /* head needs no gradient */
     double atol, rtol;
+    int n_aux;                 /* aux states (BatchNorm), values in [0.5, 1.5) */
+    int64_t aux_shapes[2][4];
 } opcase;
 
 static int ndim_of(const int64_t *s) {
@@ -79,11 +84,15 @@ typedef struct result {
     int64_t out_n[4];
     float *grad[MAXA];
     int64_t grad_n[MAXA];
+    float *aux[2];
+    int64_t aux_n[2];
 } result;
 
 static void result_free(result *r) {
     for (int i = 0; i < r->n_out; i++) free(r->out[i]);
     for (int i = 0; i < r->n_grad; i++) free(r->grad[i]);
+    free(r->aux[0]);
+    free(r->aux[1]);
 }
 
 static float *to_host(mxp_ndarray *a, int64_t *n) {
@@ -136,8 +145,15 @@ static void run_case(const opcase *c, mxp_device dev, result *r) {
             reqs[i] = MXP_REQ_WRITE;
         }
     }
+    mxp_ndarray *aux[2] = {NULL, NULL};
+    for (int i = 0; i < c->n_aux; i++) {
+        int nd = ndim_of(c->aux_shapes[i]);
+        float v[64];
+        fill(v, 64, 51 + (uint64_t)i, 0.5, 1.5);
+        aux[i] = from_host(v, c->aux_shapes[i], nd, dev);
+    }
     mxp_executor *ex = NULL;
-    cr_assert_eq(mxp_executor_bind(s, dev, c->n_args, args, grads, reqs, 0, NULL, &ex), MXP_OK, "%s on %s: %s", c->op,
+    cr_assert_eq(mxp_executor_bind(s, dev, c->n_args, args, grads, reqs, c->n_aux, aux, &ex), MXP_OK, "%s on %s: %s", c->op,
                  dev.type == MXP_DEV_GPU ? "gpu" : "cpu", mxp_last_error());
     cr_assert_eq(mxp_executor_forward(ex, 1), MXP_OK, "%s", mxp_last_error());
     int n_out = 0;
@@ -162,6 +178,10 @@ static void run_case(const opcase *c, mxp_device dev, result *r) {
     for (int i = 0; i < r->n_out; i++) r->out[i] = to_host(outs[i], &r->out_n[i]);
     r->n_grad = c->n_args;
     for (int i = 0; i < c->n_args; i++) r->grad[i] = grads[i] ? to_host(grads[i], &r->grad_n[i]) : NULL;
+    for (int i = 0; i < c->n_aux; i++) {
+        r->aux[i] = to_host(aux[i], &r->aux_n[i]);
+        mxp_ndarray_release(aux[i]);
+    }
     for (int i = 0; i < 4; i++) mxp_ndarray_release(heads[i]);
     for (int i = 0; i < c->n_args; i++) {
         mxp_ndarray_release(args[i]);
@@ -192,6 +212,7 @@ static void check_case(const opcase *c, const char *gpu_impl) {
     }
     for (int i = 0; i < c->n_args; i++)
         if (rc_.grad[i]) compare(c, "gradient", i, rc_.grad[i], rg.grad[i], rc_.grad_n[i]);
+    for (int i = 0; i < c->n_aux; i++) compare(c, "aux state", i, rc_.aux[i], rg.aux[i], rc_.aux_n[i]);
     result_free(&rc_);
     result_free(&rg);
 }
@@ -231,6 +252,10 @@ static const opcase k_cases[] = {
     {"dot", KW("transpose_b", "True"), 2, {SH(2, 3, 6), SH(5, 6)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
     {"batch_dot", KW(NULL), 2, {SH(3, 4, 6), SH(3, 6, 5)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
     {"batch_dot", KW("transpose_a", "True"), 2, {SH(3, 6, 4), SH(3, 6, 5)}, -1, 1, -1, 0, 0, 1e-5, 1e-4},
+    {"BatchNorm", KW("fix_gamma", "False"), 3, {SH(4, 3, 5, 5), SH(3), SH(3)}, -1, 1, -1, 0, 0, 1e-5, 1e-4, 2,
+     {SH(3), SH(3)}},
+    {"BatchNorm", KW("axis", "-1", "momentum", "0.7"), 3, {SH(6, 10), SH(10), SH(10)}, -1, 1, -1, 0, 0, 1e-5, 1e-4, 2,
+     {SH(10), SH(10)}},
     {"Activation", KW("act_type", "relu"), 1, {SH(4, 5, 6)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
     {"Activation", KW("act_type", "tanh"), 1, {SH(4, 5, 6)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
     {"Activation", KW("act_type", "sigmoid"), 1, {SH(4, 5, 6)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
