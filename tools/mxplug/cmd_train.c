@@ -43,6 +43,9 @@ static void usage(FILE *f) {
             "  --load-epoch E      resume from P's epoch-E checkpoint\n"
             "  --flat | --no-flat  force (N,784) / (N,1,28,28) input (default: inferred)\n"
             "  --no-progress       no live progress bar even on a terminal\n"
+            "  --impl OP=POLICY    implementation of an op for this run, e.g.\n"
+            "                      Convolution=direct or Convolution=winograd,auto\n"
+            "                      (repeatable; as MXP_IMPL_<OP>, checked at start)\n"
             "\n"
             "One line per epoch on stdout (train metric, validation accuracy, time,\n"
             "samples/s); on a terminal a live bar on stderr as well.\n");
@@ -87,6 +90,8 @@ int cmd_train(int argc, char **argv) {
     const char *net = NULL, *data = NULL, *opt = "sgd", *prefix = NULL, *v;
     long long epochs = 10, batch = 64, seed = 0, load_epoch = -1;
     double lr = NAN, momentum = 0.9, wd = 0;
+    const char *impls[32];
+    int n_impl = 0;
     int flat = -1, live = -1, allow_nan = 0;
     for (int i = 1; i < argc; i++) {
         int r;
@@ -100,6 +105,12 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-progress")) live = 0;
         else if (!strcmp(argv[i], "--allow-nan")) allow_nan = 1;
         else if (OPT("--net")) { if (r < 0) return CLI_USAGE; net = v; }
+        else if (OPT("--impl")) {
+            if (r < 0) return CLI_USAGE;
+            if (n_impl == (int)(sizeof impls / sizeof *impls)) return cli_usage_error(cmd, "too many --impl options");
+            if (!strchr(v, '=') || v[0] == '=') return cli_usage_error(cmd, "--impl '%s': use OP=POLICY", v);
+            impls[n_impl++] = v;
+        }
         else if (OPT("--data")) { if (r < 0) return CLI_USAGE; data = v; }
         else if (OPT("--optimizer")) { if (r < 0) return CLI_USAGE; opt = v; }
         else if (OPT("--model-prefix")) { if (r < 0) return CLI_USAGE; prefix = v; }
@@ -148,6 +159,23 @@ int cmd_train(int argc, char **argv) {
         return cli_usage_error(cmd, "--load-epoch %lld: nothing to train with --epochs %lld", load_epoch, epochs);
 
     char timg[4096], tlab[4096], vimg[4096], vlab[4096];
+    /* Implementation choices, checked before anything trains: a misspelled
+     * name is reported now, with the valid ones. */
+    for (int i = 0; i < n_impl; i++) {
+        char op_name[256];
+        const char *eq = strchr(impls[i], '=');
+        snprintf(op_name, sizeof op_name, "%.*s", (int)(eq - impls[i]), impls[i]);
+        int irc = mxp_op_set_impl(op_name, eq + 1);
+        if (irc) {
+            cli_fail(irc, "--impl %s", impls[i]);
+            return CLI_USAGE;
+        }
+    }
+    int prc = mxp_registry_check_policies();
+    if (prc) {
+        cli_fail(prc, "implementation policy");
+        return CLI_USAGE;
+    }
     int rc = cli_mnist_files(cmd, data, "train", timg, tlab, sizeof timg);
     if (rc) return rc;
     if ((rc = cli_mnist_files(cmd, data, "t10k", vimg, vlab, sizeof vimg))) return rc;

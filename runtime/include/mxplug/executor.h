@@ -74,6 +74,12 @@ MXP_API int mxp_executor_aux(mxp_executor *ex, int *out_n, mxp_ndarray *const **
 MXP_API int mxp_executor_reshape(mxp_executor *ex, int n, const char *const *names, const mxp_shape *shapes);
 
 /* Install (fn NULL: remove) the monitor callback. */
+/* Choose the implementation of one node (by name, e.g. "conv2"): an impl
+ * name, 'auto', 'tune' or a list like "winograd,auto"; NULL returns it to
+ * the op's policy.  Same as the node attribute __impl__ in symbol JSON.
+ * Validated now (MXP_EINVAL lists the valid names), used from the next
+ * forward on.  MXP_ENOENT for an unknown node. */
+MXP_API int mxp_executor_set_impl(mxp_executor *ex, const char *node_name, const char *policy);
 MXP_API int mxp_executor_set_monitor(mxp_executor *ex, mxp_monitor_fn fn, void *user);
 
 /* Bytes of planned intermediate storage, and what allocating each value

@@ -127,6 +127,15 @@ MXP_API int mxp_op_list_names(const mxp_op *op, int which /* 0 args, 1 outputs, 
  * > auto.  policy NULL clears the API setting.  Takes effect at the next
  * forward of a bound graph (never between a forward and its backward). */
 MXP_API int mxp_op_set_impl(const char *op_name, const char *policy);
+/* Is `policy` valid for the op: 'auto', 'tune', an implementation name, or
+ * a preference list such as "winograd,auto" (the first item that exists
+ * and accepts a configuration wins; 'auto'/'tune' end the list)?  Errors
+ * name the bad item and list the valid names. */
+MXP_API int mxp_op_policy_check(const char *op_name, const char *policy);
+/* Check every MXP_IMPL_<Op> variable and every policy in the user config
+ * (unknown op, misspelled impl name): the first problem, or MXP_OK.
+ * Applications call it at start so a typo is not found mid-training. */
+MXP_API int mxp_registry_check_policies(void);
 /* Effective policy and where it came from ("api", "env", "config",
  * "default"). */
 MXP_API int mxp_op_policy(const char *op_name, const char **out_policy, const char **out_source);

@@ -579,6 +579,17 @@ int mxp_executor_aux(mxp_executor *ex, int *out_n, mxp_ndarray *const **out_arra
     return list_out(ex, ex ? ex->g->n_auxs : 0, ex ? ex->aux : NULL, out_n, out_arrays);
 }
 
+int mxp_executor_set_impl(mxp_executor *ex, const char *node_name, const char *policy) {
+    if (!ex || !node_name) return mxp__error(MXP_EMISUSE, "mxp_executor_set_impl: NULL argument");
+    mxp__node *n = mxp__executor_node(ex, node_name);
+    if (!n) return mxp__error(MXP_ENOENT, "executor: no op node named '%s'", node_name);
+    mxp__holder_enter(&ex->holder, 0);
+    int rc = mxp__node_set_policy(n, policy);
+    mxp__holder_leave(&ex->holder, ex->holder.busy);
+    if (rc) return mxp__error_prefix(rc, "node '%s'", node_name);
+    return MXP_OK;
+}
+
 int mxp_executor_set_monitor(mxp_executor *ex, mxp_monitor_fn fn, void *user) {
     if (!ex) return mxp__error(MXP_EMISUSE, "mxp_executor_set_monitor: NULL executor");
     ex->monitor = fn;

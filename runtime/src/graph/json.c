@@ -200,7 +200,9 @@ static int load_root(json_t *root, mxp_symbol **out) {
             } else {
                 rc = mxp__gnode_op(op, name, na, (const char *const *)keys, (const char *const *)vals, &nodes[i]);
                 if (rc == MXP_ENOENT)
-                    rc = mxp__error(MXP_ENOENT, "symbol JSON: failed loading node '%s' of unknown op '%s'", name, op);
+                    rc = mxp__error(MXP_ENOENT, "symbol JSON: failed loading node '%s' of unknown op '%s' (no manifest "
+                                    "provides it: `mxplug list` shows the known ops, `mxplug packs` the packs; a "
+                                    "pack's manifest is found through MXP_PLUGIN_PATH or MXP_MANIFEST)", name, op);
             }
         }
         for (int k = 0; k < na; k++) {

@@ -42,6 +42,9 @@ struct mxp__node {
     int n_cache;
     mxp__inst *cur;            /* instance of the last bind                  */
     int creates;
+    char *policy;              /* own impl policy (__impl__), NULL: the op's */
+    char *pending_policy;      /* set_policy: applied at the next bind       */
+    int policy_pending;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -134,6 +137,24 @@ static int refresh(mxp__node *n) {
     return load_def(n);
 }
 
+int mxp__node_set_policy(mxp__node *n, const char *policy) {
+    if (!n) return mxp__error(MXP_EMISUSE, "node_set_policy: NULL node");
+    if (policy) {
+        int rc = mxp_op_policy_check(n->name, policy);
+        if (rc) return rc;
+    }
+    char *copy = policy ? strdup(policy) : NULL;
+    if (policy && !copy) return mxp__error_oom("node policy");
+    free(n->pending_policy);
+    n->pending_policy = copy;
+    n->policy_pending = 1;
+    return MXP_OK;
+}
+
+const char *mxp__node_policy(const mxp__node *n) {
+    return !n ? NULL : n->policy_pending ? n->pending_policy : n->policy;
+}
+
 void mxp__node_release(mxp__node *n) {
     if (!n) return;
     drop_instances(n);
@@ -169,7 +190,15 @@ int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys,
             break;
         }
         /* MXNet's reserved attributes (__shape__, __dtype__, __lr_mult__,
-         * ...) ride along in symbol files; they are not op parameters. */
+         * ...) ride along in symbol files; they are not op parameters.
+         * __impl__ is ours: this node's implementation policy. */
+        if (!strcmp(keys[i], "__impl__")) {
+            free(n->policy);
+            if (!(n->policy = strdup(vals[i]))) rc = mxp__error_oom("node policy");
+            else if ((rc = mxp_op_policy_check(n->name, vals[i])))
+                rc = mxp__error_prefix(rc, "op '%s': attribute __impl__", n->name);
+            continue;
+        }
         if (!strncmp(keys[i], "__", 2)) continue;
         n->keys[n->n_kwargs] = strdup(keys[i]);
         n->vals[n->n_kwargs] = strdup(vals[i]);
@@ -190,6 +219,8 @@ void mxp__node_free(mxp__node *n) {
     drop_instances(n);
     drop_def(n);
     free_kwargs(n);
+    free(n->policy);
+    free(n->pending_policy);
     free(n->names);
     free(n->shapes);
     free(n->dtypes);
@@ -360,6 +391,15 @@ int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
         if (rc) return rc;
     }
     if (!n->inferred) return mxp__error(MXP_EMISUSE, "op '%s': bind before shapes and types are inferred", n->name);
+    if (n->policy_pending) {
+        /* Only binds (forwards) get here, never a backward: the switch
+         * happens between one step and the next. */
+        free(n->policy);
+        n->policy = n->pending_policy;
+        n->pending_policy = NULL;
+        n->policy_pending = 0;
+        drop_instances(n);
+    }
     if (n->cur && inst_matches(n->cur, n, dev, is_train)) return MXP_OK;
     for (int i = 0; i < n->n_cache; i++)
         if (inst_matches(n->cache[i], n, dev, is_train)) {
@@ -369,6 +409,7 @@ int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
     mxp_select_query q;
     mxp__opdef_query(&q, n->params, dev, is_train, (uint32_t)n->n_in, (uint32_t)n->n_out, (uint32_t)n->n_aux,
                      n->shapes, n->dtypes);
+    q.policy = n->policy;
     mxp__inst *in;
     int rc = mxp__inst_bind(&n->od, &q, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs, &in);
     if (rc) return rc;

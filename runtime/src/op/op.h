@@ -84,6 +84,13 @@ int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_
  * registry generation).  Requires a successful mxp__node_infer. */
 int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train);
 
+/* This node's own implementation policy (an impl name, 'auto', 'tune' or a
+ * list like "winograd,auto"; NULL: back to the op's policy), validated now
+ * and applied at the next forward, never between a forward and its
+ * backward.  A node created with the attribute __impl__ starts with it. */
+int mxp__node_set_policy(mxp__node *n, const char *policy);
+const char *mxp__node_policy(const mxp__node *n); /* NULL: the op's */
+
 /* Drop everything that pins packs (instances, the def and its pin): what
  * a reload needs from an idle holder (plugin.h, mxp__holder).  The node
  * stays usable: its next infer / bind / forward re-resolves everything and

@@ -95,6 +95,11 @@ static int read_one(const char *path, int explicit_) {
     return mxp__registry_add_manifest(m);
 }
 
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static int read_list(const char *list, int dirs) {
     int rc_first = MXP_OK;
     char *copy = strdup(list);
@@ -106,7 +111,20 @@ static int read_list(const char *list, int dirs) {
         if (dirs) {
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/manifest.yaml", tok);
-            rc = read_one(path, 0);
+            if (file_exists(tok) && !is_dir(tok)) {
+                rc = mxp__error(MXP_EINVAL, "MXP_PLUGIN_PATH entry '%s' is a file: a directory (holding manifest.yaml) "
+                                "is expected; name a manifest file in MXP_MANIFEST instead", tok);
+                MXP_LOGE("plugin", "%s", mxp_last_error());
+            } else if (!is_dir(tok)) {
+                rc = mxp__error(MXP_ENOENT, "MXP_PLUGIN_PATH entry '%s' does not exist", tok);
+                MXP_LOGW("plugin", "%s", mxp_last_error());
+            } else {
+                rc = read_one(path, 0);
+            }
+        } else if (is_dir(tok)) {
+            rc = mxp__error(MXP_EINVAL, "MXP_MANIFEST entry '%s' is a directory: a manifest file is expected (e.g. "
+                            "%s/manifest.yaml), or put the directory in MXP_PLUGIN_PATH", tok, tok);
+            MXP_LOGE("plugin", "%s", mxp_last_error());
         } else {
             rc = read_one(tok, 1);
         }

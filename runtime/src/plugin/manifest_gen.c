@@ -35,9 +35,36 @@ static const char *q(const char *s, char *buf, size_t cap) {
     return buf;
 }
 
+/* An impl of an op that neither this pack nor any pack in the manifests
+ * defines could never load (the loader refuses orphans): say so now. */
+static int check_orphans(mxp_stage *st, const char *pack, const char *lib) {
+    int n_ops = mxp__stage_n_ops(st), n_impls = mxp__stage_n_impls(st);
+    for (int i = 0; i < n_impls; i++) {
+        const char *opn = mxp__stage_impl(st, i)->op_name;
+        int own = 0;
+        for (int k = 0; k < n_ops && !own; k++) own = !strcmp(mxp__stage_op(st, k)->name, opn);
+        if (own) continue;
+        if (mxp__registry_ensure()) return mxp__error_prefix(MXP_EPLUGIN, "manifest gen");
+        struct mxp_op *op = mxp__registry_find_op(opn);
+        if (!op || !op->pack)
+            return mxp__error(MXP_ENOENT, "pack '%s' (%s): impl '%s' is for op '%s', which neither this pack nor any "
+                              "pack in the manifests defines (misspelled?  `mxplug list` shows the known ops; "
+                              "MXP_PLUGIN_PATH / MXP_MANIFEST add manifests)", pack, lib,
+                              mxp__stage_impl(st, i)->impl_name, opn);
+    }
+    return MXP_OK;
+}
+
 int mxp_pack_manifest_gen(const char *library_path, char **out_yaml) {
     if (out_yaml) *out_yaml = NULL;
     if (!library_path || !out_yaml) return mxp__error(MXP_EMISUSE, "mxp_pack_manifest_gen: NULL argument");
+    /* A bare name is a file in the current directory (dlopen would search
+     * the system's library path instead). */
+    char local[4096];
+    if (!strchr(library_path, '/')) {
+        snprintf(local, sizeof local, "./%s", library_path);
+        library_path = local;
+    }
     void *h;
     const mxp_plugin_desc *d;
     int rc = mxp__loader_open(library_path, NULL, &h, &d);
@@ -55,6 +82,7 @@ int mxp_pack_manifest_gen(const char *library_path, char **out_yaml) {
     if (rc) rc = mxp__error(rc < 0 ? rc : MXP_EPLUGIN, "pack '%s' (%s): init failed: %s", d->name, library_path,
                             *mxp_last_error() ? mxp_last_error() : "(no message)");
     else if ((rc = mxp__stage_validate(st))) rc = mxp__error_prefix(rc, "%s", library_path);
+    else rc = check_orphans(st, d->name, library_path);
     mxp__strbuf o = {NULL, 0, 0, 0};
     if (!rc) {
         char b1[256], b2[256], b3[256];

@@ -72,7 +72,9 @@ int mxp__opdef_acquire(const char *name_or_alias, mxp__opdef *out) {
     int rc = mxp__registry_ensure();
     if (rc) return rc;
     struct mxp_op *op = mxp__registry_find_op(name_or_alias);
-    if (!op) return mxp__error(MXP_ENOENT, "op '%s': not registered", name_or_alias);
+    if (!op)
+        return mxp__error(MXP_ENOENT, "op '%s': not registered (`mxplug list` shows the known ops; a pack's manifest "
+                          "is found through MXP_PLUGIN_PATH or MXP_MANIFEST)", name_or_alias);
     return mxp__opdef_acquire_op(op, out);
 }
 

@@ -235,6 +235,9 @@ int mxp__registry_op_impls(const struct mxp_op *op, const char *dev, mxp_impl_en
 int mxp__registry_op_api_policy(const struct mxp_op *op, char *buf, size_t cap);
 /* Set (NULL: clear) it, after checking it names an impl, 'auto' or 'tune'. */
 int mxp__registry_op_set_api_policy(struct mxp_op *op, const char *policy);
+/* Validate a policy for op: 'auto', 'tune', an impl name or a preference
+ * list "a,b,auto" ('auto'/'tune' last).  `where` starts the message. */
+int mxp__registry_policy_check(const struct mxp_op *op, const char *policy, const char *where);
 /* Create an op entry (table write lock held). */
 struct mxp_op *mxp__registry_add_op_locked(const char *name, mxp_pack *pack);
 int mxp__registry_add_alias_locked(struct mxp_op *op, const char *alias);
@@ -370,6 +373,7 @@ int mxp__pack_drain(mxp_pack *p, long timeout_ms);
 /* ------------------------------------------------------------ selection */
 typedef struct mxp_select_query {
     const void *params;           /* parsed params of the op                 */
+    const char *policy;           /* a node's own policy, or NULL: the op's  */
     mxp_device device;
     const char *device_name;      /* "cpu" etc.                              */
     uint32_t n_in, n_out, n_aux;

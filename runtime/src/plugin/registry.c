@@ -117,20 +117,47 @@ int mxp__registry_op_api_policy(const struct mxp_op *op, char *buf, size_t cap) 
     return set;
 }
 
-int mxp__registry_op_set_api_policy(struct mxp_op *op, const char *policy) {
-    char *copy = NULL;
-    if (policy) {
-        int ok = !strcmp(policy, "auto") || !strcmp(policy, "tune");
+int mxp__registry_policy_check(const struct mxp_op *op, const char *policy, const char *where) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", policy);
+    char *save = NULL;
+    int n = 0, ended = 0;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ') item++;
+        size_t len = strlen(item);
+        while (len && item[len - 1] == ' ') item[--len] = '\0';
+        if (!*item) continue;
+        n++;
+        if (ended)
+            return mxp__error(MXP_EINVAL, "%s: '%s' comes after 'auto'/'tune' and can never be used (policy '%s')",
+                              where, item, policy);
+        int ok = !strcmp(item, "auto") || !strcmp(item, "tune");
+        if (ok) {
+            ended = 1;
+            continue;
+        }
         char list[512] = "";
         size_t off = 0;
         mxp__registry_rdlock();
-        for (int i = 0; i < op->n_impls && !ok; i++) ok = !strcmp(op->impls[i]->name, policy);
+        for (int i = 0; i < op->n_impls && !ok; i++) ok = !strcmp(op->impls[i]->name, item);
         for (int i = 0; i < op->n_impls && off < sizeof list; i++)
-            off += (size_t)snprintf(list + off, sizeof list - off, "%s'%s'", i ? ", " : "", op->impls[i]->name);
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "", op->impls[i]->name);
         mxp__registry_unlock();
         if (!ok)
-            return mxp__error(MXP_EINVAL, "op '%s': no implementation named '%s' (have: %s; or 'auto', 'tune')",
-                              op->name, policy, *list ? list : "none");
+            return mxp__error(MXP_EINVAL, "%s: op '%s' has no implementation '%s' (valid: %s; or auto, tune, or a "
+                              "preference list like 'winograd,auto')", where, op->name, item, *list ? list : "none");
+    }
+    if (!n) return mxp__error(MXP_EINVAL, "%s: empty implementation policy", where);
+    return MXP_OK;
+}
+
+int mxp__registry_op_set_api_policy(struct mxp_op *op, const char *policy) {
+    char *copy = NULL;
+    if (policy) {
+        char where[200];
+        snprintf(where, sizeof where, "mxp_op_set_impl('%s', '%s')", op->name, policy);
+        int rc = mxp__registry_policy_check(op, policy, where);
+        if (rc) return rc;
         if (!(copy = strdup(policy))) return mxp__error_oom("policy");
     }
     mxp__registry_wrlock();

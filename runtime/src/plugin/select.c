@@ -199,7 +199,7 @@ int mxp_config_set_impl(const char *op_name, const char *policy) {
 }
 
 /* ------------------------------------------------------------ policy */
-static _Thread_local char t_policy[128];
+static _Thread_local char t_policy[256];
 
 int mxp__select_policy(const char *op_name, const char **out_policy, const char **out_source) {
     *out_policy = "auto";
@@ -268,17 +268,12 @@ static void rep(report *r, const char *fmt, ...) {
     va_end(ap);
 }
 
-int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref **out, char **explain) {
+/* One item of a policy: 'auto', 'tune' or an impl name; appends to rp. */
+static int select_one(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref **out, report *rp,
+                      const char *policy, const char *src) {
     *out = NULL;
-    if (explain) *explain = NULL;
-    report R = {0}, *rp = explain ? &R : NULL;
     const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
-    const char *pol, *src;
     const char *op_name = mxp__op_name(op);
-    mxp__select_policy(op_name, &pol, &src);
-    char policy[128];
-    snprintf(policy, sizeof policy, "%s", pol);
-    rep(rp, "op '%s' on %s: policy '%s' (from %s)\n", op_name, dev, policy, src);
     int tune = !strcmp(policy, "tune");
     int fixed = strcmp(policy, "auto") && !tune;
     mxp_impl_entry **c;
@@ -304,11 +299,7 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
             continue;
         }
         found_fixed = 1;
-        if (chosen) {
-            rep(rp, "  %-12s rank %4d  pack %-14s  not needed: a higher-ranked impl accepted\n", e->name, e->rank,
-                e->pack->man->name);
-            continue;
-        }
+        if (chosen && !rp) continue;
         int lrc = mxp__pack_load(e->pack);
         mxp_pack *defining = mxp__registry_op_pack(op);
         if (!lrc && defining && defining != e->pack) lrc = mxp__pack_load(defining);
@@ -330,15 +321,26 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
             acc[n_acc++] = ref;
             continue;
         }
+        if (s == 1 && chosen) {
+            /* Explaining: every impl's answer, not only the winner's. */
+            rep(rp, "  %-12s rank %4d  pack %-14s  accepts, not needed: a higher-ranked impl accepted\n", e->name,
+                e->rank, e->pack->man->name);
+            mxp__impl_ref_release(ref);
+            continue;
+        }
         if (s == 1) {
             rep(rp, "  %-12s rank %4d  pack %-14s  CHOSEN%s\n", e->name, e->rank, e->pack->man->name,
-                fixed ? " (fixed by policy)" : " (highest rank that accepts)");
+                fixed ? " (named by policy)" : " (highest rank that accepts)");
             chosen = ref;
             if (!rp) break;
             continue;
         }
         rep(rp, "  %-12s rank %4d  pack %-14s  refused: %s\n", e->name, e->rank, e->pack->man->name,
             reason[0] ? reason : "(no reason given)");
+        if (chosen) {
+            mxp__impl_ref_release(ref);
+            continue;
+        }
         if (roff < sizeof refusals)
             roff += (size_t)snprintf(refusals + roff, sizeof refusals - roff, "%s'%s' refused: %s", roff ? "; " : "",
                                      e->name, reason[0] ? reason : "(no reason given)");
@@ -359,7 +361,6 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
         mxp__error_clear();
     }
     free(acc);
-    if (explain) *explain = R.buf ? R.buf : strdup("");
     if (chosen) {
         *out = chosen;
         return MXP_OK;
@@ -374,6 +375,101 @@ int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref 
     if (!nc) return mxp__error(MXP_ENOENT, "op '%s': no implementation for device '%s'", op_name, dev);
     return mxp__error(MXP_EUNSUPPORTED, "op '%s': no implementation for device '%s' accepts this configuration: %s",
                       op_name, dev, refusals);
+}
+
+/* A policy is one item or a preference list "winograd,direct,auto": the
+ * first item that exists and accepts the configuration wins; 'auto' and
+ * 'tune' choose among all impls and end the list.  q->policy (a node's
+ * own: its __impl__ attribute, mxp_executor_set_impl) overrides the op's. */
+int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref **out, char **explain) {
+    *out = NULL;
+    if (explain) *explain = NULL;
+    report R = {0}, *rp = explain ? &R : NULL;
+    const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
+    const char *op_name = mxp__op_name(op);
+    const char *pol, *src;
+    if (q->policy && *q->policy) {
+        pol = q->policy;
+        src = "node";
+    } else mxp__select_policy(op_name, &pol, &src);
+    char policy[256], whole[256];
+    snprintf(policy, sizeof policy, "%s", pol);
+    snprintf(whole, sizeof whole, "%s", pol);
+    rep(rp, "op '%s' on %s: policy '%s' (from %s)\n", op_name, dev, policy, src);
+    char errs[1024] = "";
+    size_t eoff = 0;
+    int rc = MXP_ENOENT, n_items = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(policy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ') item++;
+        size_t len = strlen(item);
+        while (len && item[len - 1] == ' ') item[--len] = '\0';
+        if (!*item) continue;
+        if (n_items++) rep(rp, " then '%s':\n", item);
+        mxp__error_clear();
+        rc = select_one(op, q, out, rp, item, src);
+        if (!rc) break;
+        if (eoff < sizeof errs)
+            eoff += (size_t)snprintf(errs + eoff, sizeof errs - eoff, "%s%s", eoff ? " | " : "", mxp_last_error());
+        if (!strcmp(item, "auto") || !strcmp(item, "tune")) break;
+    }
+    if (explain) *explain = R.buf ? R.buf : strdup("");
+    else free(R.buf);
+    if (!n_items) return mxp__error(MXP_EINVAL, "op '%s': empty implementation policy (from %s)", op_name, src);
+    if (rc && n_items > 1)
+        return mxp__error(rc, "op '%s': no item of policy '%s' (from %s) can run this: %s", op_name, whole, src, errs);
+    return rc ? mxp__error(rc, "%s", errs) : MXP_OK;
+}
+
+int mxp_op_policy_check(const char *op_name, const char *policy) {
+    if (!op_name || !policy) return mxp__error(MXP_EMISUSE, "mxp_op_policy_check: NULL argument");
+    int rc = mxp__registry_ensure();
+    if (rc) return rc;
+    struct mxp_op *op = mxp__registry_find_op(op_name);
+    if (!op) return mxp__error(MXP_ENOENT, "op '%s': not registered (see `mxplug list`)", op_name);
+    char where[300];
+    snprintf(where, sizeof where, "policy '%s'", policy);
+    return mxp__registry_policy_check(op, policy, where);
+}
+
+extern char **environ;
+
+int mxp_registry_check_policies(void) {
+    int rc = mxp__registry_ensure();
+    if (rc) return rc;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "MXP_IMPL_", 9)) continue;
+        const char *eq = strchr(*e, '=');
+        if (!eq || !eq[1]) continue;
+        char name[160], where[200];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e - 9), *e + 9);
+        snprintf(where, sizeof where, "%.*s", (int)(eq - *e), *e);
+        struct mxp_op *op = mxp__registry_find_op(name);
+        if (!op) return mxp__error(MXP_EINVAL, "%s: no op named '%s' (see `mxplug list`)", where, name);
+        if ((rc = mxp__registry_policy_check(op, eq + 1, where))) return rc;
+    }
+    char path[1024];
+    if (config_path(path, sizeof path)) snprintf(path, sizeof path, "the user config");
+    pthread_mutex_lock(&g_cfg_mu);
+    cfg_refresh();
+    int n = g_n_cfg;
+    char (*ops)[128] = calloc((size_t)n + 1, sizeof *ops), (*pols)[128] = calloc((size_t)n + 1, sizeof *pols);
+    for (int i = 0; ops && pols && i < n; i++) {
+        snprintf(ops[i], 128, "%s", g_cfg[i].op);
+        snprintf(pols[i], 128, "%s", g_cfg[i].policy);
+    }
+    pthread_mutex_unlock(&g_cfg_mu);
+    if (!ops || !pols) rc = mxp__error_oom("policies");
+    for (int i = 0; !rc && i < n; i++) {
+        char where[1200];
+        snprintf(where, sizeof where, "%s: impl of '%s'", path, ops[i]);
+        struct mxp_op *op = mxp__registry_find_op(ops[i]);
+        if (!op) rc = mxp__error(MXP_EINVAL, "%s: no op named '%s'", where, ops[i]);
+        else rc = mxp__registry_policy_check(op, pols[i], where);
+    }
+    free(ops);
+    free(pols);
+    return rc;
 }
 
 int mxp_op_list_names(const mxp_op *cop, int which, const char *const *keys, const char *const *vals, int n_kwargs,
