@@ -373,13 +373,13 @@ int mxp__pack_drain(mxp_pack *p, long timeout_ms);
 /* ------------------------------------------------------------ selection */
 typedef struct mxp_select_query {
     const void *params;           /* parsed params of the op                 */
-    const char *policy;           /* a node's own policy, or NULL: the op's  */
     mxp_device device;
     const char *device_name;      /* "cpu" etc.                              */
     uint32_t n_in, n_out, n_aux;
     int32_t is_train;
     const mxp_shape *in_shapes, *out_shapes, *aux_shapes;
     const int32_t *in_dtypes, *out_dtypes, *aux_dtypes;
+    const char *policy;           /* a node's own policy, or NULL: the op's  */
 } mxp_select_query;
 
 /* Effective policy of an op (strings static or registry-owned). */

@@ -141,7 +141,7 @@ int mxp__registry_policy_check(const struct mxp_op *op, const char *policy, cons
         mxp__registry_rdlock();
         for (int i = 0; i < op->n_impls && !ok; i++) ok = !strcmp(op->impls[i]->name, item);
         for (int i = 0; i < op->n_impls && off < sizeof list; i++)
-            off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "", op->impls[i]->name);
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s'%s'", i ? ", " : "", op->impls[i]->name);
         mxp__registry_unlock();
         if (!ok)
             return mxp__error(MXP_EINVAL, "%s: op '%s' has no implementation '%s' (valid: %s; or auto, tune, or a "
