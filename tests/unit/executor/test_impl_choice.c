@@ -109,7 +109,7 @@ Test(impl_choice, preference_list_uses_winograd_where_it_applies) {
     free(got);
     free(ref);
     mxp_executor_free(ex);
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
 }
 
 Test(impl_choice, node_attribute_and_executor_set_impl) {
@@ -142,7 +142,7 @@ Test(impl_choice, node_attribute_and_executor_set_impl) {
     cr_expect_eq(mxp_executor_set_impl(ex, "c7", "direct"), MXP_ENOENT);
     free(ref);
     mxp_executor_free(ex);
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
 }
 
 Test(impl_choice, misspellings_are_refused_with_the_valid_names) {
@@ -169,7 +169,7 @@ Test(impl_choice, misspellings_are_refused_with_the_valid_names) {
     mxp_executor *ex = NULL;
     cr_expect_neq(mxp_executor_simple_bind(s, opx_cpu, 1, names, shapes, MXP_REQ_WRITE, 1, names, &ex), MXP_OK);
     cr_expect(strstr(mxp_last_error(), "__impl__") && strstr(mxp_last_error(), "drect"), "%s", mxp_last_error());
-    mxp_symbol_free(s);
+    mxp_symbol_release(s);
     /* An unknown op names where ops come from. */
     cr_expect_eq(mxp_symbol_load_json("{\"nodes\": [{\"op\": \"null\", \"name\": \"d\", \"inputs\": []}, {\"op\": "
                                       "\"NoSuchOp\", \"name\": \"x\", \"inputs\": [[0, 0, 0]]}], \"arg_nodes\": [0], "
