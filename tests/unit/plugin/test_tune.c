@@ -101,7 +101,12 @@ Test(tune, first_use_times_and_saves_the_fastest_then_reuses_it) {
     char choice[64] = "";
     cr_assert_eq(read_times(text, &mid, &slow, choice), 0, "%s", text);
     cr_expect_str_eq(choice, first);
-    cr_expect_str_eq(choice, mid < slow ? "mid" : slow < mid ? "slow" : "mid", "mid %g ms, slow %g ms", mid, slow);
+    /* The cache prints times rounded; equal printed times may hide a
+     * difference tune saw, so a tie accepts either choice. */
+    if (mid != slow)
+        cr_expect_str_eq(choice, mid < slow ? "mid" : "slow", "mid %g ms, slow %g ms", mid, slow);
+    else
+        cr_expect(!strcmp(choice, "mid") || !strcmp(choice, "slow"), "choice '%s' at a tie (%g ms)", choice, mid);
     cr_expect(strstr(text, "psel_scale|cpu:0|train=0|threads="), "%s", text);
     cr_expect(strstr(text, "impls=mid,slow|params=factor=2"), "%s", text);
     cr_expect(strstr(text, "in=float32(5000)|out=float32(5000)"), "%s", text);
