@@ -347,7 +347,21 @@ static int check_unique_names(const mxp__igraph *g) {
     return rc;
 }
 
+static int bind_scoped(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *const *args,
+                       mxp_ndarray *const *arg_grads, const int *grad_reqs, int n_aux, mxp_ndarray *const *aux,
+                       mxp_executor **out);
+
+/* Binding creates a node per op (each pins its def): one pin scope. */
 static int bind_impl(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *const *args,
+                     mxp_ndarray *const *arg_grads, const int *grad_reqs, int n_aux, mxp_ndarray *const *aux,
+                     mxp_executor **out) {
+    mxp__pin_scope_enter(1);
+    int rc = bind_scoped(sym, dev, n_args, args, arg_grads, grad_reqs, n_aux, aux, out);
+    mxp__pin_scope_leave();
+    return rc;
+}
+
+static int bind_scoped(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *const *args,
                      mxp_ndarray *const *arg_grads, const int *grad_reqs, int n_aux, mxp_ndarray *const *aux,
                      mxp_executor **out) {
     mxp_executor *ex = calloc(1, sizeof *ex);

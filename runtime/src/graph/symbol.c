@@ -9,6 +9,7 @@
  * left unbound.  Invariant: a composed op node has n_args + n_aux inputs.
  * Not here: JSON (json.c), inference (infer.c). */
 #include "graph/graph.h"
+#include "plugin/plugin.h"
 
 
 #include <ctype.h>
@@ -123,8 +124,21 @@ static void auto_name(const char *op, char *buf, size_t cap) {
     snprintf(buf, cap, "%s%d", hint, c);
 }
 
+static int gnode_op_scoped(const char *op, const char *name, int n_kwargs, const char *const *keys,
+                           const char *const *vals, gnode **out);
+
+/* In a pin scope (plugin.h): validating kwargs may pin the defining pack
+ * more than once, which must not wait for a reload in between. */
 int mxp__gnode_op(const char *op, const char *name, int n_kwargs, const char *const *keys,
                   const char *const *vals, gnode **out) {
+    mxp__pin_scope_enter(1);
+    int rc = gnode_op_scoped(op, name, n_kwargs, keys, vals, out);
+    mxp__pin_scope_leave();
+    return rc;
+}
+
+static int gnode_op_scoped(const char *op, const char *name, int n_kwargs, const char *const *keys,
+                           const char *const *vals, gnode **out) {
     *out = NULL;
     for (int i = 0; i < n_kwargs; i++)
         if (!keys[i] || !vals[i]) return mxp__error(MXP_EINVAL, "op '%s': kwarg %d is NULL", op, i);

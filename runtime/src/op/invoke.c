@@ -40,8 +40,23 @@ int mxp_invoke(const char *op_name, int n_in, mxp_ndarray *const *inputs, int *n
     return mxp_invoke_ex(op_name, n_in, inputs, n_out, outputs, n_kwargs, keys, vals, NULL);
 }
 
+static int invoke_scoped(const char *op_name, int n_in, mxp_ndarray *const *inputs, int *n_out,
+                         mxp_ndarray **outputs, int n_kwargs, const char *const *keys, const char *const *vals,
+                         const mxp_invoke_opts *opts);
+
+/* One pin scope (plugin.h) per call: the temporary node pins the op's def,
+ * then its impl; a reload in between waits for the call to finish. */
 int mxp_invoke_ex(const char *op_name, int n_in, mxp_ndarray *const *inputs, int *n_out, mxp_ndarray **outputs,
                   int n_kwargs, const char *const *keys, const char *const *vals, const mxp_invoke_opts *opts) {
+    mxp__pin_scope_enter(1);
+    int rc = invoke_scoped(op_name, n_in, inputs, n_out, outputs, n_kwargs, keys, vals, opts);
+    mxp__pin_scope_leave();
+    return rc;
+}
+
+static int invoke_scoped(const char *op_name, int n_in, mxp_ndarray *const *inputs, int *n_out,
+                         mxp_ndarray **outputs, int n_kwargs, const char *const *keys, const char *const *vals,
+                         const mxp_invoke_opts *opts) {
     if (!op_name || !n_out || n_in < 0 || (n_in && !inputs) || *n_out < 0 || (*n_out && !outputs))
         return mxp__error(MXP_EINVAL, "mxp_invoke('%s'): bad argument", op_name ? op_name : "NULL");
     static const mxp_invoke_opts k_default;

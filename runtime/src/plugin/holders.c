@@ -62,11 +62,15 @@ void mxp__holder_enter(mxp__holder *h, int boundary) {
     pthread_mutex_lock(&h->mu);
     if (boundary) h->busy = 0; /* a new step: an unfinished pair is abandoned */
     if (!h->busy && mxp__reload_pending()) h->release(h->owner);
+    /* A step not tied to held instances waits out pending reloads (holding
+     * nothing now); a backward must finish on what its forward pinned. */
+    mxp__pin_scope_enter(!h->busy);
 }
 
 void mxp__holder_leave(mxp__holder *h, int busy) {
     h->busy = busy;
     if (!busy && mxp__reload_pending()) h->release(h->owner);
+    mxp__pin_scope_leave();
     pthread_mutex_unlock(&h->mu);
 }
 

@@ -39,11 +39,52 @@ void mxp__pack_notify(void) {
     pthread_mutex_unlock(&g_pin_mu);
 }
 
+/* Pin scopes: a call that may take several pins on one pack (a node's def,
+ * then its impl; an executor's nodes one after another) runs inside one.
+ * Inside, pins never wait for a reload (waiting while holding the first
+ * pin would deadlock with a reload waiting for it); instead the reload
+ * waits until no thread is inside a scope (mxp__pins_in_scope) before it
+ * swaps.  A waiting entry first waits for pending reloads, holding no pin
+ * (the caller's contract), so a new step never starts on a pack being
+ * swapped.  Entry is a Dekker handshake with reload.c: increment, then
+ * look at the pending count (both sequentially consistent). */
+static atomic_long g_in_scope;
+static _Thread_local int tl_scope_depth;
+
+void mxp__pin_scope_enter(int wait_for_reloads) {
+    if (tl_scope_depth++) return;
+    for (;;) {
+        atomic_fetch_add(&g_in_scope, 1);
+        if (!wait_for_reloads || !mxp__reload_pending()) return;
+        atomic_fetch_sub(&g_in_scope, 1);
+        mxp__pack_notify();
+        pthread_mutex_lock(&g_pin_mu);
+        while (mxp__reload_pending()) {
+            struct timespec ts;
+            deadline_in(&ts, 50);
+            pthread_cond_timedwait(&g_pin_cv, &g_pin_mu, &ts);
+        }
+        pthread_mutex_unlock(&g_pin_mu);
+    }
+}
+
+void mxp__pin_scope_leave(void) {
+    if (--tl_scope_depth) return;
+    atomic_fetch_sub(&g_in_scope, 1);
+    if (mxp__reload_pending()) mxp__pack_notify();
+}
+
+long mxp__pins_in_scope(void) { return atomic_load(&g_in_scope); }
+
 int mxp__pack_pin(mxp_pack *p) {
     if (!atomic_load(&p->reloading)) {
         atomic_fetch_add(&p->pins, 1);
         if (!atomic_load(&p->reloading)) return MXP_OK;
+        if (tl_scope_depth) return MXP_OK; /* the reload waits for this scope */
         mxp__pack_unpin(p);
+    } else if (tl_scope_depth) {
+        atomic_fetch_add(&p->pins, 1);
+        return MXP_OK;
     }
     struct timespec ts;
     deadline_in(&ts, pin_timeout_ms());
@@ -76,8 +117,9 @@ int mxp__pack_wait_unpinned(mxp_pack *p, long ms) {
     deadline_in(&ts, ms);
     pthread_mutex_lock(&g_pin_mu);
     int rc = 0;
-    while (atomic_load(&p->pins) > 0 && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&g_pin_cv, &g_pin_mu, &ts);
-    int none = atomic_load(&p->pins) == 0;
+    while ((atomic_load(&p->pins) > 0 || atomic_load(&g_in_scope) > 0) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&g_pin_cv, &g_pin_mu, &ts);
+    int none = atomic_load(&p->pins) == 0 && atomic_load(&g_in_scope) == 0;
     pthread_mutex_unlock(&g_pin_mu);
     return none;
 }

@@ -408,8 +408,16 @@ void mxp__tune_reset(void);
 
 /* Wake threads waiting on pins / reloads (impl_ref.c). */
 void mxp__pack_notify(void);
-/* Wait up to ms for p to have no pins; 1 when it has none (no error set). */
+/* Wait up to ms for p to have no pins and no thread to be in a pin scope;
+ * 1 when so (no error set). */
 int mxp__pack_wait_unpinned(mxp_pack *p, long ms);
+/* Pin scopes (impl_ref.c): wrap a call that may take several pins.
+ * wait_for_reloads: first wait, holding no pin, until no reload is pending
+ * (a new step); 0 for a call that must finish what a held pin started (a
+ * backward).  Nest freely; only the outermost counts. */
+void mxp__pin_scope_enter(int wait_for_reloads);
+void mxp__pin_scope_leave(void);
+long mxp__pins_in_scope(void);
 
 /* ------------------------------------------------------------ reloads */
 /* Keep a re-read manifest for the registry's life (reload.c). */

@@ -173,15 +173,15 @@ static int quiesce(mxp_pack *p, long timeout_ms) {
     double deadline = now_ms() + (double)timeout_ms;
     for (;;) {
         mxp__holders_revoke_idle();
-        if (atomic_load(&p->pins) == 0) return MXP_OK;
+        if (atomic_load(&p->pins) == 0 && mxp__pins_in_scope() == 0) return MXP_OK;
         double left = deadline - now_ms();
         if (left <= 0) break;
         /* Wakes on the last unpin; the short period re-checks idle holders. */
         if (mxp__pack_wait_unpinned(p, left < 2 ? 1 : 2)) return MXP_OK;
     }
-    return mxp__error(MXP_EBUSY, "pack '%s': %ld implementation reference(s) still held after %ld ms "
-                      "(work in flight, or an executor between a forward and its backward)",
-                      p->man->name, (long)atomic_load(&p->pins), timeout_ms);
+    return mxp__error(MXP_EBUSY, "pack '%s': %ld implementation reference(s) still held, %ld call(s) in progress "
+                      "after %ld ms (work in flight, or an executor between a forward and its backward)",
+                      p->man->name, (long)atomic_load(&p->pins), mxp__pins_in_scope(), timeout_ms);
 }
 
 int mxp_pack_reload(const char *name) {

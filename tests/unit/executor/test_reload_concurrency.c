@@ -238,7 +238,8 @@ static void *reload_main(void *arg) {
 }
 
 static void median_max(const double *v, int n, double *med, double *max) {
-    double s[256];
+    double *s = malloc((size_t)n * sizeof *s + 1);
+    cr_assert(s);
     memcpy(s, v, (size_t)n * sizeof *v);
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && s[j] < s[j - 1]; j--) {
@@ -248,18 +249,22 @@ static void median_max(const double *v, int n, double *med, double *max) {
         }
     *med = s[n / 2];
     *max = s[n - 1];
+    free(s);
 }
 
 /* Train while a reload (kind 1: good, 2: broken) runs on another thread,
- * from step `at`; returns the index of the first step that started after
- * the reload returned. */
-static int train_through_reload(trainer *t, int kind, int at, int steps, double *loss, double (*tags)[2],
-                                int *after, double *step_ms, reloader *r) {
+ * from step `at`: at least `steps` steps, and on until `tail` steps have
+ * started after the reload returned (at most MAX_STEPS: a reload that never
+ * returns fails the test).  Returns the index of the first step that
+ * started after the reload returned; *n_steps the steps run. */
+#define MAX_STEPS 2000
+static int train_through_reload(trainer *t, int kind, int at, int steps, int tail, double *loss, double (*tags)[2],
+                                int *after, double *step_ms, reloader *r, int *n_steps) {
     memset(r, 0, sizeof *r);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, reload_main, r), 0);
-    int first_after = -1;
-    for (int s = 0; s < steps; s++) {
+    int first_after = -1, s;
+    for (s = 0; s < MAX_STEPS && (s < steps || first_after < 0 || s < first_after + tail); s++) {
         if (s == at) atomic_store(&r->go, kind); /* and keep training meanwhile */
         after[s] = atomic_load(&r->done);
         if (after[s] && first_after < 0) first_after = s;
@@ -268,6 +273,7 @@ static int train_through_reload(trainer *t, int kind, int at, int steps, double 
         step_ms[s] = now_ms() - t0;
     }
     pthread_join(th, NULL);
+    *n_steps = s;
     return first_after;
 }
 
@@ -276,11 +282,12 @@ Test(pack_reload, rebuilt_pack_swapped_in_mid_training_and_a_broken_one_rolled_b
     trainer_init(&t);
     const mxp_pack *pk = mxp_pack_find("fx-reload");
     cr_assert(pk);
-    enum { STEPS = 30, AT = 10 };
-    double loss[STEPS], tags[STEPS][2], ms[STEPS];
-    int after[STEPS];
+    enum { AT = 10 };
+    static double loss[MAX_STEPS], tags[MAX_STEPS][2], ms[MAX_STEPS];
+    static int after[MAX_STEPS];
     reloader r;
-    int first = train_through_reload(&t, 1, AT, STEPS, loss, tags, after, ms, &r);
+    int STEPS;
+    int first = train_through_reload(&t, 1, AT, 30, 12, loss, tags, after, ms, &r, &STEPS);
     cr_assert_eq(r.rc, MXP_OK, "reload: %s", r.err);
     cr_assert(first >= AT && first < STEPS, "the reload finished within the run (first step after: %d)", first);
     int first2 = -1;
@@ -315,11 +322,12 @@ Test(pack_reload, rebuilt_pack_swapped_in_mid_training_and_a_broken_one_rolled_b
             first, ms[first], ms[first - 1]);
 
     /* A broken rebuild: refused, the running build stays. */
-    first = train_through_reload(&t, 2, 3, 12, loss, tags, after, ms, &r);
+    int n2;
+    first = train_through_reload(&t, 2, 3, 12, 3, loss, tags, after, ms, &r, &n2);
     cr_assert_neq(r.rc, MXP_OK, "a broken rebuild must be refused");
     cr_expect(strstr(r.err, "deliberately broken") && strstr(r.err, "stays in service"), "%s", r.err);
-    for (int s = 0; s < 12; s++) cr_expect_eq(tags[s][0], 2.0, "step %d ran build %g after a failed reload", s, tags[s][0]);
-    cr_expect_eq(tags[11][1], tags[0][1] + 11, "the running build's counter continued");
+    for (int s = 0; s < n2; s++) cr_expect_eq(tags[s][0], 2.0, "step %d ran build %g after a failed reload", s, tags[s][0]);
+    cr_expect_eq(tags[n2 - 1][1], tags[0][1] + n2 - 1, "the running build's counter continued");
     cr_expect_str_eq(mxp_pack_version(pk), "2.0.0");
     /* And the next good rebuild goes in. */
     install(FXR_V1);
