@@ -9,13 +9,15 @@
 #   --list         print the package list and exit
 # dataset-fashion-mnist is listed because the training tests (make test)
 # and the demo read it; python3-numpy/-pytest/-setuptools for the Python
-# package (python/) and its tests.  MXP_EXTRA_DEPS="pkg ..." adds packages.  Does not
+# package (python/) and its tests; graphviz for `mxplug viz` pictures (its
+# `dot` runs as a child process, nothing links it).  MXP_EXTRA_DEPS="pkg ..." adds packages.  Does not
 # upgrade or remove anything.
 set -eu
 PKGS="gcc make pkg-config clang libclang-rt-14-dev binutils libyaml-dev libjansson-dev
 libopenblas-dev libcriterion-dev zlib1g-dev
 dataset-fashion-mnist
-python3 python3-numpy python3-pytest python3-setuptools"
+python3 python3-numpy python3-pytest python3-setuptools
+graphviz"
 PKGS="$PKGS ${MXP_EXTRA_DEPS:-}"
 case "${1:-}" in
     --list) echo $PKGS; exit 0 ;;

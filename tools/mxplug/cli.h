@@ -30,6 +30,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);   /* cmd_train.c   */
 int cmd_predict(int argc, char **argv); /* cmd_predict.c */
 int cmd_score(int argc, char **argv);   /* cmd_score.c   */
+int cmd_viz(int argc, char **argv);     /* cmd_viz.c     */
 
 /* "mxplug: <msg>" on stderr. */
 void cli_err(const char *fmt, ...) MXP_PRINTF(1, 2);

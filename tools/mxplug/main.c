@@ -30,6 +30,7 @@ static const cli_cmd commands[] = {
     {"predict",  cmd_predict,  "run a trained network on inputs"},
     {"score",    cmd_score,    "evaluate a trained network on a data set"},
     {"bench",    cmd_bench,    "time each implementation of an op for given shapes"},
+    {"viz",      cmd_viz,      "draw a network (symbol JSON) as DOT, SVG or PNG"},
 };
 
 void cli_err(const char *fmt, ...) {
