@@ -13,8 +13,8 @@ kvstore) are declared only when the library exports them; `has(name)` says.
 """
 import ctypes
 import os
-from ctypes import (POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_uint16,
-                    c_uint64, c_void_p, Structure, CFUNCTYPE)
+from ctypes import (POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_uint16, c_uint32,
+                    c_uint64, c_void_p, Structure, CFUNCTYPE, sizeof)
 
 MAX_NDIM = 8
 
@@ -27,18 +27,27 @@ class Shape(Structure):
     _fields_ = [("ndim", c_int32), ("reserved", c_int32), ("dims", c_int64 * MAX_NDIM)]
 
 
-class InvokeOpts(Structure):
-    _fields_ = [("is_train", c_int), ("req", POINTER(c_int)), ("has_device", c_int), ("device", Device),
+class _Sized(Structure):
+    """A versioned value struct of the C API: struct_size first, set to
+    this layout's size (mxplug/base.h)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.struct_size = sizeof(self)
+
+
+class InvokeOpts(_Sized):
+    _fields_ = [("struct_size", c_uint32), ("is_train", c_int), ("req", POINTER(c_int)), ("has_device", c_int), ("device", Device),
                 ("n_aux", c_int), ("aux", POINTER(c_void_p))]
 
 
-class StorageStats(Structure):
-    _fields_ = [(n, c_uint64) for n in ("bytes_in_use", "bytes_pooled", "bytes_peak", "bytes_limit",
+class StorageStats(_Sized):
+    _fields_ = [("struct_size", c_uint32)] + [(n, c_uint64) for n in ("bytes_in_use", "bytes_pooled", "bytes_peak", "bytes_limit",
                                         "n_hits", "n_misses", "n_releases", "n_failures")]
 
 
-class Init(Structure):
-    _fields_ = [("kind", c_int), ("value", c_double), ("scale", c_double), ("sigma", c_double),
+class Init(_Sized):
+    _fields_ = [("struct_size", c_uint32), ("kind", c_int), ("value", c_double), ("scale", c_double), ("sigma", c_double),
                 ("rnd_type", c_int), ("factor_type", c_int), ("magnitude", c_double)]
 
 

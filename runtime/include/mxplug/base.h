@@ -33,6 +33,21 @@ MXP_API const char *mxp_last_error(void);
 MXP_API const char *mxp_status_name(int status);
 MXP_API const char *mxp_status_str(int status);
 
+/* Free a string (or array) the library returned and documented as "free
+ * with mxp_free": it was allocated by the library's allocator, which may not
+ * be the application's (a static link, another C runtime).  NULL is a no-op. */
+MXP_API void mxp_free(void *p);
+
+/* ============================================================ value structs
+ * The application structs passed by value or pointer (mxp_engine_push_args,
+ * mxp_invoke_opts, mxp_fit_opts, mxp_init, mxp_storage_stats, mxp_run_ctx)
+ * open with `uint32_t struct_size`: set it to sizeof(the struct) as you
+ * compiled it (MXP_STRUCT_INIT does), so a later 1.x library that appended
+ * fields reads only those you know of and treats the rest as 0.  0 is read
+ * as the 1.0 layout.  Structs the library fills (mxp_storage_stats,
+ * mxp_run_ctx) are filled only up to the size given / carry the library's. */
+#define MXP_STRUCT_INIT(type) {.struct_size = (uint32_t)sizeof(type)}
+
 /* Version of the library (e.g. "0.1.0") and the plugin ABI it hosts. */
 MXP_API const char *mxp_version(void);
 MXP_API void mxp_abi_version(uint16_t *out_major, uint16_t *out_minor);

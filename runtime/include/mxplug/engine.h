@@ -41,6 +41,7 @@ typedef enum mxp_fn_prop {
 
 /* What a running function is told about where it runs. */
 typedef struct mxp_run_ctx {
+    uint32_t struct_size;  /* the library's sizeof (mxplug/base.h) */
     mxp_device device;
     void *stream;   /* device stream of this worker, NULL on CPU */
     int32_t worker; /* worker index within the engine, for diagnostics */
@@ -66,8 +67,10 @@ typedef void (*mxp_engine_async_fn)(void *arg, const mxp_run_ctx *ctx, mxp_engin
  * worker thread, to release `arg`. */
 typedef void (*mxp_engine_free_fn)(void *arg);
 
-/* Everything a push needs.  Zero-initialize and fill what you use. */
+/* Everything a push needs.  Start from MXP_STRUCT_INIT(mxp_engine_push_args)
+ * (or zero) and fill what you use. */
 typedef struct mxp_engine_push_args {
+    uint32_t struct_size;          /* sizeof as compiled (mxplug/base.h) */
     mxp_engine_sync_fn sync_fn;    /* exactly one of sync_fn, async_fn */
     mxp_engine_async_fn async_fn;
     void *arg;

@@ -26,8 +26,10 @@
 extern "C" {
 #endif
 
-/* Options of mxp_invoke_ex.  Zero-initialize, then set what you need. */
+/* Options of mxp_invoke_ex.  Start from MXP_STRUCT_INIT(mxp_invoke_opts)
+ * (or zero), then set what you need. */
 typedef struct mxp_invoke_opts {
+    uint32_t struct_size;      /* sizeof as compiled (mxplug/base.h) */
     int is_train;              /* 1: training-mode forward (Dropout, BatchNorm) */
     const int *req;            /* [visible outputs] mxp_req per output; NULL: all
                                   MXP_REQ_WRITE.  MXP_REQ_ADD accumulates into a

@@ -76,7 +76,7 @@ MXP_API int mxp_pack_load(const char *name);
 MXP_API int mxp_pack_reload(const char *name);
 
 /* Introspect a .so without registering anything: write its manifest entry
- * (YAML, a list item) into a newly allocated string (free with free()). */
+ * (YAML, a list item) into a newly allocated string (free with mxp_free). */
 MXP_API int mxp_pack_manifest_gen(const char *library_path, char **out_yaml);
 
 /* ============================================================ ops */
@@ -148,7 +148,7 @@ MXP_API int mxp_config_set_impl(const char *op_name, const char *policy);
  * not be chosen (rank, supports() refusal with its reason, override).
  * shapes: one "name=d1,d2,..." string per known input; kwargs as above.
  * Writes a human-readable multi-line report into a newly allocated string
- * (free with free()). */
+ * (free with mxp_free). */
 MXP_API int mxp_op_explain(const char *op_name, const char *device,
                            const char *const *shapes, int n_shapes,
                            const char *const *keys, const char *const *vals, int n_kwargs,

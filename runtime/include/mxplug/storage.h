@@ -26,6 +26,7 @@ extern "C" {
 
 /* A snapshot of one device's pool.  Byte counts are rounded (class) sizes. */
 typedef struct mxp_storage_stats {
+    uint32_t struct_size;     /* set by the caller: sizeof as compiled      */
     uint64_t bytes_in_use;    /* handed out and not yet freed              */
     uint64_t bytes_pooled;    /* cached in the pool, ready for reuse        */
     uint64_t bytes_peak;      /* highest bytes_in_use seen                  */

@@ -15,7 +15,8 @@
  * its arguments, as in MXNet's JSON; a variable used as an aux state is
  * listed by list_auxiliary_states and not by list_arguments.
  * Strings returned by the list_* calls are owned by the symbol and valid
- * until the next call on it or its free.  Handles are not thread-safe per
+ * for its lifetime (until its last release), across later calls on it.
+ * Handles are not thread-safe per
  * symbol (distinct symbols may be used from distinct threads).
  * Since ABI 1.0. */
 #ifndef MXPLUG_SYMBOL_H
@@ -73,7 +74,8 @@ MXP_API void mxp_symbol_release(mxp_symbol *sym);
 /* ============================================================ names */
 
 /* Names as MXNet prints them.  *out_names: array of *out_n strings owned by
- * sym (valid until the next call on sym). */
+ * sym, valid for sym's lifetime (until its last release; a later call,
+ * even after compose changed the names, leaves earlier arrays valid). */
 MXP_API int mxp_symbol_list_arguments(mxp_symbol *sym, int *out_n, const char *const **out_names);
 MXP_API int mxp_symbol_list_outputs(mxp_symbol *sym, int *out_n, const char *const **out_names);
 MXP_API int mxp_symbol_list_auxiliary_states(mxp_symbol *sym, int *out_n, const char *const **out_names);
@@ -94,7 +96,7 @@ MXP_API int mxp_symbol_attr(const mxp_symbol *sym, const char *key, const char *
 
 /* MXNet symbol JSON (nodes / arg_nodes / node_row_ptr / heads / attrs
  * {"mxnet_version": ["int", 10901]}).  out_json: new string, free with
- * free(). */
+ * mxp_free. */
 MXP_API int mxp_symbol_save_json(const mxp_symbol *sym, char **out_json);
 MXP_API int mxp_symbol_save_file(const mxp_symbol *sym, const char *path);
 /* Load the current layout and legacy files (node keys "param"/"attr",
@@ -111,7 +113,7 @@ MXP_API int mxp_symbol_load_file(const char *path, mxp_symbol **out);
  * Known shapes: n entries, names[i] an argument or aux state name (names
  * NULL: positional, in list_arguments order); dims of 0 are unknown.
  * Variables' __shape__ attributes count as known shapes too.
- * Out: arrays (free with free()) of *out_n_args / *out_n_outs / *out_n_aux
+ * Out: arrays (free with mxp_free) of *out_n_args / *out_n_outs / *out_n_aux
  * shapes in list_* order; unknown ones have ndim -1 or zero dims.
  * *out_complete: 1 when every shape is known.  Incomplete is not an
  * error; inconsistent shapes are MXP_ESHAPE, naming node, op and both shapes.

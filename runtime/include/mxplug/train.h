@@ -35,6 +35,7 @@ typedef enum mxp_xavier_factor { MXP_XAVIER_AVG = 0, MXP_XAVIER_IN = 1, MXP_XAVI
 
 /* One initializer (a plain value; build with the helpers below). */
 typedef struct mxp_init {
+    uint32_t struct_size; /* the helpers below set it (mxplug/base.h)   */
     int kind;        /* mxp_init_kind                                   */
     double value;    /* CONSTANT                                        */
     double scale;    /* UNIFORM                                         */
@@ -202,6 +203,7 @@ typedef void (*mxp_batch_cb)(void *user, int epoch, int64_t nbatch, const char *
 typedef void (*mxp_epoch_cb)(void *user, int epoch, const char *metric, double train_value, double val_value);
 
 typedef struct mxp_fit_opts {
+    uint32_t struct_size;       /* sizeof as compiled (mxplug/base.h)           */
     int begin_epoch;            /* first epoch to run (resume: the loaded one) */
     int num_epoch;              /* run epochs [begin_epoch, num_epoch)          */
     const char *optimizer;      /* "sgd" (default), "adam", "rmsprop"           */

@@ -11,6 +11,7 @@
 #include "mxplug.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Set the calling thread's last-error message and return `status`, so that
@@ -24,6 +25,16 @@ int mxp__error_prefix(int status, const char *fmt, ...) MXP_PRINTF(2, 3);
 
 /* Out-of-memory without allocating: sets a static message. */
 int mxp__error_oom(const char *what);
+
+/* Application value structs (mxplug/base.h): copy the caller's struct
+ * into a zeroed full-size local, so fields its version lacks read as 0.
+ * src's struct_size 0 reads as v1_size (the 1.0 layout: sizes through the
+ * last 1.0 field, MXP__SIZE_THROUGH).  dst's struct_size is set to
+ * dst_size.  mxp__app_struct_out: the reverse, for structs the library
+ * fills: at most the caller's size is written, its struct_size kept. */
+#define MXP__SIZE_THROUGH(T, field) (offsetof(T, field) + sizeof(((T *)0)->field))
+void mxp__app_struct_in(void *dst, size_t dst_size, const void *src, size_t v1_size);
+void mxp__app_struct_out(void *dst, const void *src, size_t full_size, size_t v1_size);
 
 /* Clear the calling thread's message. */
 void mxp__error_clear(void);

@@ -526,7 +526,13 @@ static int lane_for(eng_engine *e, mxp_device dev, int kind, eng_lane **out) {
     return *out ? MXP_OK : MXP_EINTERNAL;
 }
 
-int mxp_engine_push(const mxp_engine_push_args *args) {
+/* The 1.0 layout of the push args (struct_size 0 reads as it). */
+#define PUSH_ARGS_V1 MXP__SIZE_THROUGH(mxp_engine_push_args, name)
+
+int mxp_engine_push(const mxp_engine_push_args *caller) {
+    mxp_engine_push_args copy;
+    const mxp_engine_push_args *args = caller;
+    if (caller) mxp__app_struct_in(&copy, sizeof copy, caller, PUSH_ARGS_V1), args = &copy;
     int rc = check_args(args, "mxp_engine_push");
     if (rc != MXP_OK) return rc;
     eng_engine *e = eng_get();
@@ -545,7 +551,10 @@ int mxp_engine_push(const mxp_engine_push_args *args) {
     return MXP_OK;
 }
 
-int mxp_engine_new_op(const mxp_engine_push_args *args, mxp_engine_op **out) {
+int mxp_engine_new_op(const mxp_engine_push_args *caller, mxp_engine_op **out) {
+    mxp_engine_push_args copy;
+    const mxp_engine_push_args *args = caller;
+    if (caller) mxp__app_struct_in(&copy, sizeof copy, caller, PUSH_ARGS_V1), args = &copy;
     if (out) *out = NULL;
     if (!out) return mxp__error(MXP_EINVAL, "mxp_engine_new_op: out is NULL");
     int rc = check_args(args, "mxp_engine_new_op");

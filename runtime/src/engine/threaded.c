@@ -225,7 +225,7 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
 /* ------------------------------------------------------------ dispatch */
 
 static void run_inline(eng_blk *b, eng_engine *e) {
-    mxp_run_ctx ctx = {b->opr->device, NULL, -1, 0};
+    mxp_run_ctx ctx = {sizeof(mxp_run_ctx), b->opr->device, NULL, -1, 0};
     eng_blk_run(b, e, &ctx);
 }
 
@@ -359,7 +359,7 @@ static void *worker_main(void *p) {
     eng_lane *l = wa.l;
     mxp__parallel_set_ftz();
     mxp__engine_run_worker_init();
-    mxp_run_ctx ctx = {l->dev, NULL, l->worker_base + wa.idx, 0};
+    mxp_run_ctx ctx = {sizeof(mxp_run_ctx), l->dev, NULL, l->worker_base + wa.idx, 0};
     const mxp__engine_device_hooks *hooks = mxp__engine_device_hooks_for(l->dev.type);
     if (hooks && hooks->stream_create) {
         void *stream = NULL;

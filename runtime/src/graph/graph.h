@@ -53,8 +53,12 @@ struct mxp_symbol {
     int n_out;
     gentry *outs;
     /* Cached name lists (list_* results). */
-    char **list_cache[3];
+    char **list_cache[3];      /* NULL-terminated */
     int list_n[3];
+    char ***retired;           /* earlier lists that differed: kept until
+                                  the symbol is freed, so every list handed
+                                  out stays valid for the symbol's lifetime */
+    int n_retired;
 };
 
 gnode *mxp__gnode_retain(gnode *n);

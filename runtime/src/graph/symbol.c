@@ -230,13 +230,21 @@ int mxp__symbol_new(int n_out, const gentry *outs, mxp_symbol **out) {
     return MXP_OK;
 }
 
+static void free_list(char **names) {
+    for (int i = 0; names && names[i]; i++) free(names[i]);
+    free(names);
+}
+
 static void clear_lists(mxp_symbol *s) {
     for (int w = 0; w < 3; w++) {
-        for (int i = 0; i < s->list_n[w]; i++) free(s->list_cache[w][i]);
-        free(s->list_cache[w]);
+        free_list(s->list_cache[w]);
         s->list_cache[w] = NULL;
         s->list_n[w] = 0;
     }
+    for (int i = 0; i < s->n_retired; i++) free_list(s->retired[i]);
+    free(s->retired);
+    s->retired = NULL;
+    s->n_retired = 0;
 }
 
 mxp_symbol *mxp_symbol_retain(mxp_symbol *sym) {
@@ -472,7 +480,6 @@ int mxp_symbol_compose(mxp_symbol *sym, const char *name, int n_args, const char
         }
         n->inputs = in;
         n->n_inputs = k;
-        clear_lists(sym);
         return MXP_OK;
     }
     /* A graph: replace its free variables (copy first). */
@@ -517,7 +524,6 @@ int mxp_symbol_compose(mxp_symbol *sym, const char *name, int n_args, const char
         c->outs = NULL;
         c->n_out = 0;
         mxp_symbol_release(c);
-        clear_lists(sym);
     }
     for (int i = 0; i < n_args; i++) free(keep[i]);
     free(keep);
@@ -588,9 +594,28 @@ const char *mxp_symbol_name(const mxp_symbol *sym) {
 }
 
 /* ------------------------------------------------------------ lists */
+/* Lists handed out stay valid for the symbol's lifetime: an identical
+ * list returns the cached one; a different one (the graph was composed or
+ * renamed since) retires the old one until the symbol is freed. */
 static int set_list(mxp_symbol *s, int w, int n, char **names, int *out_n, const char *const **out_names) {
-    for (int i = 0; i < s->list_n[w]; i++) free(s->list_cache[w][i]);
-    free(s->list_cache[w]);
+    char **old = s->list_cache[w];
+    int same = old && s->list_n[w] == n;
+    for (int i = 0; same && i < n; i++) same = !strcmp(old[i], names[i]);
+    if (same) {
+        free_list(names);
+        *out_n = n;
+        *out_names = (const char *const *)old;
+        return MXP_OK;
+    }
+    if (old) {
+        char ***r = realloc(s->retired, ((size_t)s->n_retired + 1) * sizeof *r);
+        if (!r) {
+            free_list(names);
+            return mxp__error_oom("symbol names");
+        }
+        s->retired = r;
+        s->retired[s->n_retired++] = old;
+    }
     s->list_cache[w] = names;
     s->list_n[w] = n;
     *out_n = n;

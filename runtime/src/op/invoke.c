@@ -59,8 +59,11 @@ static int invoke_scoped(const char *op_name, int n_in, mxp_ndarray *const *inpu
                          const mxp_invoke_opts *opts) {
     if (!op_name || !n_out || n_in < 0 || (n_in && !inputs) || *n_out < 0 || (*n_out && !outputs))
         return mxp__error(MXP_EINVAL, "mxp_invoke('%s'): bad argument", op_name ? op_name : "NULL");
-    static const mxp_invoke_opts k_default;
-    if (!opts) opts = &k_default;
+    /* A copy of the caller's options at this library's size (absent
+     * fields 0); no options: all defaults. */
+    mxp_invoke_opts o;
+    mxp__app_struct_in(&o, sizeof o, opts, MXP__SIZE_THROUGH(mxp_invoke_opts, aux));
+    opts = &o;
     mxp__invoke_install_host();
     mxp__node *n = NULL;
     int rc = mxp__node_create(op_name, n_kwargs, keys, vals, &n);

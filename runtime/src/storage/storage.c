@@ -337,19 +337,23 @@ void mxp__storage_free(const mxp_storage_block *block) {
 
 /* ------------------------------------------------------------ public API */
 
-int mxp_storage_stats_get(mxp_device dev, mxp_storage_stats *out) {
-    if (!out) return mxp__error(MXP_EMISUSE, "mxp_storage_stats_get: NULL out");
-    memset(out, 0, sizeof *out);
-    out->bytes_limit = UINT64_MAX;
+int mxp_storage_stats_get(mxp_device dev, mxp_storage_stats *caller) {
+    if (!caller) return mxp__error(MXP_EMISUSE, "mxp_storage_stats_get: NULL out");
+    mxp_storage_stats st;
+    memset(&st, 0, sizeof st);
+    st.bytes_limit = UINT64_MAX;
     pthread_mutex_lock(&registry_mu);
     pool *p = pools;
     while (p && !(p->dev.type == dev.type && p->dev.id == dev.id)) p = p->next;
     pthread_mutex_unlock(&registry_mu);
-    if (!p) return MXP_OK;
-    pthread_mutex_lock(&p->mu);
-    *out = p->st;
-    if (!p->configured) out->bytes_limit = UINT64_MAX;
-    pthread_mutex_unlock(&p->mu);
+    if (p) {
+        pthread_mutex_lock(&p->mu);
+        st = p->st;
+        if (!p->configured) st.bytes_limit = UINT64_MAX;
+        pthread_mutex_unlock(&p->mu);
+    }
+    /* Only what the caller's version of the struct holds. */
+    mxp__app_struct_out(caller, &st, sizeof st, MXP__SIZE_THROUGH(mxp_storage_stats, n_failures));
     return MXP_OK;
 }
 

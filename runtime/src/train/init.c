@@ -37,13 +37,13 @@ int mxp__train_invoke(const char *op, int n_in, mxp_ndarray *const *in, int n_ou
     return mxp_invoke_ex(op, n_in, in, &cap, out, n, keys, vals, &o);
 }
 
-mxp_init mxp_init_zeros(void) { return (mxp_init){.kind = MXP_INIT_ZEROS}; }
-mxp_init mxp_init_ones(void) { return (mxp_init){.kind = MXP_INIT_ONES}; }
-mxp_init mxp_init_constant(double value) { return (mxp_init){.kind = MXP_INIT_CONSTANT, .value = value}; }
-mxp_init mxp_init_uniform(double scale) { return (mxp_init){.kind = MXP_INIT_UNIFORM, .scale = scale}; }
-mxp_init mxp_init_normal(double sigma) { return (mxp_init){.kind = MXP_INIT_NORMAL, .sigma = sigma}; }
+mxp_init mxp_init_zeros(void) { return (mxp_init){.struct_size = sizeof(mxp_init), .kind = MXP_INIT_ZEROS}; }
+mxp_init mxp_init_ones(void) { return (mxp_init){.struct_size = sizeof(mxp_init), .kind = MXP_INIT_ONES}; }
+mxp_init mxp_init_constant(double value) { return (mxp_init){.struct_size = sizeof(mxp_init), .kind = MXP_INIT_CONSTANT, .value = value}; }
+mxp_init mxp_init_uniform(double scale) { return (mxp_init){.struct_size = sizeof(mxp_init), .kind = MXP_INIT_UNIFORM, .scale = scale}; }
+mxp_init mxp_init_normal(double sigma) { return (mxp_init){.struct_size = sizeof(mxp_init), .kind = MXP_INIT_NORMAL, .sigma = sigma}; }
 mxp_init mxp_init_xavier(int rnd_type, int factor_type, double magnitude) {
-    return (mxp_init){.kind = MXP_INIT_XAVIER, .rnd_type = rnd_type, .factor_type = factor_type,
+    return (mxp_init){.struct_size = sizeof(mxp_init), .kind = MXP_INIT_XAVIER, .rnd_type = rnd_type, .factor_type = factor_type,
                       .magnitude = magnitude};
 }
 
@@ -76,8 +76,14 @@ static int random_fill(mxp_ndarray *arr, int normal, double a, double b) {
     return mxp__train_invoke(normal ? "_random_normal" : "_random_uniform", 0, NULL, 1, out, kv);
 }
 
-int mxp_init_array(const mxp_init *init, mxp_ndarray *arr) {
-    if (!init || !arr || mxp_ndarray_is_none(arr)) return mxp__error(MXP_EINVAL, "mxp_init_array: NULL or none array");
+/* The 1.0 layout of mxp_init (struct_size 0 reads as it). */
+#define INIT_V1 MXP__SIZE_THROUGH(mxp_init, magnitude)
+
+int mxp_init_array(const mxp_init *caller, mxp_ndarray *arr) {
+    if (!caller || !arr || mxp_ndarray_is_none(arr)) return mxp__error(MXP_EINVAL, "mxp_init_array: NULL or none array");
+    mxp_init copy;
+    mxp__app_struct_in(&copy, sizeof copy, caller, INIT_V1);
+    const mxp_init *init = &copy;
     switch (init->kind) {
     case MXP_INIT_ZEROS: return mxp_ndarray_fill(arr, 0.0);
     case MXP_INIT_ONES: return mxp_ndarray_fill(arr, 1.0);
@@ -121,7 +127,8 @@ int mxp_init_rules_create(const mxp_init *weight_init, mxp_init_rules **out) {
     mxp_init_rules *r = calloc(1, sizeof *r);
     if (!r) return mxp__error_oom("init rules");
     static const char *zeros[] = {"*bias", "*beta", "*moving_mean", "*moving_inv_var", "*moving_avg"};
-    r->defaults[0] = (rule){(char *)"*weight", *weight_init};
+    r->defaults[0].pattern = (char *)"*weight";
+    mxp__app_struct_in(&r->defaults[0].init, sizeof r->defaults[0].init, weight_init, INIT_V1);
     for (int i = 0; i < 5; i++) r->defaults[1 + i] = (rule){(char *)zeros[i], mxp_init_zeros()};
     r->defaults[6] = (rule){(char *)"*gamma", mxp_init_ones()};
     r->defaults[7] = (rule){(char *)"*moving_var", mxp_init_ones()};
@@ -136,7 +143,7 @@ int mxp_init_rules_add(mxp_init_rules *rules, const char *pattern, const mxp_ini
     rules->user = u;
     u[rules->n_user].pattern = strdup(pattern);
     if (!u[rules->n_user].pattern) return mxp__error_oom("init rules");
-    u[rules->n_user].init = *init;
+    mxp__app_struct_in(&u[rules->n_user].init, sizeof u[rules->n_user].init, init, INIT_V1);
     rules->n_user++;
     return MXP_OK;
 }

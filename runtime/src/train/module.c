@@ -611,7 +611,9 @@ static int check_finite(mxp_module *m, int epoch, int64_t nbatch) {
  * stay for a later wait), so a caller may free the module, the iterators or
  * the registry right away. */
 int mxp_module_fit(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *o) {
-    return drained(fit_epochs(m, train, val, o));
+    mxp_fit_opts copy; /* at this library's size: fields the caller lacks are 0 */
+    if (o) mxp__app_struct_in(&copy, sizeof copy, o, MXP__SIZE_THROUGH(mxp_fit_opts, allow_nan));
+    return drained(fit_epochs(m, train, val, o ? &copy : NULL));
 }
 
 static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *o) {
