@@ -206,12 +206,12 @@ tests: all $(RUN_TEST_BINS) $(FIXTURE_SOS) $(TEST_FUZZ)
 test: tests
 	@rc=0; \
 	BUILD=$(BUILD_ABS) SANITIZE="$(SANITIZE)" tools/run-tests.sh $(RUN_TEST_BINS) || rc=1; \
-	tools/check-exports.sh $(BUILD)/plugins || rc=1; \
+	tools/check-exports.sh $(BUILD)/plugins $(BUILD)/lib/libmxplug.a $(BUILD)/lib/libmxplug.so || rc=1; \
 	$(if $(TEST_FUZZ),tools/run-fuzz.sh replay $(BUILD_ABS) $(FUZZ_NAMES) || rc=1;) \
 	exit $$rc
 
 check-exports: all
-	@tools/check-exports.sh $(BUILD)/plugins
+	@tools/check-exports.sh $(BUILD)/plugins $(BUILD)/lib/libmxplug.a $(BUILD)/lib/libmxplug.so
 
 # ---------------------------------------------------------------- canaries
 # tests/canaries/canary_<name>.c: Criterion tests that MUST fail under the

@@ -38,7 +38,8 @@ typedef struct mxp_storage_stats {
 } mxp_storage_stats;
 
 /* Statistics of a device's pool (all zero when the device has not
- * allocated yet).  out: filled in (cleared on entry).
+ * allocated yet).  out: set out->struct_size first (MXP_STRUCT_INIT, or 0
+ * for the 1.0 layout); filled up to that size, struct_size kept.
  * Returns MXP_OK, MXP_EMISUSE (out NULL).  Thread-safe. */
 MXP_API int mxp_storage_stats_get(mxp_device dev, mxp_storage_stats *out);
 

@@ -27,8 +27,8 @@ static _Atomic(eng_engine *) g_engine;
 static uint64_t g_gen;
 static eng_engine *g_orphans;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
-pthread_mutex_t eng_all_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t eng_all_cv = PTHREAD_COND_INITIALIZER;
+pthread_mutex_t mxp__eng_all_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t mxp__eng_all_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int all_waiters;
 /* Completions broadcast once `completed` reaches this (a waiter's target);
  * INT64_MAX when nobody waits. */
@@ -120,9 +120,9 @@ static eng_engine *engine_create(void) {
     e->type = parse_type();
     e->gen = ++g_gen;
     e->budget = mxp_num_threads();
-    eng_pool_init(&e->pools[POOL_OPR], POOL_OPR, sizeof(eng_opr), e->gen);
-    eng_pool_init(&e->pools[POOL_BLK], POOL_BLK, sizeof(eng_blk), e->gen);
-    eng_pool_init(&e->pools[POOL_VBLK], POOL_VBLK, sizeof(eng_vblk), e->gen);
+    mxp__eng_pool_init(&e->pools[POOL_OPR], POOL_OPR, sizeof(eng_opr), e->gen);
+    mxp__eng_pool_init(&e->pools[POOL_BLK], POOL_BLK, sizeof(eng_blk), e->gen);
+    mxp__eng_pool_init(&e->pools[POOL_VBLK], POOL_VBLK, sizeof(eng_vblk), e->gen);
     pthread_mutex_init(&e->err_mu, NULL);
     pthread_mutex_init(&e->dev_mu, NULL);
     pthread_mutexattr_t ra;
@@ -136,9 +136,9 @@ static eng_engine *engine_create(void) {
     return e;
 }
 
-eng_engine *eng_peek(void) { return atomic_load_explicit(&g_engine, memory_order_acquire); }
+eng_engine *mxp__eng_peek(void) { return atomic_load_explicit(&g_engine, memory_order_acquire); }
 
-eng_engine *eng_get(void) {
+eng_engine *mxp__eng_get(void) {
     eng_engine *e = atomic_load_explicit(&g_engine, memory_order_acquire);
     if (e) return e;
     pthread_mutex_lock(&g_mu);
@@ -152,38 +152,38 @@ eng_engine *eng_get(void) {
 }
 
 const char *mxp_engine_type(void) {
-    eng_engine *e = eng_get();
+    eng_engine *e = mxp__eng_get();
     if (!e) return "threaded";
     return e->type == ENGINE_NAIVE ? "naive" : "threaded";
 }
 
-void eng_pending_done(eng_engine *e) {
+void mxp__eng_pending_done(eng_engine *e) {
     int64_t c = atomic_fetch_add(&e->completed, 1) + 1;
     /* After this increment `e` may be freed by a shutdown on another
      * thread: touch only static state from here on. */
     if (c >= atomic_load(&wait_target)) {
-        pthread_mutex_lock(&eng_all_mu);
-        pthread_cond_broadcast(&eng_all_cv);
-        pthread_mutex_unlock(&eng_all_mu);
+        pthread_mutex_lock(&mxp__eng_all_mu);
+        pthread_cond_broadcast(&mxp__eng_all_cv);
+        pthread_mutex_unlock(&mxp__eng_all_mu);
     }
 }
 
 /* Wait until everything pushed before the call has completed. */
 static void wait_target_reached(eng_engine *e, int64_t target) {
-    for (int i = 0; i < 2000 && atomic_load(&e->completed) < target; i++) eng_cpu_relax();
+    for (int i = 0; i < 2000 && atomic_load(&e->completed) < target; i++) mxp__eng_cpu_relax();
     if (atomic_load(&e->completed) >= target) return;
-    pthread_mutex_lock(&eng_all_mu);
+    pthread_mutex_lock(&mxp__eng_all_mu);
     atomic_fetch_add(&all_waiters, 1);
     for (;;) {
         int64_t t = atomic_load(&wait_target);
         while (target < t && !atomic_compare_exchange_weak(&wait_target, &t, target)) {}
         if (atomic_load(&e->completed) >= target) break; /* seq_cst: pairs with the completer */
-        pthread_cond_wait(&eng_all_cv, &eng_all_mu);
+        pthread_cond_wait(&mxp__eng_all_cv, &mxp__eng_all_mu);
     }
     /* Others may wait for a larger target: make completions broadcast until
      * they re-register theirs. */
     atomic_store(&wait_target, atomic_fetch_sub(&all_waiters, 1) == 1 ? INT64_MAX : 0);
-    pthread_mutex_unlock(&eng_all_mu);
+    pthread_mutex_unlock(&mxp__eng_all_mu);
 }
 
 /* Wait until the engine is idle: also covers work pushed from inside
@@ -197,9 +197,9 @@ static void wait_idle(eng_engine *e) {
 }
 
 static void engine_free(eng_engine *e) {
-    for (int i = 0; i < e->n_errs; i++) eng_err_unref(e->errs[i]);
+    for (int i = 0; i < e->n_errs; i++) mxp__eng_err_unref(e->errs[i]);
     free(e->errs);
-    for (int p = 0; p < POOL_COUNT; p++) eng_pool_fini(&e->pools[p]);
+    for (int p = 0; p < POOL_COUNT; p++) mxp__eng_pool_fini(&e->pools[p]);
     pthread_mutex_destroy(&e->err_mu);
     pthread_mutex_destroy(&e->dev_mu);
     pthread_mutex_destroy(&e->naive_mu);
@@ -211,7 +211,7 @@ static void engine_free(eng_engine *e) {
  * Used before code or records that queued work may run are freed
  * (registry shutdown) and on the error paths of calls that push. */
 int mxp__engine_drain(void) {
-    if (eng_in_function())
+    if (mxp__eng_in_function())
         return mxp__error(MXP_EBUSY, "engine: cannot wait for queued work from inside an engine function");
     pthread_mutex_lock(&g_mu);
     eng_engine *e = atomic_load(&g_engine);
@@ -226,7 +226,7 @@ int64_t mxp__engine_in_flight(void) {
 }
 
 void mxp_engine_shutdown(void) {
-    if (eng_in_function()) {
+    if (mxp__eng_in_function()) {
         MXP_LOGE("engine", "mxp_engine_shutdown called from inside an engine function; ignored");
         return;
     }
@@ -234,7 +234,7 @@ void mxp_engine_shutdown(void) {
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
         wait_idle(e);
-        eng_threaded_stop(e);
+        mxp__eng_threaded_stop(e);
         atomic_store(&g_engine, NULL);
         engine_free(e);
     }
@@ -247,17 +247,17 @@ static void atfork_prepare(void) {
     close_fork_gate();
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
-        if (!eng_in_function()) wait_idle(e);
+        if (!mxp__eng_in_function()) wait_idle(e);
         pthread_mutex_lock(&e->dev_mu);
         pthread_mutex_lock(&e->err_mu);
     }
     mxp__parallel_before_fork();
     mxp__storage_before_fork();
-    pthread_mutex_lock(&eng_all_mu);
+    pthread_mutex_lock(&mxp__eng_all_mu);
 }
 
 static void atfork_parent(void) {
-    pthread_mutex_unlock(&eng_all_mu);
+    pthread_mutex_unlock(&mxp__eng_all_mu);
     mxp__storage_after_fork();
     mxp__parallel_after_fork_parent();
     eng_engine *e = atomic_load(&g_engine);
@@ -270,8 +270,8 @@ static void atfork_parent(void) {
 }
 
 static void atfork_child(void) {
-    pthread_mutex_unlock(&eng_all_mu);
-    pthread_cond_init(&eng_all_cv, NULL);
+    pthread_mutex_unlock(&mxp__eng_all_mu);
+    pthread_cond_init(&mxp__eng_all_cv, NULL);
     atomic_store(&all_waiters, 0);
     atomic_store(&wait_target, INT64_MAX);
     mxp__storage_after_fork();
@@ -279,7 +279,7 @@ static void atfork_child(void) {
     if (e) {
         pthread_mutex_unlock(&e->err_mu);
         pthread_mutex_unlock(&e->dev_mu);
-        eng_threaded_orphan(e);
+        mxp__eng_threaded_orphan(e);
         e->orphan_next = g_orphans;
         g_orphans = e;
         atomic_store(&g_engine, NULL);
@@ -295,7 +295,7 @@ static void atfork_child(void) {
 
 /* ------------------------------------------------------------ errors */
 
-void eng_err_global_add(eng_engine *e, err_rec *r) {
+void mxp__eng_err_global_add(eng_engine *e, err_rec *r) {
     pthread_mutex_lock(&e->err_mu);
     if (e->n_errs == e->cap_errs) {
         int cap = e->cap_errs ? e->cap_errs * 2 : 8;
@@ -308,7 +308,7 @@ void eng_err_global_add(eng_engine *e, err_rec *r) {
         e->errs = n;
         e->cap_errs = cap;
     }
-    eng_err_ref(r);
+    mxp__eng_err_ref(r);
     e->errs[e->n_errs++] = r;
     pthread_mutex_unlock(&e->err_mu);
 }
@@ -441,10 +441,10 @@ static void opr_free_heap(eng_opr *o) {
     if (o->name != o->name_buf) free(o->name);
 }
 
-void eng_opr_release(eng_engine *e, eng_opr *o) {
+void mxp__eng_opr_release(eng_engine *e, eng_opr *o) {
     if (o->temporary) {
         opr_free_heap(o);
-        eng_pool_put(&e->pools[POOL_OPR], o);
+        mxp__eng_pool_put(&e->pools[POOL_OPR], o);
     } else if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
         if (o->free_arg) o->free_arg(o->arg);
         opr_free_heap(o);
@@ -457,7 +457,7 @@ void eng_opr_release(eng_engine *e, eng_opr *o) {
 static void gate_enter(void) {
     for (;;) {
         atomic_fetch_add(&g_pushing, 1); /* seq_cst: pairs with close_fork_gate */
-        if (!atomic_load(&g_gate_closed) || eng_in_function()) return;
+        if (!atomic_load(&g_gate_closed) || mxp__eng_in_function()) return;
         atomic_fetch_sub(&g_pushing, 1);
         pthread_mutex_lock(&g_gate_mu);
         while (atomic_load(&g_gate_closed)) pthread_cond_wait(&g_gate_cv, &g_gate_mu);
@@ -499,20 +499,20 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     atomic_int done = 0;
     /* A nested naive push cannot wait for its async completion: the outer
      * function would never finish. */
-    bool wait_async = naive && o->async_fn && o->kind == ENG_KIND_USER && !eng_in_function();
+    bool wait_async = naive && o->async_fn && o->kind == ENG_KIND_USER && !mxp__eng_in_function();
     if (naive) pthread_mutex_lock(&e->naive_mu);
     if (wait_async) b->naive_done = &done;
-    for (int i = 0; i < o->n_mutate; i++) eng_var_append_write(o->vars[i], b, e);
-    for (int i = 0; i < o->n_const; i++) eng_var_append_read(o->vars[o->n_mutate + i], b, e);
+    for (int i = 0; i < o->n_mutate; i++) mxp__eng_var_append_write(o->vars[i], b, e);
+    for (int i = 0; i < o->n_const; i++) mxp__eng_var_append_read(o->vars[o->n_mutate + i], b, e);
     /* Counted in `pushed` and queued on its vars: a wait for idleness now
      * covers it.  Left before running it, so a naive push's function may fork. */
     gate_leave();
-    eng_blk_decr(b, e);
+    mxp__eng_blk_decr(b, e);
     if (naive) {
         if (wait_async) {
-            pthread_mutex_lock(&eng_all_mu);
-            while (!atomic_load(&done)) pthread_cond_wait(&eng_all_cv, &eng_all_mu);
-            pthread_mutex_unlock(&eng_all_mu);
+            pthread_mutex_lock(&mxp__eng_all_mu);
+            while (!atomic_load(&done)) pthread_cond_wait(&mxp__eng_all_cv, &mxp__eng_all_mu);
+            pthread_mutex_unlock(&mxp__eng_all_mu);
         }
         pthread_mutex_unlock(&e->naive_mu);
     }
@@ -522,7 +522,7 @@ static int lane_for(eng_engine *e, mxp_device dev, int kind, eng_lane **out) {
     *out = NULL;
     if (e->type == ENGINE_NAIVE) return MXP_OK;
     if (dev.type == 0) dev.type = MXP_DEV_CPU;
-    *out = eng_lane_get(e, dev, kind);
+    *out = mxp__eng_lane_get(e, dev, kind);
     return *out ? MXP_OK : MXP_EINTERNAL;
 }
 
@@ -535,16 +535,16 @@ int mxp_engine_push(const mxp_engine_push_args *caller) {
     if (caller) mxp__app_struct_in(&copy, sizeof copy, caller, PUSH_ARGS_V1), args = &copy;
     int rc = check_args(args, "mxp_engine_push");
     if (rc != MXP_OK) return rc;
-    eng_engine *e = eng_get();
+    eng_engine *e = mxp__eng_get();
     if (!e) return mxp__error_oom("engine");
     eng_lane *l;
     rc = lane_for(e, args->device, lane_kind_of(args->prop), &l);
     if (rc != MXP_OK) return rc;
-    eng_opr *o = eng_pool_get(&e->pools[POOL_OPR]);
+    eng_opr *o = mxp__eng_pool_get(&e->pools[POOL_OPR]);
     if (!o) return mxp__error_oom("engine op");
     rc = opr_fill(o, args, true);
     if (rc != MXP_OK) {
-        eng_pool_put(&e->pools[POOL_OPR], o);
+        mxp__eng_pool_put(&e->pools[POOL_OPR], o);
         return rc;
     }
     submit(e, o, &o->blk, args->priority, l, o->arg, NULL);
@@ -573,12 +573,12 @@ int mxp_engine_new_op(const mxp_engine_push_args *caller, mxp_engine_op **out) {
 
 static int push_op(mxp_engine_op *op, int priority, bool own_arg, void *arg, mxp_engine_free_fn release) {
     eng_opr *o = (eng_opr *)op;
-    eng_engine *e = eng_get();
+    eng_engine *e = mxp__eng_get();
     if (!e) return mxp__error_oom("engine");
     eng_lane *l;
     int rc = lane_for(e, o->device, o->lane_kind, &l);
     if (rc != MXP_OK) return rc;
-    eng_blk *b = eng_pool_get(&e->pools[POOL_BLK]);
+    eng_blk *b = mxp__eng_pool_get(&e->pools[POOL_BLK]);
     if (!b) return mxp__error_oom("engine block");
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
     submit(e, o, b, priority, l, own_arg ? arg : o->arg, own_arg ? release : NULL);
@@ -600,7 +600,7 @@ void mxp_engine_delete_op(mxp_engine_op *op) {
     /* Drops the owner's reference; in-flight pushes hold theirs, and the
      * last one out frees it (pre-created ops are malloc'd, not pooled, so
      * no engine is needed for that). */
-    eng_opr_release(NULL, (eng_opr *)op);
+    mxp__eng_opr_release(NULL, (eng_opr *)op);
 }
 
 /* ------------------------------------------------------------ vars */
@@ -620,7 +620,7 @@ uint64_t mxp_engine_var_version(const mxp_var *var) {
 }
 
 static eng_opr *internal_opr(eng_engine *e, int kind, mxp_var *v, const char *name, bool write) {
-    eng_opr *o = eng_pool_get(&e->pools[POOL_OPR]);
+    eng_opr *o = mxp__eng_pool_get(&e->pools[POOL_OPR]);
     if (!o) return NULL;
     memset(o, 0, offsetof(eng_opr, vars_buf));
     o->kind = kind;
@@ -636,7 +636,7 @@ static eng_opr *internal_opr(eng_engine *e, int kind, mxp_var *v, const char *na
 
 void mxp_engine_delete_var(mxp_var *var) {
     if (!var) return;
-    eng_engine *e = eng_get();
+    eng_engine *e = mxp__eng_get();
     eng_opr *o = e ? internal_opr(e, ENG_KIND_DELETE_VAR, var, "DeleteVariable", true) : NULL;
     if (!o) {
         MXP_LOGE("engine", "mxp_engine_delete_var: out of memory; var %p leaked", (void *)var);
@@ -663,10 +663,10 @@ static int wake_waiter(void *arg, const mxp_run_ctx *ctx) {
 
 int mxp_engine_wait_for_var(mxp_var *var) {
     if (!var) return mxp__error(MXP_EINVAL, "mxp_engine_wait_for_var: var is NULL");
-    eng_engine *e = eng_get();
+    eng_engine *e = mxp__eng_get();
     if (!e) return mxp__error_oom("engine");
-    if (!eng_var_write_idle(var)) {
-        if (eng_in_function())
+    if (!mxp__eng_var_write_idle(var)) {
+        if (mxp__eng_in_function())
             return mxp__error(MXP_EMISUSE, "mxp_engine_wait_for_var called inside an engine function "
                               "on a var with pending writes: it would deadlock");
         var_waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
@@ -681,16 +681,16 @@ int mxp_engine_wait_for_var(mxp_var *var) {
         pthread_mutex_destroy(&w.mu);
         pthread_cond_destroy(&w.cv);
     }
-    err_rec *r = eng_var_error(var);
+    err_rec *r = mxp__eng_var_error(var);
     int rc = raise_once(r);
-    eng_err_unref(r);
+    mxp__eng_err_unref(r);
     return rc;
 }
 
 int mxp_engine_wait_for_all(void) {
-    eng_engine *e = eng_peek();
+    eng_engine *e = mxp__eng_peek();
     if (!e) return MXP_OK;
-    if (eng_in_function())
+    if (mxp__eng_in_function())
         return mxp__error(MXP_EMISUSE, "mxp_engine_wait_for_all called inside an engine function: "
                           "it would deadlock");
     wait_idle(e);
@@ -699,7 +699,7 @@ int mxp_engine_wait_for_all(void) {
     for (int i = 0; i < e->n_errs; i++) {
         if (rc == MXP_OK) rc = raise_once(e->errs[i]);
         else atomic_store(&e->errs[i]->raised, 1);
-        eng_err_unref(e->errs[i]);
+        mxp__eng_err_unref(e->errs[i]);
     }
     e->n_errs = 0;
     pthread_mutex_unlock(&e->err_mu);

@@ -44,15 +44,15 @@
 /* ------------------------------------------------------------ spinlock */
 /* Test-and-test-and-set; held for a few dozen instructions only. */
 typedef struct eng_spin { atomic_int v; } eng_spin;
-void eng_spin_lock_slow(eng_spin *s);
+void mxp__eng_spin_lock_slow(eng_spin *s);
 static inline void eng_spin_lock(eng_spin *s) {
     if (!atomic_exchange_explicit(&s->v, 1, memory_order_acquire)) return;
-    eng_spin_lock_slow(s);
+    mxp__eng_spin_lock_slow(s);
 }
 static inline void eng_spin_unlock(eng_spin *s) {
     atomic_store_explicit(&s->v, 0, memory_order_release);
 }
-void eng_cpu_relax(void);
+void mxp__eng_cpu_relax(void);
 
 /* ------------------------------------------------------------ errors */
 typedef struct err_rec {
@@ -62,12 +62,12 @@ typedef struct err_rec {
     char msg[];          /* "op 'NAME' failed: why" */
 } err_rec;
 
-err_rec *eng_err_new(int status, const char *op_name, const char *why);
-void eng_err_ref(err_rec *e);
-void eng_err_unref(err_rec *e);
+err_rec *mxp__eng_err_new(int status, const char *op_name, const char *why);
+void mxp__eng_err_ref(err_rec *e);
+void mxp__eng_err_unref(err_rec *e);
 /* Remember a fresh failure for wait_for_all (takes a reference). */
 struct eng_engine;
-void eng_err_global_add(struct eng_engine *e, err_rec *r);
+void mxp__eng_err_global_add(struct eng_engine *e, err_rec *r);
 
 /* ------------------------------------------------------------ objects */
 enum { OPR_INLINE_VARS = 8, OPR_INLINE_NAME = 40 };
@@ -140,10 +140,10 @@ typedef struct eng_pool {
     void *free;          /* global free list */
     void *slabs;         /* every slab, freed at shutdown */
 } eng_pool;
-void eng_pool_init(eng_pool *p, int id, size_t size, uint64_t gen);
-void eng_pool_fini(eng_pool *p);
-void *eng_pool_get(eng_pool *p);   /* NULL on out of memory */
-void eng_pool_put(eng_pool *p, void *obj);
+void mxp__eng_pool_init(eng_pool *p, int id, size_t size, uint64_t gen);
+void mxp__eng_pool_fini(eng_pool *p);
+void *mxp__eng_pool_get(eng_pool *p);   /* NULL on out of memory */
+void mxp__eng_pool_put(eng_pool *p, void *obj);
 
 /* ------------------------------------------------------------ lanes */
 enum { LANE_NORMAL = 0, LANE_PRIO = 1, LANE_COPY = 2, LANE_COUNT = 3 };
@@ -217,40 +217,40 @@ typedef struct eng_engine {
 } eng_engine;
 
 /* The current engine, created on first use.  NULL only on out of memory. */
-eng_engine *eng_get(void);
+eng_engine *mxp__eng_get(void);
 /* The current engine if one exists, without creating it. */
-eng_engine *eng_peek(void);
+eng_engine *mxp__eng_peek(void);
 
 /* var.c */
-void eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e);
-void eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e);
-void eng_var_complete_read(mxp_var *v, eng_engine *e);
-void eng_var_complete_write(mxp_var *v, err_rec *err, eng_engine *e);
+void mxp__eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e);
+void mxp__eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e);
+void mxp__eng_var_complete_read(mxp_var *v, eng_engine *e);
+void mxp__eng_var_complete_write(mxp_var *v, err_rec *err, eng_engine *e);
 /* The error a var carries now, not yet raised, with a reference; NULL if none. */
-err_rec *eng_var_error(mxp_var *v);
+err_rec *mxp__eng_var_error(mxp_var *v);
 /* True when no write on v is queued or running. */
-bool eng_var_write_idle(mxp_var *v);
-void eng_var_free(mxp_var *v);
+bool mxp__eng_var_write_idle(mxp_var *v);
+void mxp__eng_var_free(mxp_var *v);
 
 /* threaded.c */
-void eng_blk_decr(eng_blk *b, eng_engine *e);   /* trigger: dispatch at 0 */
-void eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx); /* skip checks, run, complete */
-void eng_blk_complete(eng_blk *b, eng_engine *e);
+void mxp__eng_blk_decr(eng_blk *b, eng_engine *e);   /* trigger: dispatch at 0 */
+void mxp__eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx); /* skip checks, run, complete */
+void mxp__eng_blk_complete(eng_blk *b, eng_engine *e);
 /* The lane for a device and kind, created (with its workers) on first use.
  * NULL with mxp_last_error() set when threads cannot be started. */
-eng_lane *eng_lane_get(eng_engine *e, mxp_device dev, int kind);
-void eng_threaded_stop(eng_engine *e);          /* join and free lanes */
-void eng_threaded_orphan(eng_engine *e);        /* fork child: forget threads */
-bool eng_on_worker(void);      /* calling thread is an engine worker */
-bool eng_in_function(void);    /* calling thread is inside an engine function */
-void eng_opr_release(eng_engine *e, eng_opr *o); /* temporary: back to pool; pre-created: unref */
+eng_lane *mxp__eng_lane_get(eng_engine *e, mxp_device dev, int kind);
+void mxp__eng_threaded_stop(eng_engine *e);          /* join and free lanes */
+void mxp__eng_threaded_orphan(eng_engine *e);        /* fork child: forget threads */
+bool mxp__eng_on_worker(void);      /* calling thread is an engine worker */
+bool mxp__eng_in_function(void);    /* calling thread is inside an engine function */
+void mxp__eng_opr_release(eng_engine *e, eng_opr *o); /* temporary: back to pool; pre-created: unref */
 
 /* engine.c */
-void eng_pending_done(eng_engine *e);
+void mxp__eng_pending_done(eng_engine *e);
 /* Completion signalling lives outside the engine struct (static): a thread
  * that completes the last op may still touch it after a waiter saw
  * pending == 0 and shut the engine down. */
-extern pthread_mutex_t eng_all_mu;
-extern pthread_cond_t eng_all_cv;
+extern pthread_mutex_t mxp__eng_all_mu;
+extern pthread_cond_t mxp__eng_all_cv;
 
 #endif /* MXP_ENGINE_ENGINE_IMPL_H */

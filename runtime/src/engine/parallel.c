@@ -30,7 +30,7 @@
 #include <xmmintrin.h>
 #endif
 
-void eng_cpu_relax(void);
+void mxp__eng_cpu_relax(void);
 
 /* ------------------------------------------------------------ FTZ, init hook */
 
@@ -70,7 +70,7 @@ int mxp__parallel_try_acquire(int k) {
 
 void mxp__parallel_acquire_one(void) {
     for (int i = 0; !mxp__parallel_try_acquire(1); i++) {
-        if (i % 64 == 63) sched_yield(); else eng_cpu_relax();
+        if (i % 64 == 63) sched_yield(); else mxp__eng_cpu_relax();
     }
 }
 
@@ -165,7 +165,7 @@ static void *helper_main(void *p) {
                 spun = 1;
                 pthread_mutex_unlock(&pf_mu);
                 for (int i = 0; i < HELPER_SPIN && !atomic_load_explicit(&pf_open, memory_order_relaxed); i++) {
-                    if (i % 256 == 255) sched_yield(); else eng_cpu_relax();
+                    if (i % 256 == 255) sched_yield(); else mxp__eng_cpu_relax();
                 }
                 pthread_mutex_lock(&pf_mu);
                 continue;

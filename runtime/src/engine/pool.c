@@ -20,7 +20,7 @@
 
 enum { BATCH = 32, CACHE_MAX = 2 * BATCH, SLAB_OBJS = 256 };
 
-void eng_cpu_relax(void) {
+void mxp__eng_cpu_relax(void) {
 #if defined(__SSE2__)
     _mm_pause();
 #elif defined(__aarch64__)
@@ -28,10 +28,10 @@ void eng_cpu_relax(void) {
 #endif
 }
 
-void eng_spin_lock_slow(eng_spin *s) {
+void mxp__eng_spin_lock_slow(eng_spin *s) {
     for (int i = 0;; i++) {
         while (atomic_load_explicit(&s->v, memory_order_relaxed)) {
-            if (++i > 64) { sched_yield(); i = 0; } else eng_cpu_relax();
+            if (++i > 64) { sched_yield(); i = 0; } else mxp__eng_cpu_relax();
         }
         if (!atomic_exchange_explicit(&s->v, 1, memory_order_acquire)) return;
     }
@@ -47,7 +47,7 @@ typedef struct tl_cache {
 } tl_cache;
 static _Thread_local tl_cache caches[POOL_COUNT] __attribute__((tls_model("initial-exec")));
 
-void eng_pool_init(eng_pool *p, int id, size_t size, uint64_t gen) {
+void mxp__eng_pool_init(eng_pool *p, int id, size_t size, uint64_t gen) {
     memset(p, 0, sizeof *p);
     p->id = id;
     /* Round up so every object stays pointer- and cache-friendly aligned. */
@@ -55,7 +55,7 @@ void eng_pool_init(eng_pool *p, int id, size_t size, uint64_t gen) {
     p->gen = gen;
 }
 
-void eng_pool_fini(eng_pool *p) {
+void mxp__eng_pool_fini(eng_pool *p) {
     slab *s = p->slabs;
     while (s) {
         slab *n = s->next;
@@ -72,7 +72,7 @@ static tl_cache *cache_of(eng_pool *p) {
     return c;
 }
 
-void *eng_pool_get(eng_pool *p) {
+void *mxp__eng_pool_get(eng_pool *p) {
     tl_cache *c = cache_of(p);
     if (!c->head) {
         eng_spin_lock(&p->lock);
@@ -117,7 +117,7 @@ void *eng_pool_get(eng_pool *p) {
     return o;
 }
 
-void eng_pool_put(eng_pool *p, void *obj) {
+void mxp__eng_pool_put(eng_pool *p, void *obj) {
     tl_cache *c = cache_of(p);
     free_obj *o = obj;
     o->next = c->head;

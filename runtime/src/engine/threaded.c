@@ -30,8 +30,8 @@ static _Thread_local eng_lane *tl_lane TLS_IE; /* the lane this worker serves */
 static _Thread_local eng_blk *tl_next TLS_IE;  /* ready block of tl_lane to run next */
 static _Thread_local int tl_depth TLS_IE;      /* nesting of engine functions on this thread */
 
-bool eng_on_worker(void) { return tl_lane != NULL; }
-bool eng_in_function(void) { return tl_depth > 0; }
+bool mxp__eng_on_worker(void) { return tl_lane != NULL; }
+bool mxp__eng_in_function(void) { return tl_depth > 0; }
 
 /* ------------------------------------------------------------ queues */
 
@@ -196,7 +196,7 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
         }
         if (spin < SPIN_ROUNDS) {
             if (spin % SPIN_YIELD_EVERY == SPIN_YIELD_EVERY - 1) sched_yield();
-            else if (!lane_nonempty(l)) eng_cpu_relax();
+            else if (!lane_nonempty(l)) mxp__eng_cpu_relax();
             continue;
         }
         atomic_fetch_sub(&l->spinners, 1);
@@ -226,10 +226,10 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
 
 static void run_inline(eng_blk *b, eng_engine *e) {
     mxp_run_ctx ctx = {sizeof(mxp_run_ctx), b->opr->device, NULL, -1, 0};
-    eng_blk_run(b, e, &ctx);
+    mxp__eng_blk_run(b, e, &ctx);
 }
 
-void eng_blk_decr(eng_blk *b, eng_engine *e) {
+void mxp__eng_blk_decr(eng_blk *b, eng_engine *e) {
     if (atomic_fetch_sub_explicit(&b->wait, 1, memory_order_acq_rel) != 1) return;
     if (b->opr->kind != ENG_KIND_USER || e->type == ENGINE_NAIVE) {
         run_inline(b, e);
@@ -246,28 +246,28 @@ void eng_blk_decr(eng_blk *b, eng_engine *e) {
 /* ------------------------------------------------------------ run */
 
 static void set_failure(eng_blk *b, int status, const char *why) {
-    err_rec *r = eng_err_new(status, b->opr->name, why);
+    err_rec *r = mxp__eng_err_new(status, b->opr->name, why);
     if (!r) {
         MXP_LOGE("engine", "op '%s' failed (%s) and recording the error ran out of memory",
                  b->opr->name, mxp_status_name(status));
         return;
     }
-    eng_err_global_add(b->eng, r);
-    eng_err_unref(b->err);
-    b->err = r; /* our reference from eng_err_new */
+    mxp__eng_err_global_add(b->eng, r);
+    mxp__eng_err_unref(b->err);
+    b->err = r; /* our reference from mxp__eng_err_new */
 }
 
 static void async_done(void *token, int status, const char *message) {
     eng_blk *b = token;
     if (status != MXP_OK) set_failure(b, status, message);
-    eng_blk_complete(b, b->eng);
+    mxp__eng_blk_complete(b, b->eng);
 }
 
-void eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx) {
+void mxp__eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx) {
     eng_opr *o = b->opr;
     b->eng = e;
     if (o->kind == ENG_KIND_DELETE_VAR) {
-        eng_blk_complete(b, e);
+        mxp__eng_blk_complete(b, e);
         return;
     }
     if (o->kind == ENG_KIND_USER) {
@@ -278,13 +278,13 @@ void eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx) {
         for (int i = 0; i < n; i++) {
             err_rec *r = atomic_load_explicit(&o->vars[i]->err, memory_order_acquire);
             if (r && !atomic_load_explicit(&r->raised, memory_order_acquire)) {
-                eng_err_ref(r);
+                mxp__eng_err_ref(r);
                 b->err = r;
                 break;
             }
         }
         if (b->err && o->prop != MXP_FN_NO_SKIP) {
-            eng_blk_complete(b, e);
+            mxp__eng_blk_complete(b, e);
             return;
         }
     }
@@ -294,7 +294,7 @@ void eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx) {
         int rc = o->sync_fn(b->arg, ctx);
         if (rc != MXP_OK) set_failure(b, rc, mxp_last_error());
         tl_depth--;
-        eng_blk_complete(b, e);
+        mxp__eng_blk_complete(b, e);
     } else {
         mxp_engine_callback cb = {async_done, b};
         o->async_fn(b->arg, ctx, cb);
@@ -310,39 +310,39 @@ static void delete_var(mxp_var *v, eng_engine *e) {
         /* Something was pushed on the var after delete_var: a caller bug.
          * Keep the var alive (leak it) rather than free it under them. */
         MXP_LOGE("engine", "var %p used after mxp_engine_delete_var; not freed", (void *)v);
-        eng_var_complete_write(v, NULL, e);
+        mxp__eng_var_complete_write(v, NULL, e);
         return;
     }
-    eng_var_free(v);
+    mxp__eng_var_free(v);
 }
 
-void eng_blk_complete(eng_blk *b, eng_engine *e) {
+void mxp__eng_blk_complete(eng_blk *b, eng_engine *e) {
     eng_opr *o = b->opr;
     err_rec *err = b->err;
     atomic_int *naive_done = b->naive_done;
     b->err = NULL;
     if (o->temporary && o->free_arg) o->free_arg(o->arg);
     if (b->release) b->release(b->arg); /* a per-push arg: after its run or skip, before the vars move on */
-    for (int i = 0; i < o->n_const; i++) eng_var_complete_read(o->vars[o->n_mutate + i], e);
+    for (int i = 0; i < o->n_const; i++) mxp__eng_var_complete_read(o->vars[o->n_mutate + i], e);
     for (int i = 0; i < o->n_mutate; i++) {
         mxp_var *v = o->vars[i];
         if (o->kind == ENG_KIND_DELETE_VAR) delete_var(v, e);
-        else eng_var_complete_write(v, err, e);
+        else mxp__eng_var_complete_write(v, err, e);
     }
-    eng_err_unref(err);
+    mxp__eng_err_unref(err);
     if (o->temporary) {
-        eng_opr_release(e, o);
+        mxp__eng_opr_release(e, o);
     } else {
-        eng_pool_put(&e->pools[POOL_BLK], b);
-        eng_opr_release(e, o);
+        mxp__eng_pool_put(&e->pools[POOL_BLK], b);
+        mxp__eng_opr_release(e, o);
     }
     if (naive_done) {
-        pthread_mutex_lock(&eng_all_mu);
+        pthread_mutex_lock(&mxp__eng_all_mu);
         atomic_store(naive_done, 1);
-        pthread_cond_broadcast(&eng_all_cv);
-        pthread_mutex_unlock(&eng_all_mu);
+        pthread_cond_broadcast(&mxp__eng_all_cv);
+        pthread_mutex_unlock(&mxp__eng_all_mu);
     }
-    eng_pending_done(e);
+    mxp__eng_pending_done(e);
 }
 
 /* ------------------------------------------------------------ workers */
@@ -379,7 +379,7 @@ static void *worker_main(void *p) {
             mxp__parallel_acquire_one();
             have_slot = true;
         }
-        eng_blk_run(b, wa.e, &ctx);
+        mxp__eng_blk_run(b, wa.e, &ctx);
     }
     if (have_slot) mxp__parallel_release(1);
     if (hooks && hooks->stream_destroy && ctx.stream) hooks->stream_destroy(l->dev, ctx.stream);
@@ -456,7 +456,7 @@ static eng_lane *lane_create(eng_engine *e, mxp_device dev, int kind) {
     return l;
 }
 
-eng_lane *eng_lane_get(eng_engine *e, mxp_device dev, int kind) {
+eng_lane *mxp__eng_lane_get(eng_engine *e, mxp_device dev, int kind) {
     if (is_cpu(dev.type)) dev.type = MXP_DEV_CPU; /* pinned/shared memory runs on CPU workers */
     for (eng_devpool *d = atomic_load_explicit(&e->devs, memory_order_acquire); d; d = d->next) {
         if (d->dev.type == dev.type && d->dev.id == dev.id) {
@@ -485,7 +485,7 @@ eng_lane *eng_lane_get(eng_engine *e, mxp_device dev, int kind) {
     return l;
 }
 
-void eng_threaded_stop(eng_engine *e) {
+void mxp__eng_threaded_stop(eng_engine *e) {
     eng_devpool *d = atomic_exchange(&e->devs, NULL);
     while (d) {
         for (int k = 0; k < LANE_COUNT; k++) {
@@ -500,7 +500,7 @@ void eng_threaded_stop(eng_engine *e) {
     }
 }
 
-void eng_threaded_orphan(eng_engine *e) {
+void mxp__eng_threaded_orphan(eng_engine *e) {
     /* The threads do not exist in a fork child; their lanes stay allocated
      * (reachable from the orphaned engine) and are never touched again. */
     (void)e;

@@ -2,10 +2,10 @@
  *
  * The state machine is described in engine_impl.h.  Every transition runs
  * under the var's spinlock and only moves list pointers and counters; the
- * blocks it makes ready are triggered (eng_blk_decr) after the lock is
+ * blocks it makes ready are triggered (mxp__eng_blk_decr) after the lock is
  * dropped, so dispatching work never happens under a var lock.
- * Transitions: eng_var_append_read, eng_var_append_write (push),
- * eng_var_complete_read, eng_var_complete_write (completion).
+ * Transitions: mxp__eng_var_append_read, mxp__eng_var_append_write (push),
+ * mxp__eng_var_complete_read, mxp__eng_var_complete_write (completion).
  * Not here: what runs a block, queues, the public API. */
 #include "engine_impl.h"
 
@@ -15,7 +15,7 @@
 
 /* ------------------------------------------------------------ errors */
 
-err_rec *eng_err_new(int status, const char *op_name, const char *why) {
+err_rec *mxp__eng_err_new(int status, const char *op_name, const char *why) {
     if (!why || !*why) why = mxp_status_str(status);
     int n = snprintf(NULL, 0, "op '%s' failed: %s", op_name, why);
     err_rec *e = malloc(sizeof *e + (size_t)n + 1);
@@ -27,18 +27,18 @@ err_rec *eng_err_new(int status, const char *op_name, const char *why) {
     return e;
 }
 
-void eng_err_ref(err_rec *e) {
+void mxp__eng_err_ref(err_rec *e) {
     if (e) atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
 }
 
-void eng_err_unref(err_rec *e) {
+void mxp__eng_err_unref(err_rec *e) {
     if (e && atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) free(e);
 }
 
 /* ------------------------------------------------------------ vars */
 
 static eng_vblk *vblk_new(eng_engine *e, eng_blk *b, bool write) {
-    eng_vblk *vb = eng_pool_get(&e->pools[POOL_VBLK]);
+    eng_vblk *vb = mxp__eng_pool_get(&e->pools[POOL_VBLK]);
     if (!vb) mxp__fatal("engine: out of memory for a dependency block");
     vb->next = NULL;
     vb->blk = b;
@@ -51,12 +51,12 @@ static void enqueue(mxp_var *v, eng_vblk *vb) {
     v->qtail = vb;
 }
 
-void eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e) {
+void mxp__eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e) {
     eng_spin_lock(&v->lock);
     if (!v->writing && !v->qhead) {
         v->nreads++;
         eng_spin_unlock(&v->lock);
-        eng_blk_decr(b, e);
+        mxp__eng_blk_decr(b, e);
         return;
     }
     eng_spin_unlock(&v->lock);
@@ -66,21 +66,21 @@ void eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e) {
     if (!v->writing && !v->qhead) {
         v->nreads++;
         eng_spin_unlock(&v->lock);
-        eng_pool_put(&e->pools[POOL_VBLK], vb);
-        eng_blk_decr(b, e);
+        mxp__eng_pool_put(&e->pools[POOL_VBLK], vb);
+        mxp__eng_blk_decr(b, e);
         return;
     }
     enqueue(v, vb);
     eng_spin_unlock(&v->lock);
 }
 
-void eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e) {
+void mxp__eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e) {
     atomic_fetch_add_explicit(&v->writes_pushed, 1, memory_order_relaxed);
     eng_spin_lock(&v->lock);
     if (!v->writing && v->nreads == 0 && !v->qhead) {
         v->writing = true;
         eng_spin_unlock(&v->lock);
-        eng_blk_decr(b, e);
+        mxp__eng_blk_decr(b, e);
         return;
     }
     eng_spin_unlock(&v->lock);
@@ -89,15 +89,15 @@ void eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e) {
     if (!v->writing && v->nreads == 0 && !v->qhead) {
         v->writing = true;
         eng_spin_unlock(&v->lock);
-        eng_pool_put(&e->pools[POOL_VBLK], vb);
-        eng_blk_decr(b, e);
+        mxp__eng_pool_put(&e->pools[POOL_VBLK], vb);
+        mxp__eng_blk_decr(b, e);
         return;
     }
     enqueue(v, vb);
     eng_spin_unlock(&v->lock);
 }
 
-void eng_var_complete_read(mxp_var *v, eng_engine *e) {
+void mxp__eng_var_complete_read(mxp_var *v, eng_engine *e) {
     eng_vblk *w = NULL;
     eng_spin_lock(&v->lock);
     MXP_ASSERT(v->nreads > 0);
@@ -111,12 +111,12 @@ void eng_var_complete_read(mxp_var *v, eng_engine *e) {
     eng_spin_unlock(&v->lock);
     if (w) {
         eng_blk *b = w->blk;
-        eng_pool_put(&e->pools[POOL_VBLK], w);
-        eng_blk_decr(b, e);
+        mxp__eng_pool_put(&e->pools[POOL_VBLK], w);
+        mxp__eng_blk_decr(b, e);
     }
 }
 
-void eng_var_complete_write(mxp_var *v, err_rec *err, eng_engine *e) {
+void mxp__eng_var_complete_write(mxp_var *v, err_rec *err, eng_engine *e) {
     eng_vblk *reads = NULL, *w = NULL;
     err_rec *old;
     eng_spin_lock(&v->lock);
@@ -127,7 +127,7 @@ void eng_var_complete_write(mxp_var *v, err_rec *err, eng_engine *e) {
      * var runs now, so readers may load it without the lock. */
     old = atomic_load_explicit(&v->err, memory_order_relaxed);
     if (old != err) {
-        eng_err_ref(err);
+        mxp__eng_err_ref(err);
         atomic_store_explicit(&v->err, err, memory_order_release);
     } else {
         old = NULL;
@@ -149,31 +149,31 @@ void eng_var_complete_write(mxp_var *v, err_rec *err, eng_engine *e) {
         v->writing = true;
     }
     eng_spin_unlock(&v->lock);
-    eng_err_unref(old);
+    mxp__eng_err_unref(old);
     while (reads) {
         eng_vblk *nx = reads->next;
         eng_blk *b = reads->blk;
-        eng_pool_put(&e->pools[POOL_VBLK], reads);
-        eng_blk_decr(b, e);
+        mxp__eng_pool_put(&e->pools[POOL_VBLK], reads);
+        mxp__eng_blk_decr(b, e);
         reads = nx;
     }
     if (w) {
         eng_blk *b = w->blk;
-        eng_pool_put(&e->pools[POOL_VBLK], w);
-        eng_blk_decr(b, e);
+        mxp__eng_pool_put(&e->pools[POOL_VBLK], w);
+        mxp__eng_blk_decr(b, e);
     }
 }
 
-err_rec *eng_var_error(mxp_var *v) {
+err_rec *mxp__eng_var_error(mxp_var *v) {
     eng_spin_lock(&v->lock);
     err_rec *r = atomic_load_explicit(&v->err, memory_order_acquire);
     if (r && atomic_load_explicit(&r->raised, memory_order_acquire)) r = NULL;
-    eng_err_ref(r);
+    mxp__eng_err_ref(r);
     eng_spin_unlock(&v->lock);
     return r;
 }
 
-bool eng_var_write_idle(mxp_var *v) {
+bool mxp__eng_var_write_idle(mxp_var *v) {
     eng_spin_lock(&v->lock);
     /* By the invariant, a non-empty queue while no write runs starts with a
      * write, so "no write pending" is exactly this. */
@@ -182,9 +182,9 @@ bool eng_var_write_idle(mxp_var *v) {
     return idle;
 }
 
-void eng_var_free(mxp_var *v) {
+void mxp__eng_var_free(mxp_var *v) {
     if (!v) return;
-    eng_err_unref(atomic_load_explicit(&v->err, memory_order_relaxed));
+    mxp__eng_err_unref(atomic_load_explicit(&v->err, memory_order_relaxed));
     free(v);
 }
 

@@ -20,9 +20,9 @@
 static const mxp_device_def *def_for_type(int32_t type) {
     const mxp_device_def *d = NULL;
     mxp__registry_rdlock();
-    for (int k = 0; k < g_mxp_reg.n_features; k++)
-        if (g_mxp_reg.features[k].kind == MXP_FEATURE_DEVICE && g_mxp_reg.features[k].dev_type == type)
-            d = g_mxp_reg.features[k].def;
+    for (int k = 0; k < mxp__g_reg.n_features; k++)
+        if (mxp__g_reg.features[k].kind == MXP_FEATURE_DEVICE && mxp__g_reg.features[k].dev_type == type)
+            d = mxp__g_reg.features[k].def;
     mxp__registry_unlock();
     return d;
 }

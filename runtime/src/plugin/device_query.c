@@ -14,10 +14,10 @@
 static const char *pack_of_def(const mxp_device_def *d) {
     const char *name = "?";
     mxp__registry_rdlock();
-    for (int k = 0; k < g_mxp_reg.n_features; k++)
-        if (g_mxp_reg.features[k].kind == MXP_FEATURE_DEVICE && g_mxp_reg.features[k].def == d &&
-            g_mxp_reg.features[k].pack && g_mxp_reg.features[k].pack->man)
-            name = g_mxp_reg.features[k].pack->man->name;
+    for (int k = 0; k < mxp__g_reg.n_features; k++)
+        if (mxp__g_reg.features[k].kind == MXP_FEATURE_DEVICE && mxp__g_reg.features[k].def == d &&
+            mxp__g_reg.features[k].pack && mxp__g_reg.features[k].pack->man)
+            name = mxp__g_reg.features[k].pack->man->name;
     mxp__registry_unlock();
     return name;
 }

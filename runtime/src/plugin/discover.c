@@ -76,8 +76,8 @@ static int already_read(const char *path) {
     if (!realpath(path, a)) return 0;
     int found = 0;
     mxp__registry_rdlock();
-    for (int i = 0; i < g_mxp_reg.n_manifests && !found; i++)
-        found = realpath(g_mxp_reg.manifests[i]->path, b) && !strcmp(a, b);
+    for (int i = 0; i < mxp__g_reg.n_manifests && !found; i++)
+        found = realpath(mxp__g_reg.manifests[i]->path, b) && !strcmp(a, b);
     mxp__registry_unlock();
     return found;
 }
@@ -155,11 +155,11 @@ int mxp__discover_all(void) {
     }
     /* Eager packs, in discovery order. */
     mxp__registry_rdlock();
-    int n = g_mxp_reg.n_packs;
+    int n = mxp__g_reg.n_packs;
     mxp__registry_unlock();
     for (int i = 0; i < n; i++) {
         mxp__registry_rdlock();
-        mxp_pack *p = g_mxp_reg.packs[i];
+        mxp_pack *p = mxp__g_reg.packs[i];
         int eager = p->man->eager && p->state == PACK_NOT_LOADED;
         mxp__registry_unlock();
         if (eager && mxp__pack_load(p)) MXP_LOGW("plugin", "eager pack '%s': %s", p->man->name, mxp_last_error());

@@ -207,7 +207,7 @@ typedef struct mxp_registry {
     atomic_uint_fast64_t generation;
 } mxp_registry;
 
-extern mxp_registry g_mxp_reg;
+extern mxp_registry mxp__g_reg;
 
 #define MXP_FEATURE_DEVICE 1
 #define MXP_FEATURE_KVSTORE 2

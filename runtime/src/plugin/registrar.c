@@ -427,10 +427,10 @@ int mxp__stage_validate(mxp_stage *s) {
         }
     }
     for (int i = 0; i < s->n_feats && !rc; i++)
-        for (int k = 0; k < g_mxp_reg.n_features; k++)
-            if (g_mxp_reg.features[k].kind == s->feats[i].kind && !strcmp(g_mxp_reg.features[k].name, s->feats[i].name))
+        for (int k = 0; k < mxp__g_reg.n_features; k++)
+            if (mxp__g_reg.features[k].kind == s->feats[i].kind && !strcmp(mxp__g_reg.features[k].name, s->feats[i].name))
                 rc = mxp__error(MXP_EEXIST, "pack '%s': '%s' is already registered by pack '%s'", pn,
-                                s->feats[i].name, g_mxp_reg.features[k].pack->man->name);
+                                s->feats[i].name, mxp__g_reg.features[k].pack->man->name);
     mxp__registry_unlock();
     if (rc) return rc;
     return check_declared(s);
@@ -445,15 +445,15 @@ int mxp__stage_publish(mxp_stage *s) {
     const mxp_device_def **devs = calloc((size_t)s->n_feats + 1, sizeof *devs);
     const mxp_kvstore_def **kvs = calloc((size_t)s->n_feats + 1, sizeof *kvs);
     const mxp_iter_def **its = calloc((size_t)s->n_feats + 1, sizeof *its);
-    __typeof__(g_mxp_reg.features) feats = NULL;
+    __typeof__(mxp__g_reg.features) feats = NULL;
     if (!ops || !impls || !devs || !kvs || !its) goto oom;
     mxp__registry_wrlock();
-    feats = realloc(g_mxp_reg.features, (size_t)(g_mxp_reg.n_features + s->n_feats + 1) * sizeof *feats);
+    feats = realloc(mxp__g_reg.features, (size_t)(mxp__g_reg.n_features + s->n_feats + 1) * sizeof *feats);
     if (!feats) {
         mxp__registry_unlock();
         goto oom;
     }
-    g_mxp_reg.features = feats;
+    mxp__g_reg.features = feats;
     /* From here on nothing fails but entry allocation (reported, partial
      * entries are harmless: they hold no pack pointers). */
     for (int i = 0; i < s->n_ops; i++) {
@@ -485,7 +485,7 @@ int mxp__stage_publish(mxp_stage *s) {
     }
     int nd = 0, nk = 0, ni = 0;
     for (int i = 0; i < s->n_feats; i++) {
-        struct mxp_feature *f = &g_mxp_reg.features[g_mxp_reg.n_features++];
+        struct mxp_feature *f = &mxp__g_reg.features[mxp__g_reg.n_features++];
         f->kind = s->feats[i].kind;
         f->def = s->feats[i].def;
         f->pack = p;
@@ -493,7 +493,7 @@ int mxp__stage_publish(mxp_stage *s) {
         if (f->kind == MXP_FEATURE_DEVICE) {
             mxp_device_def *d = s->feats[i].def;
             f->name = d->name;
-            f->dev_type = d->type_hint > 0 ? d->type_hint : g_mxp_reg.next_dev_type++;
+            f->dev_type = d->type_hint > 0 ? d->type_hint : mxp__g_reg.next_dev_type++;
             devs[nd++] = d;
         } else if (f->kind == MXP_FEATURE_KVSTORE) {
             f->name = ((mxp_kvstore_def *)s->feats[i].def)->name;
@@ -526,22 +526,22 @@ int mxp__stage_unpublish(mxp_pack *p) {
     for (int i = 0; i < p->n_devices; i++) {
         int32_t t = MXP_DEV_UNKNOWN;
         mxp__registry_rdlock();
-        for (int k = 0; k < g_mxp_reg.n_features; k++)
-            if (g_mxp_reg.features[k].def == p->devices[i]) t = g_mxp_reg.features[k].dev_type;
+        for (int k = 0; k < mxp__g_reg.n_features; k++)
+            if (mxp__g_reg.features[k].def == p->devices[i]) t = mxp__g_reg.features[k].dev_type;
         mxp__registry_unlock();
         mxp__device_glue_detach(p->man->name, t, p->devices[i]);
     }
     mxp__registry_wrlock();
-    for (int i = 0; i < g_mxp_reg.n_ops; i++) {
-        struct mxp_op *op = g_mxp_reg.ops[i];
+    for (int i = 0; i < mxp__g_reg.n_ops; i++) {
+        struct mxp_op *op = mxp__g_reg.ops[i];
         if (op->pack == p) op->def = NULL;
         for (int k = 0; k < op->n_impls; k++)
             if (op->impls[k]->pack == p) op->impls[k]->impl = NULL;
     }
     int w = 0;
-    for (int i = 0; i < g_mxp_reg.n_features; i++)
-        if (g_mxp_reg.features[i].pack != p) g_mxp_reg.features[w++] = g_mxp_reg.features[i];
-    g_mxp_reg.n_features = w;
+    for (int i = 0; i < mxp__g_reg.n_features; i++)
+        if (mxp__g_reg.features[i].pack != p) mxp__g_reg.features[w++] = mxp__g_reg.features[i];
+    mxp__g_reg.n_features = w;
     mxp__registry_unlock();
     for (int i = 0; i < p->n_ops; i++)
         if (!p->ops[i].simple) free((void *)p->ops[i].def);

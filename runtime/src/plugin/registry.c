@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-mxp_registry g_mxp_reg = {
+mxp_registry mxp__g_reg = {
     .lock = PTHREAD_RWLOCK_INITIALIZER,
     .load_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP,
     .next_dev_type = MXP_DEV_FIRST_DYNAMIC,
@@ -24,14 +24,14 @@ mxp_registry g_mxp_reg = {
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_init_done;
 
-void mxp__registry_rdlock(void) { pthread_rwlock_rdlock(&g_mxp_reg.lock); }
-void mxp__registry_wrlock(void) { pthread_rwlock_wrlock(&g_mxp_reg.lock); }
-void mxp__registry_unlock(void) { pthread_rwlock_unlock(&g_mxp_reg.lock); }
-void mxp__registry_load_lock(void) { pthread_mutex_lock(&g_mxp_reg.load_lock); }
-void mxp__registry_load_unlock(void) { pthread_mutex_unlock(&g_mxp_reg.load_lock); }
+void mxp__registry_rdlock(void) { pthread_rwlock_rdlock(&mxp__g_reg.lock); }
+void mxp__registry_wrlock(void) { pthread_rwlock_wrlock(&mxp__g_reg.lock); }
+void mxp__registry_unlock(void) { pthread_rwlock_unlock(&mxp__g_reg.lock); }
+void mxp__registry_load_lock(void) { pthread_mutex_lock(&mxp__g_reg.load_lock); }
+void mxp__registry_load_unlock(void) { pthread_mutex_unlock(&mxp__g_reg.load_lock); }
 
-void mxp__registry_bump(void) { atomic_fetch_add(&g_mxp_reg.generation, 1); }
-uint64_t mxp_registry_generation(void) { return (uint64_t)atomic_load(&g_mxp_reg.generation); }
+void mxp__registry_bump(void) { atomic_fetch_add(&mxp__g_reg.generation, 1); }
+uint64_t mxp_registry_generation(void) { return (uint64_t)atomic_load(&mxp__g_reg.generation); }
 
 /* ------------------------------------------------------------ hash map */
 static uint64_t hash_str(const char *s) {
@@ -41,7 +41,7 @@ static uint64_t hash_str(const char *s) {
 }
 
 static int map_put(const char *key, struct mxp_op *op) {
-    mxp_registry *r = &g_mxp_reg;
+    mxp_registry *r = &mxp__g_reg;
     if ((r->map_used + 1) * 2 > r->map_cap) {
         size_t ncap = r->map_cap ? r->map_cap * 2 : 64;
         void *nm = calloc(ncap, sizeof *r->map);
@@ -68,7 +68,7 @@ static int map_put(const char *key, struct mxp_op *op) {
 }
 
 struct mxp_op *mxp__registry_find_op_locked(const char *name) {
-    mxp_registry *r = &g_mxp_reg;
+    mxp_registry *r = &mxp__g_reg;
     if (!name || !r->map_cap) return NULL;
     size_t mask = r->map_cap - 1;
     for (size_t i = hash_str(name) & mask; r->map[i].key; i = (i + 1) & mask)
@@ -168,13 +168,13 @@ int mxp__registry_op_set_api_policy(struct mxp_op *op, const char *policy) {
 }
 
 mxp_pack *mxp__registry_find_pack_locked(const char *name) {
-    for (int i = 0; i < g_mxp_reg.n_packs; i++)
-        if (!strcmp(g_mxp_reg.packs[i]->man->name, name)) return g_mxp_reg.packs[i];
+    for (int i = 0; i < mxp__g_reg.n_packs; i++)
+        if (!strcmp(mxp__g_reg.packs[i]->man->name, name)) return mxp__g_reg.packs[i];
     return NULL;
 }
 
 struct mxp_op *mxp__registry_add_op_locked(const char *name, mxp_pack *pack) {
-    mxp_registry *r = &g_mxp_reg;
+    mxp_registry *r = &mxp__g_reg;
     struct mxp_op *op = calloc(1, sizeof *op);
     struct mxp_op **v = realloc(r->ops, (size_t)(r->n_ops + 1) * sizeof *v);
     if (!op || !v || !(op->name = strdup(name))) {
@@ -251,7 +251,7 @@ void mxp__pack_set_state(mxp_pack *p, int state, const char *fmt, ...) {
 
 /* ------------------------------------------------------------ manifests */
 static int add_pack_locked(mxp_man_pack *mp, const char *manifest_path) {
-    mxp_registry *r = &g_mxp_reg;
+    mxp_registry *r = &mxp__g_reg;
     mxp_pack *dup = mxp__registry_find_pack_locked(mp->name);
     if (dup) {
         /* Across manifests this is the documented override rule; within one
@@ -327,7 +327,7 @@ static int add_pack_locked(mxp_man_pack *mp, const char *manifest_path) {
 }
 
 int mxp__registry_add_manifest(mxp_manifest *m) {
-    mxp_registry *r = &g_mxp_reg;
+    mxp_registry *r = &mxp__g_reg;
     mxp__registry_wrlock();
     mxp_manifest **v = realloc(r->manifests, (size_t)(r->n_manifests + 1) * sizeof *v);
     if (!v) {
@@ -367,11 +367,11 @@ int mxp_registry_add_manifest(const char *path) {
     if (rc_add == MXP_ENOMEM) return rc_add;
     /* Eager packs of this manifest. */
     mxp__registry_rdlock();
-    int n = g_mxp_reg.n_packs;
+    int n = mxp__g_reg.n_packs;
     mxp__registry_unlock();
     for (int i = 0; i < n; i++) {
         mxp__registry_rdlock();
-        mxp_pack *p = g_mxp_reg.packs[i];
+        mxp_pack *p = mxp__g_reg.packs[i];
         int eager = p->man->eager && p->state == PACK_NOT_LOADED && !strcmp(p->manifest_path, m->path);
         mxp__registry_unlock();
         if (eager && mxp__pack_load(p))
@@ -406,7 +406,7 @@ void mxp__pack_set_loaded_version_locked(mxp_pack *p, const char *version) {
 }
 
 int mxp__registry_keep_manifest(mxp_manifest *m) {
-    mxp_registry *r = &g_mxp_reg;
+    mxp_registry *r = &mxp__g_reg;
     mxp__registry_wrlock();
     mxp_manifest **v = realloc(r->manifests, (size_t)(r->n_manifests + 1) * sizeof *v);
     if (v) {
@@ -441,7 +441,7 @@ int mxp_registry_init(void) {
     /* Other threads wait on g_init_lock until discovery is complete; only
      * then is "done" published, so no lookup sees a half-filled registry. */
     tl_in_init = 1;
-    g_mxp_reg.initialized = 1;
+    mxp__g_reg.initialized = 1;
     int rc = mxp__discover_all();
     atomic_store_explicit(&g_init_done, 1, memory_order_release);
     tl_in_init = 0;
@@ -463,7 +463,7 @@ void mxp_registry_shutdown(void) {
         pthread_mutex_unlock(&g_init_lock);
         return;
     }
-    mxp_registry *r = &g_mxp_reg;
+    mxp_registry *r = &mxp__g_reg;
     mxp__registry_load_lock();
     for (int i = r->n_packs - 1; i >= 0; i--)
         if (r->packs[i]->state == PACK_LOADED) mxp__pack_unload_locked(r->packs[i], 0);
@@ -524,20 +524,20 @@ int mxp__registry_feature(int kind, const char *name, const void **out_def, mxp_
     for (int attempt = 0; attempt < 2; attempt++) {
         mxp_pack *decl = NULL;
         mxp__registry_rdlock();
-        for (int i = 0; i < g_mxp_reg.n_features; i++) {
-            if (g_mxp_reg.features[i].kind == kind && !strcmp(g_mxp_reg.features[i].name, name)) {
-                *out_def = g_mxp_reg.features[i].def;
-                if (out_pack) *out_pack = g_mxp_reg.features[i].pack;
+        for (int i = 0; i < mxp__g_reg.n_features; i++) {
+            if (mxp__g_reg.features[i].kind == kind && !strcmp(mxp__g_reg.features[i].name, name)) {
+                *out_def = mxp__g_reg.features[i].def;
+                if (out_pack) *out_pack = mxp__g_reg.features[i].pack;
                 mxp__registry_unlock();
                 return MXP_OK;
             }
         }
-        for (int i = 0; i < g_mxp_reg.n_packs && !decl; i++) {
-            mxp_man_pack *m = g_mxp_reg.packs[i]->man;
+        for (int i = 0; i < mxp__g_reg.n_packs && !decl; i++) {
+            mxp_man_pack *m = mxp__g_reg.packs[i]->man;
             char **v = kind == MXP_FEATURE_DEVICE ? m->devices : kind == MXP_FEATURE_KVSTORE ? m->kvstores : m->iterators;
             int n = kind == MXP_FEATURE_DEVICE ? m->n_devices : kind == MXP_FEATURE_KVSTORE ? m->n_kvstores : m->n_iterators;
             for (int k = 0; k < n; k++)
-                if (!strcmp(v[k], name)) decl = g_mxp_reg.packs[i];
+                if (!strcmp(v[k], name)) decl = mxp__g_reg.packs[i];
         }
         mxp__registry_unlock();
         if (!decl || attempt) break;
@@ -557,8 +557,8 @@ int32_t mxp__registry_device_type(const char *name) {
     if (mxp__registry_feature(MXP_FEATURE_DEVICE, name, &def, &p) == MXP_OK) {
         int32_t t = MXP_DEV_UNKNOWN;
         mxp__registry_rdlock();
-        for (int i = 0; i < g_mxp_reg.n_features; i++)
-            if (g_mxp_reg.features[i].def == def) t = g_mxp_reg.features[i].dev_type;
+        for (int i = 0; i < mxp__g_reg.n_features; i++)
+            if (mxp__g_reg.features[i].def == def) t = mxp__g_reg.features[i].dev_type;
         mxp__registry_unlock();
         return t;
     }
@@ -577,9 +577,9 @@ const char *mxp__device_name(int32_t type) {
     }
     const char *n = "unknown";
     mxp__registry_rdlock();
-    for (int i = 0; i < g_mxp_reg.n_features; i++)
-        if (g_mxp_reg.features[i].kind == MXP_FEATURE_DEVICE && g_mxp_reg.features[i].dev_type == type)
-            n = g_mxp_reg.features[i].name;
+    for (int i = 0; i < mxp__g_reg.n_features; i++)
+        if (mxp__g_reg.features[i].kind == MXP_FEATURE_DEVICE && mxp__g_reg.features[i].dev_type == type)
+            n = mxp__g_reg.features[i].name;
     mxp__registry_unlock();
     return n;
 }
@@ -588,7 +588,7 @@ const char *mxp__device_name(int32_t type) {
 int mxp_pack_count(void) {
     if (mxp__registry_ensure()) return 0;
     mxp__registry_rdlock();
-    int n = g_mxp_reg.n_packs;
+    int n = mxp__g_reg.n_packs;
     mxp__registry_unlock();
     return n;
 }
@@ -596,7 +596,7 @@ int mxp_pack_count(void) {
 const mxp_pack *mxp_pack_at(int index) {
     if (mxp__registry_ensure()) return NULL;
     mxp__registry_rdlock();
-    const mxp_pack *p = (index >= 0 && index < g_mxp_reg.n_packs) ? g_mxp_reg.packs[index] : NULL;
+    const mxp_pack *p = (index >= 0 && index < mxp__g_reg.n_packs) ? mxp__g_reg.packs[index] : NULL;
     mxp__registry_unlock();
     return p;
 }
@@ -664,7 +664,7 @@ int mxp_pack_load(const char *name) {
 int mxp_op_count(void) {
     if (mxp__registry_ensure()) return 0;
     mxp__registry_rdlock();
-    int n = g_mxp_reg.n_ops;
+    int n = mxp__g_reg.n_ops;
     mxp__registry_unlock();
     return n;
 }
@@ -672,7 +672,7 @@ int mxp_op_count(void) {
 const mxp_op *mxp_op_at(int index) {
     if (mxp__registry_ensure()) return NULL;
     mxp__registry_rdlock();
-    const mxp_op *op = (index >= 0 && index < g_mxp_reg.n_ops) ? g_mxp_reg.ops[index] : NULL;
+    const mxp_op *op = (index >= 0 && index < mxp__g_reg.n_ops) ? mxp__g_reg.ops[index] : NULL;
     mxp__registry_unlock();
     return op;
 }

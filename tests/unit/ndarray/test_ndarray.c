@@ -203,7 +203,7 @@ Test(ndarray, views_share_data) {
 
 Test(ndarray, retain_release_returns_memory) {
     int64_t shape[1] = {1000};
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     mxp_ndarray *a = make(shape, 1, MXP_DTYPE_F32);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.bytes_in_use, 4096);

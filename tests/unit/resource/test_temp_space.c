@@ -26,7 +26,7 @@ Test(temp_space, round_robin_over_copies) {
     cr_assert_eq((uintptr_t)t[0].ptr % 64, 0);
     mxp__temp_space_release_all();
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.bytes_in_use, 0);
 }
@@ -72,7 +72,7 @@ Test(temp_space, sharing_ops_serialize_and_growth_is_safe) {
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
     cr_assert_eq(atomic_load(&clashes), 0);
     /* Only the two live buffers remain in use. */
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_leq(st.bytes_in_use, 2 * mxp__storage_round(1000 + 39 * 700));
     mxp__temp_space_release_all();

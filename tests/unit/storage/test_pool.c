@@ -52,7 +52,7 @@ Test(storage, alignment_and_stats) {
         memset(b[i].ptr, 0xAB, sizes[i]); /* writable (ASan checks bounds) */
         expect += mxp__storage_round(sizes[i]);
     }
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     cr_assert_eq(mxp_storage_stats_get(CPU0, &st), MXP_OK);
     cr_assert_eq(st.bytes_in_use, expect);
     cr_assert_eq(st.bytes_peak, expect);
@@ -101,7 +101,7 @@ Test(storage, hit_rate_training_pattern) {
         for (int i = N - 1; i >= 0; i -= 2) mxp__storage_free(&b[i]);
         for (int i = N - 2; i >= 0; i -= 2) mxp__storage_free(&b[i]);
     }
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.n_misses, N, "misses %llu", (unsigned long long)st.n_misses);
     cr_assert_eq(st.n_hits, (uint64_t)(ITERS - 1) * N);
@@ -116,7 +116,7 @@ Test(storage, limit_caps_cached_bytes) {
     mxp_storage_block b[4];
     for (int i = 0; i < 4; i++) cr_assert_eq(mxp__storage_alloc(CPU0, 4096, &b[i]), MXP_OK);
     for (int i = 0; i < 4; i++) mxp__storage_free(&b[i]);
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.bytes_limit, 8192);
     cr_assert_eq(st.bytes_pooled, 8192, "pooled %llu", (unsigned long long)st.bytes_pooled);
@@ -138,7 +138,7 @@ Test(storage, naive_mode_never_caches) {
         cr_assert_eq(b.size, 1024); /* rounded to the 64-byte alignment only */
         mxp__storage_free(&b);
     }
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.n_hits, 0);
     cr_assert_eq(st.n_misses, 10);
@@ -163,7 +163,7 @@ Test(storage, failure_releases_cache_and_retries) {
     mxp_storage_block b;
     cr_assert_eq(mxp__storage_alloc(CPU0, 100000, &b), MXP_OK);
     cr_assert_not_null(b.ptr);
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.n_failures, 1);
     cr_assert_eq(st.bytes_pooled, 0, "cache released before retry");
@@ -254,7 +254,7 @@ Test(storage, concurrent_alloc_free) {
         pthread_join(t[i], &r);
         cr_assert_null(r);
     }
-    mxp_storage_stats st;
+    mxp_storage_stats st = MXP_STRUCT_INIT(mxp_storage_stats);
     mxp_storage_stats_get(CPU0, &st);
     cr_assert_eq(st.bytes_in_use, 0);
     cr_assert_eq(st.n_hits + st.n_misses, 80000);
