@@ -22,8 +22,28 @@ NET="$ROOT/examples/mlp/mlp-symbol.json"
 
 # --- train ------------------------------------------------------------------
 run 0 "$MXPLUG" train --net "$NET" --data "mnist:$DATA" --epochs 1 --batch-size 64 --lr 0.01 \
-    --momentum 0.9 --seed 3 --model-prefix "$TMP/mlp"
+    --momentum 0.9 --seed 3 --model-prefix "$TMP/mlp" --plot "$TMP/curves.svg" --log-json "$TMP/log.jsonl"
 has "$TMP/out" "epoch 1/1"
+# --log-json: one object per epoch, the same values as the epoch line;
+# --plot: a well-formed SVG with one point per epoch in each series.
+$PY - "$TMP/out" "$TMP/log.jsonl" "$TMP/curves.svg" <<'PYEOF' || fail "--plot / --log-json files do not match the epoch line"
+import json, re, sys
+import xml.etree.ElementTree as ET
+line = next(l for l in open(sys.argv[1]) if l.startswith("epoch 1/1"))
+tr = float(re.search(r"train-accuracy=([0-9.]+)", line).group(1))
+va = float(re.search(r"val-accuracy=([0-9.]+)", line).group(1))
+sps = float(re.search(r"samples/s=([0-9.]+)", line).group(1))
+recs = [json.loads(l) for l in open(sys.argv[2])]
+assert len(recs) == 1 and recs[0]["epoch"] == 1 and recs[0]["metric"] == "accuracy", recs
+assert abs(recs[0]["train"] - tr) <= 5e-5 and abs(recs[0]["val"] - va) <= 5e-5, (recs, tr, va)
+assert abs(recs[0]["samples_per_s"] - sps) <= 0.5 + 1e-6 * sps, (recs, sps)
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[3]).getroot()
+groups = {g.get("id"): g for g in root.iter(ns + "g") if g.get("class") == "series"}
+assert set(groups) == {"train", "val", "samples_per_s"}, groups
+for g in groups.values():
+    assert len(list(g.iter(ns + "circle"))) == 1
+PYEOF
 has "$TMP/out" "val-accuracy="
 has "$TMP/out" "samples/s="
 hasnt "$TMP/err" "ETA"           # no live bar: stderr is a file

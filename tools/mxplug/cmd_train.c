@@ -13,6 +13,7 @@
  * epochs E+1..--epochs.
  * Does not: train on other data formats, or on a GPU. */
 #include "model.h"
+#include "curves.h"
 #include "progress.h"
 
 #include <math.h>
@@ -41,6 +42,8 @@ static void usage(FILE *f) {
             "                      after every epoch (default: the net's base name, in\n"
             "                      the current directory)\n"
             "  --load-epoch E      resume from P's epoch-E checkpoint\n"
+            "  --plot FILE.svg     draw train/validation metric and samples/s per epoch\n"
+            "  --log-json FILE     one JSON object per epoch, one per line\n"
             "  --flat | --no-flat  force (N,784) / (N,1,28,28) input (default: inferred)\n"
             "  --no-progress       no live progress bar even on a terminal\n"
             "  --impl OP=POLICY    implementation of an op for this run, e.g.\n"
@@ -53,6 +56,7 @@ static void usage(FILE *f) {
 
 typedef struct train_ctx {
     progress prog;
+    curves curves; /* --plot / --log-json (curves.c) */
 } train_ctx;
 
 static void on_batch(void *user, int epoch, int64_t nbatch, const char *metric, double value) {
@@ -62,7 +66,11 @@ static void on_batch(void *user, int epoch, int64_t nbatch, const char *metric, 
 
 static void on_epoch(void *user, int epoch, const char *metric, double train_value, double val_value) {
     train_ctx *c = user;
+    double t0 = c->prog.train_seconds;
+    int64_t n0 = c->prog.train_samples;
     progress_epoch_end(&c->prog, epoch, metric, train_value, val_value);
+    curves_epoch(&c->curves, epoch, metric, train_value, val_value, c->prog.train_seconds - t0,
+                 c->prog.train_samples - n0);
 }
 
 /* Default prefix: the net file's base name without "-symbol.json" /
@@ -88,6 +96,7 @@ static int prefix_overwrites_net(const char *prefix, const char *net) {
 int cmd_train(int argc, char **argv) {
     const char *cmd = "train";
     const char *net = NULL, *data = NULL, *opt = "sgd", *prefix = NULL, *v;
+    const char *plot = NULL, *log_json = NULL;
     long long epochs = 10, batch = 64, seed = 0, load_epoch = -1;
     double lr = NAN, momentum = 0.9, wd = 0;
     const char *impls[32];
@@ -114,6 +123,8 @@ int cmd_train(int argc, char **argv) {
         else if (OPT("--data")) { if (r < 0) return CLI_USAGE; data = v; }
         else if (OPT("--optimizer")) { if (r < 0) return CLI_USAGE; opt = v; }
         else if (OPT("--model-prefix")) { if (r < 0) return CLI_USAGE; prefix = v; }
+        else if (OPT("--plot")) { if (r < 0) return CLI_USAGE; plot = v; }
+        else if (OPT("--log-json")) { if (r < 0) return CLI_USAGE; log_json = v; }
         else if (OPT("--epochs")) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_int(cmd, "--epochs", v, 1, 100000, &epochs)) return CLI_USAGE;
@@ -186,6 +197,8 @@ int cmd_train(int argc, char **argv) {
     mxp_module *mod = NULL;
     mxp_iter *train = NULL, *val = NULL;
     int st = CLI_FAIL;
+    train_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
     if ((rc = mxp_symbol_load_file(net, &sym))) {
         cli_fail(rc, "loading net '%s'", net);
         goto done;
@@ -211,9 +224,9 @@ int cmd_train(int argc, char **argv) {
     /* MXNet's train_mnist.py initializer: Xavier(rnd_type='gaussian',
      * factor_type='in', magnitude=2). */
     mxp_init xavier = mxp_init_xavier(MXP_XAVIER_GAUSSIAN, MXP_XAVIER_IN, 2.0);
-    train_ctx ctx;
     int64_t begin = load_epoch >= 0 ? load_epoch : 0;
     progress_init(&ctx.prog, live, stdout, stderr, (int)epochs, batch, n_train / batch);
+    curves_init(&ctx.curves, plot, log_json, net);
     mxp_fit_opts fo;
     memset(&fo, 0, sizeof fo);
     fo.begin_epoch = (int)begin;
@@ -247,8 +260,9 @@ int cmd_train(int argc, char **argv) {
         printf("train: done, %lld epochs in %.1fs of training (%.0f samples/s); checkpoint %s-%04lld.params\n",
                epochs - (long long)begin, ctx.prog.train_seconds,
                (double)ctx.prog.train_samples / ctx.prog.train_seconds, prefix, epochs);
-    st = CLI_OK;
+    st = ctx.curves.failed ? CLI_FAIL : CLI_OK;
 done:
+    curves_free(&ctx.curves);
     mxp_module_free(mod);
     mxp_iter_free(train);
     mxp_iter_free(val);
