@@ -137,7 +137,7 @@ typedef struct viz_graph {
 static void graph_free(viz_graph *g) {
     json_decref(g->doc);
     free(g->nodes);
-    free(g->out_shapes);
+    mxp_free(g->out_shapes);
     memset(g, 0, sizeof *g);
 }
 
@@ -165,7 +165,7 @@ static int graph_build(mxp_symbol *sym, const viz_opts *o, viz_graph *g) {
     if (rc) return cli_fail(rc, "'%s': writing its JSON", o->net);
     json_error_t jerr;
     g->doc = json_loads(text, 0, &jerr);
-    free(text);
+    mxp_free(text);
     json_t *nodes = g->doc ? json_object_get(g->doc, "nodes") : NULL;
     if (!json_is_array(nodes)) {
         cli_err("'%s': the runtime's JSON of the net has no node list (%s)", o->net, g->doc ? "no 'nodes'" : jerr.text);
