@@ -41,6 +41,27 @@
  * name or type is an error naming the op and the parameter, never a guess.
  * Read them once in `create` and keep them in the state.  `mxplug info OP`
  * lists an op's parameters with their types.
+ *
+ * Threads (what the host guarantees and what it asks of a pack):
+ *   - Definition callbacks (check_params, list_*, infer_shape, infer_type,
+ *     declare_backward) may run on any thread, several at once for the
+ *     same def: they must not keep mutable state outside their args.
+ *   - supports, workspace and create run on the thread that binds a node
+ *     (the application's, or tune's timing thread), possibly at the same
+ *     time for different nodes.
+ *   - forward and backward run on engine worker threads (the caller's own
+ *     thread under the naive engine, for host.invoke and for tune).  Two
+ *     forwards of one state never overlap (they write the same outputs),
+ *     but a backward and the next forward of one state may run at the same
+ *     time: treat `state` as read-only after create.
+ *   - destroy runs once, on whichever thread drops the last reference
+ *     (often an engine worker), never while a forward or backward of that
+ *     state runs.
+ *   - Any callback may call the host table (errors, log, memory, RNG);
+ *     forward/backward may also use ctx->parallel_for and host.invoke,
+ *     which runs the other op inline on the calling thread.  An
+ *     asynchronous impl calls ctx->complete exactly once, from any thread.
+ * The host makes these calls from one module (runtime/src/plugin/opdef.c).
  * Since ABI 1.0. */
 #ifndef MXP_OP_H
 #define MXP_OP_H
