@@ -54,9 +54,11 @@ static int so_infer_shape(mxp_infer_shape_args *a) {
     int st;
     if ((st = nn_shape_assign("SoftmaxOutput", "output", &a->out[0], d)) < 0) return st;
     mxp_shape l; memset(&l, 0, sizeof l);
-    if (p->preserve_shape) { l.ndim = d->ndim - 1; for (int i = 0; i < l.ndim; i++) l.dims[i] = d->dims[i]; }
-    else if (p->multi_output) { l.ndim = d->ndim - 1; l.dims[0] = d->dims[0]; for (int i = 2; i < d->ndim; i++) l.dims[i - 1] = d->dims[i]; }
-    else { l.ndim = 1; l.dims[0] = d->dims[0]; }
+    /* MXNet 1.9.1 (SoftmaxOutputShape): without multi_output the label is
+     * the data shape without its last axis, (n,) for 2-D data, (n, a, b)
+     * for (n, a, b, c) data, whatever preserve_shape says. */
+    if (p->multi_output && !p->preserve_shape) { l.ndim = d->ndim - 1; l.dims[0] = d->dims[0]; for (int i = 2; i < d->ndim; i++) l.dims[i - 1] = d->dims[i]; }
+    else { l.ndim = d->ndim - 1; for (int i = 0; i < l.ndim; i++) l.dims[i] = d->dims[i]; }
     mxp_shape *ls = &a->in[1];
     if (ls->ndim >= 0 && nn_shape_known(ls) && nn_shape_known(d)) {
         /* accept any label shape with the expected element count (e.g. (n, d1*d2) for multi_output) */
@@ -86,6 +88,12 @@ static int so_backward(const mxp_backward_args *a) {
     int64_t O, K, S;
     so_split(p, a->out[0].shape, a->out[0].ndim, &O, &K, &S);
     const void *lab = nn_ptr(&a->in[1]);
+    /* Without multi_output MXNet's gradient reads the first N labels of a
+     * label shaped like the data without its last axis (SoftmaxGrad over
+     * the (N, rest) view), so a larger label is accepted, a smaller one not. */
+    if (mxp_tensor_numel(&a->in[1]) < O * S)
+        return NN_ERR(MXP_ESHAPE, "SoftmaxOutput: the gradient needs %lld labels (one per softmax row), the label has %lld",
+                      (long long)(O * S), (long long)mxp_tensor_numel(&a->in[1]));
     if (a->req[0] != MXP_REQ_NULL) {
         int64_t valid = 0;
         for (int64_t r = 0; r < O * S; r++) {

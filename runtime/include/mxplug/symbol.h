@@ -112,7 +112,8 @@ MXP_API int mxp_symbol_load_file(const char *path, mxp_symbol **out);
  * unknown input shapes: weights from data and parameters).
  * Known shapes: n entries, names[i] an argument or aux state name (names
  * NULL: positional, in list_arguments order); dims of 0 are unknown.
- * Variables' __shape__ attributes count as known shapes too.
+ * Variables' __shape__ attributes count as known shapes where no shape is
+ * given (a given shape wins, as in MXNet; "(8L, 3L)" is read too).
  * Out: arrays (free with mxp_free) of *out_n_args / *out_n_outs / *out_n_aux
  * shapes in list_* order; unknown ones have ndim -1 or zero dims.
  * *out_complete: 1 when every shape is known.  Incomplete is not an
@@ -123,7 +124,8 @@ MXP_API int mxp_symbol_infer_shape(mxp_symbol *sym, int n, const char *const *na
                                    mxp_shape **out_out_shapes, int *out_n_aux, mxp_shape **out_aux_shapes,
                                    int *out_complete);
 /* Type inference, same convention (dtypes, MXP_DTYPE_UNKNOWN when unknown;
- * variables' __dtype__ attributes count; MXP_ETYPE when inconsistent). */
+ * variables' __dtype__ attributes count where no dtype is given;
+ * MXP_ETYPE when inconsistent). */
 MXP_API int mxp_symbol_infer_type(mxp_symbol *sym, int n, const char *const *names, const int *dtypes,
                                   int *out_n_args, int **out_arg_types, int *out_n_outs, int **out_out_types,
                                   int *out_n_aux, int **out_aux_types, int *out_complete);

@@ -127,6 +127,14 @@ MXP_API int64_t mxp_optimizer_num_update(const mxp_optimizer *opt);
 MXP_API int mxp_optimizer_update(mxp_optimizer *opt, int index, const char *name, mxp_ndarray *weight,
                                  mxp_ndarray *grad);
 
+/* Per-parameter multipliers (MXNet's Optimizer.set_lr_mult / set_wd_mult),
+ * by the name given to mxp_optimizer_update: lr becomes lr * mult; wd
+ * becomes wd * mult, replacing the *_weight / *_gamma rule for that name.
+ * The module sets them from variables' __lr_mult__ / __wd_mult__.
+ * Returns MXP_OK, MXP_EINVAL (NULL, or mult negative or not finite). */
+MXP_API int mxp_optimizer_set_lr_mult(mxp_optimizer *opt, const char *name, double mult);
+MXP_API int mxp_optimizer_set_wd_mult(mxp_optimizer *opt, const char *name, double mult);
+
 /* Save / load the optimizer's state: per index its update count and state
  * arrays (momentum; Adam's mean and var; RMSProp's n), plus num_update and
  * the CPU random generator's position.  The file is a .params file (so

@@ -47,6 +47,13 @@ _Noreturn void mxp__fatal(const char *fmt, ...) MXP_PRINTF(1, 2);
 int mxp__shape_known(const mxp_shape *s);
 int mxp__shape_eq(const mxp_shape *a, const mxp_shape *b);
 void mxp__shape_str(const mxp_shape *s, char *buf, size_t cap);
+/* MXNet's tuple text, the one grammar for op parameters and __shape__:
+ * "(5, 5)" "(5,)" "[2,3]" "5" "()" with blanks anywhere, and Python 2's
+ * long suffix ("(8L, 3L)").  "None" is not a tuple here (callers decide).
+ * dims[0..*out_n) get the values (negative values are returned as such).
+ * Returns MXP_OK, MXP_EINVAL when malformed, MXP_EFORMAT when more than
+ * cap values. */
+int mxp__tuple_parse(const char *txt, int64_t *dims, int cap, int *out_n);
 
 /* A growable NUL-terminated string (strbuf.c).  Zero-initialise; the caller
  * frees `buf` with free().  Appends after a failed allocation are no-ops

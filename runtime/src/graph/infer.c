@@ -17,25 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parse "(0, 3, 28)" / "[2,3]" / "(5,)" into s.  MXP_EINVAL when malformed. */
+/* A variable's __shape__ ("(0, 3, 28)", "[2,3]", "(8L, 3L)"): the tuple
+ * grammar of op parameters, dims >= 0 (0 = unknown).  MXP_EINVAL when
+ * malformed. */
 static int parse_shape(const char *txt, mxp_shape *s) {
     memset(s, 0, sizeof *s);
-    const char *p = txt;
-    while (*p == ' ') p++;
-    char close = *p == '(' ? ')' : *p == '[' ? ']' : 0;
-    if (!close) return MXP_EINVAL;
-    p++;
-    for (;;) {
-        while (*p == ' ' || *p == ',') p++;
-        if (*p == close) break;
-        char *end;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || v < 0 || s->ndim >= MXP_MAX_NDIM) return MXP_EINVAL;
-        s->dims[s->ndim++] = v;
-        p = end;
-        while (*p == ' ') p++;
-        if (*p != ',' && *p != close) return MXP_EINVAL;
-    }
+    int n = 0;
+    if (mxp__tuple_parse(txt, s->dims, MXP_MAX_NDIM, &n)) return MXP_EINVAL;
+    for (int i = 0; i < n; i++)
+        if (s->dims[i] < 0) return MXP_EINVAL;
+    s->ndim = n;
     return MXP_OK;
 }
 
@@ -129,6 +120,9 @@ static int shape_node(const mxp__igraph *g, int id, const mxp__opinfo *oi, mxp_s
     return MXP_OK;
 }
 
+/* MXNet reads a variable's __shape__ only when its shape is otherwise
+ * unknown (infer_graph_attr_pass: fis_none on the entry): a shape given at
+ * bind/infer wins, so a net exported at one input size runs at another. */
 static int apply_var_attrs_shape(const mxp__igraph *g, mxp_shape *shapes) {
     for (int i = 0; i < g->n_nodes; i++) {
         const mxp__inode *n = &g->nodes[i];
@@ -139,13 +133,7 @@ static int apply_var_attrs_shape(const mxp__igraph *g, mxp_shape *shapes) {
         if (parse_shape(txt, &s))
             return mxp__error(MXP_EINVAL, "variable '%s': __shape__ '%s' is not a shape", n->g->name, txt);
         mxp_shape *cur = &shapes[n->entry0];
-        mxp_shape before = *cur;
-        if (merge_shape(cur, &s) < 0) {
-            char a1[160], b1[160];
-            mxp__shape_str(&before, a1, sizeof a1);
-            mxp__shape_str(&s, b1, sizeof b1);
-            return mxp__error(MXP_ESHAPE, "variable '%s': given shape %s, but its __shape__ is %s", n->g->name, a1, b1);
-        }
+        if (cur->ndim < 0) *cur = s;
     }
     return MXP_OK;
 }
@@ -220,11 +208,9 @@ int mxp__graph_infer_types(const mxp__igraph *g, int32_t *dtypes, int *out_unkno
                 return mxp__error(MXP_EINVAL, "variable '%s': __dtype__ '%s' is not a dtype", n->g->name, txt);
         }
         if (!mxp_dtype_size(d)) return mxp__error(MXP_EINVAL, "variable '%s': __dtype__ '%s' is not a dtype", n->g->name, txt);
+        /* As for __shape__: a dtype given at bind/infer wins. */
         int32_t *cur = &dtypes[n->entry0];
-        if (*cur >= 0 && *cur != d)
-            return mxp__error(MXP_ETYPE, "variable '%s': given dtype %s, but its __dtype__ is %s", n->g->name,
-                              mxp_dtype_name(*cur) ? mxp_dtype_name(*cur) : "?", txt);
-        *cur = d;
+        if (*cur < 0) *cur = d;
     }
     mxp__opinfo *oi;
     int rc = open_ops(g, &oi);

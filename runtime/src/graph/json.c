@@ -11,6 +11,11 @@
  * "backward_source_id" and "control_deps" are ignored.  Before 0.9.0
  * (900) aux states were not inputs: a node with exactly its arguments as
  * inputs gets variables "{node}_{auxname}" for its aux states.
+ * Files older than the version written here get MXNet's hidden-key rule
+ * (UpgradeJSON_FixParsing): a key that starts or ends with ctx_group,
+ * lr_mult, wd_mult, force_mirroring or mirror_stage is no op parameter;
+ * the bare key becomes "__key__" on its node, "{arg}_key" (weight_lr_mult)
+ * becomes "__key__" on the variable feeding input {arg}.
  * Uses jansson; no hand-rolled JSON. */
 #include "graph/graph.h"
 
@@ -143,6 +148,56 @@ static int collect_attrs(json_t *jn, int idx, int *n, char ***keys, char ***vals
     return MXP_OK;
 }
 
+/* ------------------------------------------------ legacy hidden keys */
+static const char *const hidden_keys[] = {"ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage"};
+
+/* Index of the hidden key that k starts or ends with (MXNet: the key's
+ * last occurrence in k is at 0 or at the end), -1 if none; *pos is where. */
+static int hidden_key(const char *k, size_t *pos) {
+    size_t kl = strlen(k);
+    for (size_t h = 0; h < MXP_ARRAY_LEN(hidden_keys); h++) {
+        size_t hl = strlen(hidden_keys[h]);
+        const char *last = NULL;
+        for (const char *p = strstr(k, hidden_keys[h]); p; p = strstr(p + 1, hidden_keys[h])) last = p;
+        if (!last) continue;
+        size_t at = (size_t)(last - k);
+        if (at == 0 || at == kl - hl) {
+            *pos = at;
+            return (int)h;
+        }
+    }
+    return -1;
+}
+
+/* Put the hidden pairs (k, v) of node n (JSON node idx, inputs jin) where
+ * MXNet's upgrade puts them.  Pairs it leaves in place stay plain
+ * attributes on a variable; on an op node they are an error, as MXNet's
+ * re-parse of the node's parameters fails on them. */
+static int place_hidden(gnode *n, int idx, json_t *jin, gnode **nodes, const char *k, const char *v) {
+    size_t pos = 0;
+    int h = hidden_key(k, &pos);
+    size_t hl = strlen(hidden_keys[h]), kl = strlen(k);
+    char hidden[64];
+    snprintf(hidden, sizeof hidden, "__%s__", hidden_keys[h]);
+    if (pos == 0 && kl == hl) return mxp__gnode_set_attr(n, hidden, v);
+    if (pos > 1 && pos == kl - hl && n->op) {
+        for (int a = 0; a < n->n_args; a++) {
+            if (strlen(n->names[a]) != pos - 1 || strncmp(n->names[a], k, pos - 1)) continue;
+            json_t *je = json_array_get(jin, (size_t)a);
+            json_t *jid = json_is_array(je) ? json_array_get(je, 0) : NULL;
+            json_int_t nid = json_is_integer(jid) ? json_integer_value(jid) : -1;
+            if (nid >= 0 && nid < idx && nodes[nid] && !nodes[nid]->op)
+                return mxp__gnode_set_attr(nodes[nid], hidden, v);
+            break;
+        }
+    }
+    if (!n->op) return mxp__gnode_set_attr(n, k, v);
+    return mxp__error(MXP_EFORMAT,
+                      "symbol JSON: node '%s' (op '%s'): legacy attribute '%s' is neither '%s' nor "
+                      "'{input}_%s' of a variable input",
+                      n->name, n->op, k, hidden_keys[h], hidden_keys[h]);
+}
+
 static int parse_entry(json_t *je, int n_nodes_known, gnode **nodes, const char *what, int idx, gentry *out) {
     if (!json_is_array(je) || json_array_size(je) < 2 || json_array_size(je) > 3 ||
         !json_is_integer(json_array_get(je, 0)) || !json_is_integer(json_array_get(je, 1)))
@@ -193,18 +248,36 @@ static int load_root(json_t *root, mxp_symbol **out) {
         int na = 0;
         char **keys = NULL, **vals = NULL;
         rc = collect_attrs(jn, (int)i, &na, &keys, &vals);
+        /* Older files: hidden keys go last, out of the op's parameters. */
+        int n_plain = na;
+        if (!rc && version < MXP_JSON_MXNET_VERSION) {
+            n_plain = 0;
+            for (int k = 0; k < na; k++) {
+                size_t pos;
+                if (hidden_key(keys[k], &pos) >= 0) continue;
+                char *tk = keys[k], *tv = vals[k];
+                memmove(keys + n_plain + 1, keys + n_plain, (size_t)(k - n_plain) * sizeof *keys);
+                memmove(vals + n_plain + 1, vals + n_plain, (size_t)(k - n_plain) * sizeof *vals);
+                keys[n_plain] = tk;
+                vals[n_plain] = tv;
+                n_plain++;
+            }
+        }
         if (!rc) {
             if (!strcmp(op, "null")) {
                 rc = mxp__gnode_variable(name, &nodes[i]);
-                for (int k = 0; k < na && !rc; k++) rc = mxp__gnode_set_attr(nodes[i], keys[k], vals[k]);
+                for (int k = 0; k < n_plain && !rc; k++) rc = mxp__gnode_set_attr(nodes[i], keys[k], vals[k]);
             } else {
-                rc = mxp__gnode_op(op, name, na, (const char *const *)keys, (const char *const *)vals, &nodes[i]);
+                rc = mxp__gnode_op(op, name, n_plain, (const char *const *)keys, (const char *const *)vals,
+                                   &nodes[i]);
                 if (rc == MXP_ENOENT)
                     rc = mxp__error(MXP_ENOENT, "symbol JSON: failed loading node '%s' of unknown op '%s' (no manifest "
                                     "provides it: `mxplug list` shows the known ops, `mxplug packs` the packs; a "
                                     "pack's manifest is found through MXP_PLUGIN_PATH or MXP_MANIFEST)", name, op);
             }
         }
+        for (int k = n_plain; k < na && !rc; k++)
+            rc = place_hidden(nodes[i], (int)i, json_object_get(jn, "inputs"), nodes, keys[k], vals[k]);
         for (int k = 0; k < na; k++) {
             free(keys[k]);
             free(vals[k]);

@@ -106,37 +106,12 @@ static int check_range(const mxp_param_def *d, double v, const char *val, const 
 static int parse_shape(const mxp_param_def *d, const char *s, mxp_param_shape *out, const char *what) {
     memset(out, 0, sizeof *out);
     if (is_none(s)) return MXP_OK;
-    const char *p = s;
-    char close = 0;
-    if (*p == '(') close = ')';
-    else if (*p == '[') close = ']';
-    if (close) p++;
     int n = 0;
-    int trailing_comma = 0;
-    for (;;) {
-        while (*p == ' ' || *p == '\t') p++;
-        if (close && *p == close) { p++; break; }
-        if (!close && *p == '\0') break;
-        if (n == MXP_PARAM_SHAPE_MAX)
-            return mxp__error(MXP_EINVAL, "%s: parameter '%s': '%s' has more than %d dimensions", what,
-                              d->name, s, MXP_PARAM_SHAPE_MAX);
-        char *end;
-        errno = 0;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || errno) return bad(d, s, "shape", what);
-        /* "3L" as Python 2 printed longs. */
-        if (*end == 'L') end++;
-        out->dims[n++] = v;
-        p = end;
-        while (*p == ' ' || *p == '\t') p++;
-        trailing_comma = 0;
-        if (*p == ',') { p++; trailing_comma = 1; continue; }
-        if (close && *p == close) { p++; break; }
-        if (!close && *p == '\0') break;
-        return bad(d, s, "shape", what);
-    }
-    if (*p != '\0') return bad(d, s, "shape", what);
-    if (!close && (n == 0 || trailing_comma)) return bad(d, s, "shape", what);
+    int rc = mxp__tuple_parse(s, out->dims, MXP_PARAM_SHAPE_MAX, &n);
+    if (rc == MXP_EFORMAT)
+        return mxp__error(MXP_EINVAL, "%s: parameter '%s': '%s' has more than %d dimensions", what,
+                          d->name, s, MXP_PARAM_SHAPE_MAX);
+    if (rc) return bad(d, s, "shape", what);
     out->ndim = n;
     out->has_value = 1;
     for (int i = 0; i < n; i++) {

@@ -563,6 +563,36 @@ static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
     return rc;
 }
 
+/* Optimizer(sym=...): variables' __lr_mult__ / __wd_mult__ attributes
+ * become the optimizer's per-name multipliers. */
+static int apply_var_mults(mxp_module *m) {
+    mxp_symbol *internals = NULL;
+    int rc = mxp_symbol_internals(m->sym, &internals);
+    for (int i = 0; rc == MXP_OK && i < m->n_params; i++) {
+        mxp_symbol *v = NULL;
+        if (mxp_symbol_output_by_name(internals, m->param_names[i], &v) != MXP_OK) {
+            mxp__error_clear();
+            continue;
+        }
+        static const char *const keys[2] = {"__lr_mult__", "__wd_mult__"};
+        for (int k = 0; k < 2 && rc == MXP_OK; k++) {
+            const char *txt = NULL;
+            if (mxp_symbol_attr(v, keys[k], &txt) != MXP_OK || !txt) continue;
+            char *end;
+            double x = strtod(txt, &end);
+            if (end == txt || *end)
+                rc = mxp__error(MXP_EINVAL, "module: variable '%s': %s '%s' is not a number", m->param_names[i],
+                                keys[k], txt);
+            else
+                rc = k ? mxp_optimizer_set_wd_mult(m->opt, m->param_names[i], x)
+                       : mxp_optimizer_set_lr_mult(m->opt, m->param_names[i], x);
+        }
+        mxp_symbol_release(v);
+    }
+    mxp_symbol_release(internals);
+    return rc;
+}
+
 static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_fit_opts *o);
 
 /* Index of the first NaN/inf among the float values of `a`, or -1 (also for
@@ -643,6 +673,7 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             vals[n++] = mxp__train_fmt(rescale, 1.0 / (double)m->batch);
         }
         if ((rc = mxp_optimizer_create(o->optimizer ? o->optimizer : "sgd", n, keys, vals, &m->opt))) return rc;
+        if ((rc = apply_var_mults(m))) return rc;
         if (o->n_lr_steps > 0) {
             mxp_lr_schedule *sched = NULL;
             if ((rc = mxp_lr_schedule_multi_factor(o->n_lr_steps, o->lr_steps, o->lr_factor, &sched))) return rc;

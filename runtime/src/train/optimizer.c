@@ -4,7 +4,10 @@
  * MXNet's bookkeeping: a per-index update count, num_update = the largest
  * count, lr from the schedule at num_update, Adam's bias correction folded
  * into lr (lr * sqrt(1 - beta2^t) / (1 - beta1^t), t = the index's count),
- * weight decay only on *_weight / *_gamma parameters.  State arrays are
+ * weight decay only on *_weight / *_gamma parameters unless a per-name
+ * multiplier says otherwise (set_lr_mult / set_wd_mult: MXNet's lr_mult /
+ * wd_mult dicts, filled from variables' __lr_mult__ / __wd_mult__ by the
+ * module).  State arrays are
  * created on first use as zeros next to the weight.  Save/load of states
  * (with the CPU RNG position) in a .params container: see mxplug/train.h.
  * Invariant: states[i].n_state arrays are non-NULL once states[i].used. */
@@ -53,6 +56,8 @@ struct mxp_optimizer {
     /* Update nodes pin the ops pack between steps; a reload makes them let
      * go (plugin.h).  Everything touching `states` runs inside it. */
     mxp__holder holder;
+    struct mult { char *name; double lr, wd; int has_lr, has_wd; } *mults;
+    int n_mults;
 };
 
 static void release_nodes(void *owner) {
@@ -135,9 +140,40 @@ void mxp_optimizer_free(mxp_optimizer *opt) {
     if (!opt) return;
     mxp__holder_unregister(&opt->holder);
     free_states(opt);
+    for (int i = 0; i < opt->n_mults; i++) free(opt->mults[i].name);
+    free(opt->mults);
     mxp_lr_schedule_free(opt->sched);
     free(opt);
 }
+
+static struct mult *find_mult(const mxp_optimizer *o, const char *name) {
+    for (int i = 0; name && i < o->n_mults; i++)
+        if (!strcmp(o->mults[i].name, name)) return &o->mults[i];
+    return NULL;
+}
+
+static int set_mult(mxp_optimizer *opt, const char *name, double mult, int wd) {
+    if (!opt || !name) return mxp__error(MXP_EINVAL, "mxp_optimizer_set_%s_mult: NULL argument", wd ? "wd" : "lr");
+    if (!(mult >= 0) || isinf(mult))
+        return mxp__error(MXP_EINVAL, "optimizer: %s_mult %g of '%s' is not a finite value >= 0", wd ? "wd" : "lr",
+                          mult, name);
+    struct mult *m = find_mult(opt, name);
+    if (!m) {
+        struct mult *g = realloc(opt->mults, (size_t)(opt->n_mults + 1) * sizeof *g);
+        if (!g) return mxp__error_oom("optimizer multipliers");
+        opt->mults = g;
+        m = &g[opt->n_mults];
+        memset(m, 0, sizeof *m);
+        if (!(m->name = strdup(name))) return mxp__error_oom("optimizer multipliers");
+        opt->n_mults++;
+    }
+    if (wd) m->wd = mult, m->has_wd = 1;
+    else m->lr = mult, m->has_lr = 1;
+    return MXP_OK;
+}
+
+int mxp_optimizer_set_lr_mult(mxp_optimizer *opt, const char *name, double mult) { return set_mult(opt, name, mult, 0); }
+int mxp_optimizer_set_wd_mult(mxp_optimizer *opt, const char *name, double mult) { return set_mult(opt, name, mult, 1); }
 
 void mxp_optimizer_set_lr_schedule(mxp_optimizer *opt, mxp_lr_schedule *sched) {
     if (!opt) return;
@@ -271,6 +307,9 @@ static int update_held(mxp_optimizer *opt, int index, const char *name, mxp_ndar
     if (st->count > opt->num_update) opt->num_update = st->count;
     double lr = mxp_lr_schedule_lr(opt->sched, opt->lr, opt->num_update);
     double wd = (name && !ends_with(name, "_weight") && !ends_with(name, "_gamma")) ? 0.0 : opt->wd;
+    const struct mult *mu = find_mult(opt, name);
+    if (mu && mu->has_lr) lr *= mu->lr;
+    if (mu && mu->has_wd) wd = opt->wd * mu->wd;
     if (opt->type == OPT_ADAM) {
         double t = (double)st->count;
         double coef1 = 1.0 - pow(opt->beta1, t), coef2 = 1.0 - pow(opt->beta2, t);

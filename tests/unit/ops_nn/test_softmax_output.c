@@ -1,7 +1,7 @@
 /* test_softmax_output.c — SoftmaxOutput: forward softmax against float64,
  * loss gradient (p - onehot) * grad_scale / norm for normalization
  * null/batch/valid with use_ignore, label smoothing, multi_output and
- * preserve_shape label shapes; out_grad is not read (MXP_OP_LOSS). */
+ * preserve_shape label shapes (MXNet 1.9.1's: (N, d1) for plain 3-D data); out_grad is not read (MXP_OP_LOSS). */
 #include <string.h>
 #include "nn_test_util.h"
 
@@ -16,7 +16,9 @@ static void run(const char *kw, int mode /*0 plain,1 multi,2 preserve*/, double 
     n.in_shape[0].ndim = 3; memcpy(n.in_shape[0].dims, d3, sizeof d3);
     cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
     /* label shapes per mode */
-    if (mode == 0) { cr_assert_eq(n.in_shape[1].ndim, 1); cr_assert_eq(n.in_shape[1].dims[0], 4); }
+    /* MXNet 1.9.1: without multi_output the label is the data shape without
+     * its last axis; the gradient reads its first N entries. */
+    if (mode == 0) { cr_assert_eq(n.in_shape[1].ndim, 2); cr_assert_eq(n.in_shape[1].dims[0], 4); cr_assert_eq(n.in_shape[1].dims[1], 5); }
     if (mode == 1) { cr_assert_eq(n.in_shape[1].ndim, 2); cr_assert_eq(n.in_shape[1].dims[1], 3); }
     if (mode == 2) { cr_assert_eq(n.in_shape[1].ndim, 2); cr_assert_eq(n.in_shape[1].dims[1], 5); }
     cr_assert_eq(nnh_node_alloc(&n, 1), 1);

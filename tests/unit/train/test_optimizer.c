@@ -138,6 +138,35 @@ Test(train_optimizer, weight_decay_only_on_weights_and_gammas) {
     mxp_optimizer_free(o);
 }
 
+/* MXNet's lr_mult / wd_mult dicts (from __lr_mult__ / __wd_mult__): lr and
+ * wd scaled per name; a wd_mult on a bias turns weight decay on. */
+Test(train_optimizer, lr_and_wd_multipliers_by_name) {
+    mxp_optimizer *o = NULL;
+    const char *k[] = {"learning_rate", "wd", "momentum"};
+    const char *v[] = {"0.1", "0.5", "0.9"};
+    cr_assert_eq(mxp_optimizer_create("sgd", 3, k, v, &o), MXP_OK);
+    cr_assert_eq(mxp_optimizer_set_lr_mult(o, "fc1_weight", 0.25), MXP_OK);
+    cr_assert_eq(mxp_optimizer_set_wd_mult(o, "fc1_weight", 2.0), MXP_OK);
+    cr_assert_eq(mxp_optimizer_set_wd_mult(o, "fc1_bias", 0.5), MXP_OK);
+    hp w = {.lr = 0.025, .wd = 1.0, .rescale = 1, .clip = -1, .mom = 0.9};
+    hp b = {.lr = 0.1, .wd = 0.25, .rescale = 1, .clip = -1, .mom = 0.9};
+    hp plain = {.lr = 0.1, .wd = 0.5, .rescale = 1, .clip = -1, .mom = 0.9};
+    ref r;
+    run(o, "fc1_weight", 3, &r, sgd_ref, &w, "weight with lr_mult 0.25, wd_mult 2");
+    mxp_optimizer_free(o);
+    cr_assert_eq(mxp_optimizer_create("sgd", 3, k, v, &o), MXP_OK);
+    cr_assert_eq(mxp_optimizer_set_wd_mult(o, "fc1_bias", 0.5), MXP_OK);
+    cr_assert_eq(mxp_optimizer_set_lr_mult(o, "other_weight", 3.0), MXP_OK);
+    run(o, "fc1_bias", 3, &r, sgd_ref, &b, "bias with wd_mult 0.5");
+    mxp_optimizer_free(o);
+    cr_assert_eq(mxp_optimizer_create("sgd", 3, k, v, &o), MXP_OK);
+    cr_assert_eq(mxp_optimizer_set_lr_mult(o, "other_weight", 3.0), MXP_OK);
+    run(o, "fc2_weight", 3, &r, sgd_ref, &plain, "unlisted weight");
+    cr_assert_eq(mxp_optimizer_set_lr_mult(o, "x", -1.0), MXP_EINVAL);
+    cr_assert(strstr(mxp_last_error(), "lr_mult"), "%s", mxp_last_error());
+    mxp_optimizer_free(o);
+}
+
 Test(train_optimizer, schedules) {
     mxp_lr_schedule *f = NULL, *m = NULL;
     cr_assert_eq(mxp_lr_schedule_factor(10, 0.5, 0.02, &f), MXP_OK);
