@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""Writes ops_ext_cases.txt: reference cases for the ops added by
+plugins/ops-basic/src/{math_ext,shape_ext,index_ext}.c and ops-nn's
+nn_ext ops, computed here with numpy (and PyTorch where it has the op)
+from MXNet's documented semantics -- an independent reference for
+tests/unit/ops_basic/test_ops_ext.c and tests/unit/ops_nn/test_nn_ext.c.
+
+Format, one item per line (values in repr-precision decimal):
+  case <op> <pack> <gradmask> [k=v ...]     gradmask: inputs to check by
+                                            finite differences (bit i)
+  in <ndim> <dims...> | <values...>
+  out <ndim> <dims...> | <values...>
+  end
+Run: /usr/bin/python3 tests/data/ops/gen_ops_ext_cases.py > tests/data/ops/ops_ext_cases.txt
+"""
+import math
+import numpy as np
+
+rng = np.random.default_rng(20261125)
+out = []
+
+
+def arr_line(tag, a):
+    a = np.asarray(a, dtype=np.float64)
+    dims = " ".join(str(d) for d in a.shape)
+    vals = " ".join(repr(float(v)) for v in a.ravel())
+    return f"{tag} {a.ndim} {dims} | {vals}"
+
+
+def case(op, ins, outs, grad=0, pack="ops-basic", **kw):
+    kws = " ".join(f"{k}={str(v).replace(' ', '')}" for k, v in kw.items())
+    out.append(f"case {op} {pack} {grad} {kws}".rstrip())
+    for a in ins:
+        out.append(arr_line("in", a))
+    for a in outs:
+        out.append(arr_line("out", a))
+    out.append("end")
+
+
+def U(lo, hi, shape):
+    return rng.uniform(lo, hi, size=shape)
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def softplus(x):
+    return np.log1p(np.exp(x))
+
+
+# ------------------------------------------------------------- unary
+unary = [
+    ("tan", -1.2, 1.2, np.tan, 1), ("arcsin", -0.9, 0.9, np.arcsin, 1),
+    ("arccos", -0.9, 0.9, np.arccos, 1), ("arctan", -3, 3, np.arctan, 1),
+    ("sinh", -2, 2, np.sinh, 1), ("cosh", -2, 2, np.cosh, 1),
+    ("arcsinh", -3, 3, np.arcsinh, 1), ("arccosh", 1.2, 4, np.arccosh, 1),
+    ("arctanh", -0.9, 0.9, np.arctanh, 1), ("log2", 0.2, 5, np.log2, 1),
+    ("log10", 0.2, 5, np.log10, 1), ("cbrt", 0.2, 5, np.cbrt, 1),
+    ("rcbrt", 0.2, 5, lambda x: 1 / np.cbrt(x), 1), ("degrees", -3, 3, np.degrees, 1),
+    ("radians", -200, 200, np.radians, 1), ("log_sigmoid", -4, 4, lambda x: -np.logaddexp(0, -x), 1),
+    ("mish", -3, 3, lambda x: x * np.tanh(softplus(x)), 1),
+    ("hard_sigmoid", -4, 4, lambda x: np.clip(0.2 * x + 0.5, 0, 1), 1),
+    ("_copy", -2, 2, lambda x: x, 1), ("identity", -2, 2, lambda x: x, 1),
+    ("BlockGrad", -2, 2, lambda x: x, 0), ("stop_gradient", -2, 2, lambda x: x, 0),
+    ("zeros_like", -2, 2, np.zeros_like, 0), ("ones_like", -2, 2, np.ones_like, 0),
+    ("trunc", -3, 3, np.trunc, 0), ("fix", -3, 3, np.fix, 0), ("rint", -3, 3, np.rint, 0),
+]
+for name, lo, hi, f, g in unary:
+    x = U(lo, hi, (3, 4))
+    if name == "hard_sigmoid":
+        x[np.abs(0.2 * x + 0.5 - np.round(0.2 * x + 0.5)) < 0.02] += 0.3  # off the kinks
+    case(name, [x], [f(x)], g)
+x = U(-4, 4, (3, 4))
+case("hard_sigmoid", [x], [np.clip(0.3 * x + 0.4, 0, 1)], 1, alpha=0.3, beta=0.4)
+x = np.array([[0.0, 1.5, -2.0], [0.0, 0.0, 3.0]])
+case("logical_not", [x], [(x == 0).astype(float)])
+
+# ------------------------------------------------------------ binary
+def pymod(a, b):
+    r = np.mod(a, np.where(b == 0, 1, b))
+    return np.where(b == 0, 0.0, r)
+
+
+binary = [
+    ("hypot", np.hypot, 3), ("mod", pymod, 3),
+    ("logical_and", lambda a, b: ((a != 0) & (b != 0)).astype(float), 0),
+    ("logical_or", lambda a, b: ((a != 0) | (b != 0)).astype(float), 0),
+    ("logical_xor", lambda a, b: ((a != 0) ^ (b != 0)).astype(float), 0),
+]
+for name, f, g in binary:
+    if name.startswith("logical"):
+        a = rng.integers(-1, 2, size=(2, 3)).astype(float)
+        b = rng.integers(-1, 2, size=(2, 3)).astype(float)
+        b1 = rng.integers(-1, 2, size=(1, 3)).astype(float)
+    else:
+        a = U(-4, 4, (2, 3))
+        b = U(0.5, 2, (2, 3)) * rng.choice([-1, 1], size=(2, 3))
+        b1 = U(0.5, 2, (1, 3)) * np.array([[1, -1, 1]])
+    case("_" + name, [a, b], [f(a, b)], g)
+    case("broadcast_" + name, [a, b1], [f(a, b1)], g)
+a = np.array([[5.0, -5.0, 3.0]])
+b = np.array([[0.0, 0.0, 0.0]])
+case("_mod", [a, b], [np.zeros((1, 3))])
+
+# ------------------------------------------------------------ scalar
+x = U(-4, 4, (2, 3))
+case("_hypot_scalar", [x], [np.hypot(x, 1.5)], 1, scalar=1.5)
+case("_mod_scalar", [x], [pymod(x, np.full_like(x, -1.3))], 1, scalar=-1.3)
+xr = U(0.5, 3, (2, 3)) * np.array([[1, -1, 1], [-1, 1, 1]])
+case("_rmod_scalar", [xr], [pymod(np.full_like(xr, 2.5), xr)], 1, scalar=2.5)
+xl = np.array([[0.0, 2.0, -1.0], [0.0, 0.5, 0.0]])
+for name, f in (("and", np.logical_and), ("or", np.logical_or), ("xor", np.logical_xor)):
+    case(f"_logical_{name}_scalar", [xl], [f(xl != 0, True).astype(float)], 0, scalar=3)
+    case(f"_logical_{name}_scalar", [xl], [f(xl != 0, False).astype(float)], 0, scalar=0)
+
+# ------------------------------------------------------------ shape
+x = U(-1, 1, (2, 3))
+case("tile", [x], [np.tile(x, (2, 1, 3))], 1, reps="(2, 1, 3)")
+y = U(-1, 1, (2, 3, 2))
+case("tile", [y], [np.tile(y, (2,))], 1, reps="(2,)")
+case("repeat", [x], [np.repeat(x, 2, axis=1)], 1, repeats=2, axis=1)
+case("repeat", [x], [np.repeat(x, 3)], 1, repeats=3)
+z = U(-1, 1, (2, 3, 4))
+case("reverse", [z], [z[::-1, :, ::-1]], 1, axis="(0, 2)")
+case("flip", [z], [z[:, ::-1, :]], 1, axis="1")
+s = U(-1, 1, (2, 1, 3, 1))
+case("squeeze", [s], [s.reshape(2, 3)], 1)
+case("squeeze", [s], [s.reshape(2, 3, 1)], 1, axis="(1,)")
+case("swapaxes", [z], [np.swapaxes(z, 0, 2)], 1, dim1=0, dim2=2)
+case("SwapAxis", [z], [np.swapaxes(z, 1, -1)], 1, dim1=1, dim2=-1)
+b = U(-1, 1, (1, 3, 1))
+case("broadcast_to", [b], [np.broadcast_to(b, (2, 3, 4))], 1, shape="(2, 0, 4)")
+case("broadcast_axis", [b], [np.broadcast_to(b, (2, 3, 4))], 1, axis="(0, 2)", size="(2, 4)")
+case("broadcast_axes", [b], [np.broadcast_to(b, (1, 3, 5))], 1, axis="2", size="5")
+r = U(-1, 1, (2, 3, 4))
+case("broadcast_like", [b, r], [np.broadcast_to(b, (2, 3, 4))], 1)
+l2 = U(-1, 1, (1, 3))
+r2 = U(-1, 1, (5, 2))
+case("broadcast_like", [l2, r2], [np.broadcast_to(l2, (5, 3))], 1, lhs_axes="(0,)", rhs_axes="(0,)")
+d = U(-1, 1, (3, 4, 5))
+sl = np.zeros((2, 3, 2))
+case("slice_like", [d, sl], [d[:2, :3, :2]], 1)
+case("slice_like", [d, sl], [d[:2, :, :2]], 1, axes="(0, 2)")
+xd = U(-1, 1, (1, 8, 2, 3))
+bs = 2
+t = xd.reshape(1, bs, bs, 2, 2, 3).transpose(0, 3, 4, 1, 5, 2).reshape(1, 2, 4, 6)
+case("depth_to_space", [xd], [t], 1, block_size=2)
+xs = U(-1, 1, (1, 2, 4, 6))
+t = xs.reshape(1, 2, 2, bs, 3, bs).transpose(0, 3, 5, 1, 2, 4).reshape(1, 8, 2, 3)
+case("space_to_depth", [xs], [t], 1, block_size=2)
+case("shape_array", [z], [np.array(z.shape, dtype=float)])
+case("size_array", [z], [np.array([z.size], dtype=float)])
+
+# ------------------------------------------------------------ index
+d = U(-1, 1, (3, 4))
+idx = np.array([0.0, 3.0, 1.0])
+case("pick", [d, idx], [d[np.arange(3), idx.astype(int)]], 1, axis=1)
+idx0 = np.array([2.0, 0.0, 1.0, 2.0])
+case("pick", [d, idx0.reshape(1, 4)], [d[idx0.astype(int), np.arange(4)].reshape(1, 4)], 1, axis=0, keepdims="True")
+idxw = np.array([5.0, -1.0, 9.0])
+case("pick", [d, idxw], [d[np.arange(3), np.mod(idxw.astype(int), 4)]], 1, axis=-1, mode="wrap")
+idxc = np.array([5.0, -1.0, 2.0])
+case("pick", [d, idxc], [d[np.arange(3), np.clip(idxc.astype(int), 0, 3)]], 1)
+g = U(-1, 1, (3, 4, 2))
+gi = np.array([[0.0, 2.0, 1.0], [3.0, 0.0, 3.0]])
+case("gather_nd", [g, gi], [g[gi[0].astype(int), gi[1].astype(int)]], 1)
+gi1 = np.array([[2.0, 0.0]])
+case("gather_nd", [g, gi1], [g[gi1[0].astype(int)]], 1)
+sd = U(-1, 1, (3, 2))
+o = np.zeros((3, 4, 2))
+o[gi[0].astype(int), gi[1].astype(int)] = sd
+case("scatter_nd", [sd, gi], [o], 1, shape="(3, 4, 2)")
+bt = U(-1, 1, (4, 3))
+bi = np.array([2.0, 0.0, 1.0, 2.0])
+case("batch_take", [bt, bi], [bt[np.arange(4), bi.astype(int)]], 1)
+tk = U(-1, 1, (3, 5))
+order = np.argsort(-tk, axis=1, kind="stable")
+case("topk", [tk], [np.take_along_axis(tk, order[:, :2], 1)], 1, k=2, ret_typ="value")
+case("topk", [tk], [order[:, :2].astype(float)], 0, k=2)
+mask = np.zeros_like(tk)
+np.put_along_axis(mask, order[:, :3], 1.0, 1)
+case("topk", [tk], [mask], 0, k=3, ret_typ="mask")
+asc = np.argsort(tk, axis=0, kind="stable")
+case("topk", [tk], [np.take_along_axis(tk, asc[:2], 0), asc[:2].astype(float)], 1, axis=0, k=2, ret_typ="both",
+     is_ascend="True")
+flat = np.argsort(-tk.ravel(), kind="stable")[:4]
+case("topk", [tk], [tk.ravel()[flat]], 1, axis="None", k=4, ret_typ="value")
+case("sort", [tk], [np.sort(tk, axis=1)], 1)
+case("sort", [tk], [-np.sort(-tk, axis=0)], 1, axis=0, is_ascend="False")
+case("argsort", [tk], [np.argsort(tk, axis=1, kind="stable").astype(float)], 0)
+case("argsort", [tk], [np.argsort(-tk, axis=0, kind="stable").astype(float)], 0, axis=0, is_ascend="False")
+sq = U(-1, 1, (4, 3, 2))   # (T, B, R)
+ln = np.array([2.0, 4.0, 1.0])
+m = sq.copy()
+for bb in range(3):
+    m[int(ln[bb]):, bb] = -1.0
+case("SequenceMask", [sq, ln], [m], 1, use_sequence_length="True", value=-1)
+case("SequenceMask", [sq], [sq], 1)
+sqb = U(-1, 1, (3, 4, 2))  # (B, T, R)
+mb = sqb.copy()
+for bb in range(3):
+    mb[bb, int(ln[bb]):] = 0.0
+case("SequenceMask", [sqb, ln], [mb], 1, use_sequence_length="True", axis=1)
+case("SequenceLast", [sq, ln], [np.stack([sq[int(ln[bb]) - 1, bb] for bb in range(3)])], 1,
+     use_sequence_length="True")
+case("SequenceLast", [sq], [sq[-1]], 1)
+case("SequenceLast", [sqb, ln], [np.stack([sqb[bb, int(ln[bb]) - 1] for bb in range(3)])], 1,
+     use_sequence_length="True", axis=1)
+rv = sq.copy()
+for bb in range(3):
+    L = int(ln[bb])
+    rv[:L, bb] = sq[:L, bb][::-1]
+case("SequenceReverse", [sq, ln], [rv], 1, use_sequence_length="True")
+case("SequenceReverse", [sq], [sq[::-1]], 1)
+dm = U(-1, 1, (3, 4))
+case("diag", [dm], [np.diag(dm, 1)], 1, k=1)
+case("diag", [dm], [np.diag(dm, -1)], 1, k=-1)
+case("diag", [dm], [np.diag(dm.T, 1)], 1, k=1, axis1=1, axis2=0)
+dv = U(-1, 1, (3,))
+case("diag", [dv], [np.diag(dv, -1)], 1, k=-1)
+
+print("# generated by gen_ops_ext_cases.py (numpy " + np.__version__ + "); do not edit")
+print("\n".join(out))
