@@ -3,7 +3,9 @@
  * values) against a pack loaded with pack_harness: one row per op and
  * case, so many ops cost little test code.  Per case: forward in float64
  * (tight tolerance) and float32 (loose), every output's shape and values;
- * then finite-difference gradients of the inputs named by the case's mask.
+ * then finite-difference gradients of the inputs named by the case's mask,
+ * and, where the case gives "igrad" lines, the input gradients themselves
+ * for its "og" out_grads (ones by default).
  * Header-only (static): each test binary includes it once.
  * Format: see the generator's docstring. */
 #ifndef MXP_TESTS_OP_CASES_H
@@ -25,8 +27,8 @@ typedef struct oc_case {
     int n_kw;
     char kwbuf[OC_MAX_KW][2][64];
     const char *kw[2 * OC_MAX_KW + 1];
-    int n_in, n_out;
-    ph_arr in[PH_MAX_IO], out[PH_MAX_IO];
+    int n_in, n_out, n_og, n_igrad;
+    ph_arr in[PH_MAX_IO], out[PH_MAX_IO], og[PH_MAX_IO], igrad[PH_MAX_IO];
 } oc_case;
 
 /* "<ndim> d0 .. | v0 v1 ..." into a float64 array. */
@@ -55,6 +57,34 @@ static ph_arr oc_parse_arr(char *s) {
 static void oc_free(oc_case *c) {
     for (int i = 0; i < c->n_in; i++) ph_arr_free(&c->in[i]);
     for (int i = 0; i < c->n_out; i++) ph_arr_free(&c->out[i]);
+    for (int i = 0; i < c->n_og; i++) ph_arr_free(&c->og[i]);
+    for (int i = 0; i < c->n_igrad; i++) ph_arr_free(&c->igrad[i]);
+}
+
+/* Backward with the case's out_grads (ones where none is given); the input
+ * gradients must equal the igrad lines (loss heads, whose gradient is not
+ * the derivative of their output, are checked this way). */
+static void oc_check_backward(ph_pack *P, oc_case *c) {
+    ph_arr out[PH_MAX_IO], og[PH_MAX_IO], ig[PH_MAX_IO];
+    memset(out, 0, sizeof out);
+    memset(ig, 0, sizeof ig);
+    int n_out = 0;
+    cr_assert_eq(ph_forward(P, c->op, c->kw, c->n_in, c->in, &n_out, out, MXP_REQ_WRITE), 0, "%s: %s", c->op,
+                 ph_last_error());
+    for (int k = 0; k < n_out; k++) {
+        og[k] = ph_arr_new(MXP_DTYPE_F64, out[k].ndim, out[k].shape);
+        for (int64_t i = 0; i < ph_numel(&og[k]); i++) ph_set(&og[k], i, k < c->n_og ? ph_get(&c->og[k], i) : 1.0);
+    }
+    cr_assert_eq(ph_backward(P, c->op, c->kw, c->n_in, c->in, n_out, out, og, ig, NULL), 0, "%s backward: %s", c->op,
+                 ph_last_error());
+    for (int k = 0; k < c->n_igrad; k++)
+        for (int64_t i = 0; i < ph_numel(&c->igrad[k]); i++) {
+            double a = ph_get(&ig[k], i), b = ph_get(&c->igrad[k], i);
+            cr_assert(fabs(a - b) <= 1e-10 + 1e-9 * fabs(b), "%s in_grad %d [%lld] = %.12g, want %.12g", c->op, k,
+                      (long long)i, a, b);
+        }
+    for (int k = 0; k < n_out; k++) ph_arr_free(&out[k]), ph_arr_free(&og[k]);
+    for (int k = 0; k < c->n_in; k++) ph_arr_free(&ig[k]);
 }
 
 static ph_arr oc_to_f32(const ph_arr *a) {
@@ -117,6 +147,10 @@ static int oc_run_file(ph_pack *P, const char *path, const char *pack) {
             c.in[c.n_in++] = oc_parse_arr(line + 3);
         } else if (in_case && !strncmp(line, "out ", 4)) {
             c.out[c.n_out++] = oc_parse_arr(line + 4);
+        } else if (in_case && !strncmp(line, "og ", 3)) {
+            c.og[c.n_og++] = oc_parse_arr(line + 3);
+        } else if (in_case && !strncmp(line, "igrad ", 6)) {
+            c.igrad[c.n_igrad++] = oc_parse_arr(line + 6);
         } else if (in_case && !strcmp(line, "end")) {
             in_case = 0;
             if (strcmp(c.pack, pack)) {
@@ -130,6 +164,7 @@ static int oc_run_file(ph_pack *P, const char *path, const char *pack) {
             c.kw[2 * c.n_kw] = NULL;
             oc_check_forward(P, &c, 0);
             oc_check_forward(P, &c, 1);
+            if (c.n_igrad) oc_check_backward(P, &c);
             if (c.mask)
                 cr_assert_eq(ph_grad_check(P, c.op, c.kw, c.n_in, c.in, c.mask, 1e-6, 1e-6, 1e-5), 0,
                              "%s gradient: %s", c.op, ph_last_error());

@@ -1004,9 +1004,13 @@ int ph_grad_check(ph_pack *p, const char *op, const char *const *kw, int n_in, c
     int n_out = 0, result = 0;
     int rc = ph_forward(p, op, kw, n_in, in, &n_out, out, MXP_REQ_WRITE);
     if (rc) return fail(rc, "%s forward: %s", op, ph_last_error()), -1;
+    /* Hidden outputs (BatchNorm-style saved statistics) get no gradient:
+     * weight them 0 so the loss is that of the visible outputs. */
+    const mxp_op_def *def = ph_op_def(p, op);
+    int n_vis = def && def->n_visible_outputs ? (int)def->n_visible_outputs : n_out;
     for (int k = 0; k < n_out; k++) {
         w[k] = ph_arr_new(MXP_DTYPE_F64, out[k].ndim, out[k].shape);
-        ph_fill_uniform(&w[k], 99 + (uint64_t)k, -1.0, 1.0);
+        if (k < n_vis) ph_fill_uniform(&w[k], 99 + (uint64_t)k, -1.0, 1.0);
     }
     rc = ph_backward(p, op, kw, n_in, in, n_out, out, w, g, NULL);
     if (rc) { fail(rc, "%s backward: %s", op, ph_last_error()); result = -1; goto out; }

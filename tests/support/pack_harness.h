@@ -80,7 +80,8 @@ int ph_backward(ph_pack *p, const char *op, const char *const *kw, int n_in, con
 
 /* Gradient check of op at the given float64 inputs: analytic backward vs
  * central differences of sum(out_k * w_k) with fixed random w; inputs whose
- * mask bit is 0 are skipped (mask -1 = all).  Also checks req ADD adds.
+ * mask bit is 0 are skipped (mask -1 = all); hidden outputs (beyond the
+ * def's n_visible_outputs) weigh 0.  Also checks req ADD adds.
  * Returns 0 when |a - n| <= atol + rtol |n| everywhere, else -1 with the
  * first mismatch described in ph_last_error(). */
 int ph_grad_check(ph_pack *p, const char *op, const char *const *kw, int n_in, const ph_arr *in,

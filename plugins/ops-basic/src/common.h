@@ -153,6 +153,7 @@ int ob_reg_optimizer(mxp_registrar *r);
 int ob_reg_math_ext(mxp_registrar *r);
 int ob_reg_shape_ext(mxp_registrar *r);
 int ob_reg_index_ext(mxp_registrar *r);
+int ob_reg_reduce_ext(mxp_registrar *r);
 
 #define OB_IMPL_UD(OPNAME, FWD, BWD, UD)                                    \
     { MXP_HEADER(mxp_op_impl), OPNAME, "default", "cpu", MXP_RANK_PRIMARY,  \

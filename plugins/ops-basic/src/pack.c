@@ -9,6 +9,7 @@ static int ob_init(const mxp_plugin_init_args *a) {
         ob_reg_unary, ob_reg_binary, ob_reg_scalar, ob_reg_reduce, ob_reg_dot,
         ob_reg_shape, ob_reg_join, ob_reg_index, ob_reg_cast, ob_reg_init,
         ob_reg_random, ob_reg_sum_n, ob_reg_optimizer, ob_reg_math_ext, ob_reg_shape_ext, ob_reg_index_ext,
+        ob_reg_reduce_ext,
     };
     for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
         int rc = regs[i](a->registrar);

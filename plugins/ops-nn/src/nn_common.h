@@ -84,6 +84,9 @@ int nn_register_upsampling(mxp_registrar *r);
 int nn_register_lrn(mxp_registrar *r);
 int nn_register_softmax_ce(mxp_registrar *r);
 int nn_register_deconv(mxp_registrar *r);
+int nn_register_ext(mxp_registrar *r);
+int nn_register_norm_ext(mxp_registrar *r);
+int nn_register_detect(mxp_registrar *r);
 
 /* Schema helpers. */
 #define NN_P(NAME, TYPE, FLAGS, ST, FIELD, DEF, CHOICES, DOC) \

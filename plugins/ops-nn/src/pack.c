@@ -24,6 +24,9 @@ static int nn_init(const mxp_plugin_init_args *a) {
     if ((st = nn_register_lrn(r)) < 0) return st;
     if ((st = nn_register_softmax_ce(r)) < 0) return st;
     if ((st = nn_register_deconv(r)) < 0) return st;
+    if ((st = nn_register_ext(r)) < 0) return st;
+    if ((st = nn_register_norm_ext(r)) < 0) return st;
+    if ((st = nn_register_detect(r)) < 0) return st;
     return MXP_OK;
 }
 

@@ -10,6 +10,8 @@ Format, one item per line (values in repr-precision decimal):
                                             finite differences (bit i)
   in <ndim> <dims...> | <values...>
   out <ndim> <dims...> | <values...>
+  og <ndim> <dims...> | <values...>        (optional out_grad, else ones)
+  igrad <ndim> <dims...> | <values...>     (optional expected input grads)
   end
 Run: /usr/bin/python3 tests/data/ops/gen_ops_ext_cases.py > tests/data/ops/ops_ext_cases.txt
 """
@@ -27,13 +29,17 @@ def arr_line(tag, a):
     return f"{tag} {a.ndim} {dims} | {vals}"
 
 
-def case(op, ins, outs, grad=0, pack="ops-basic", **kw):
+def case(op, ins, outs, grad=0, pack="ops-basic", igrad=(), og=(), **kw):
     kws = " ".join(f"{k}={str(v).replace(' ', '')}" for k, v in kw.items())
     out.append(f"case {op} {pack} {grad} {kws}".rstrip())
     for a in ins:
         out.append(arr_line("in", a))
     for a in outs:
         out.append(arr_line("out", a))
+    for a in og:
+        out.append(arr_line("og", a))
+    for a in igrad:
+        out.append(arr_line("igrad", a))
     out.append("end")
 
 
@@ -219,6 +225,181 @@ case("diag", [dm], [np.diag(dm, -1)], 1, k=-1)
 case("diag", [dm], [np.diag(dm.T, 1)], 1, k=1, axis1=1, axis2=0)
 dv = U(-1, 1, (3,))
 case("diag", [dv], [np.diag(dv, -1)], 1, k=-1)
+
+# ------------------------------------------------------------ reduce_ext
+r = U(-1, 1, (2, 3, 4))
+rn = r.copy()
+rn[0, 1, 2] = np.nan
+rn[1, 0, 0] = np.nan
+case("nansum", [rn], [np.nansum(rn, axis=1)], 0, axis=1)
+case("nansum", [r], [np.nansum(r, axis=(0, 2), keepdims=True)], 1, axis="(0, 2)", keepdims="True")
+case("nansum", [r], [np.nansum(r, axis=(0, 2))], 1, axis=1, exclude="True")
+case("nanprod", [rn], [np.nanprod(rn, axis=2)], 0, axis=2)
+case("nanprod", [r], [np.array([np.prod(r)])], 1)
+case("moments", [r], [r.mean(axis=(0, 2)), r.var(axis=(0, 2))], 1, axes="(0, 2)")
+case("moments", [r], [r.mean(axis=1, keepdims=True), r.var(axis=1, keepdims=True)], 1, axes="(1,)", keepdims="True")
+case("amp_cast", [r], [r], 1, dtype="float64")
+case("_contrib_div_sqrt_dim", [r], [r / 2.0], 1)
+case("_contrib_arange_like", [r], [np.arange(24, dtype=float).reshape(2, 3, 4) * 0.5 + 1], 0, start=1, step=0.5)
+case("_contrib_arange_like", [r], [np.array([0.0, 0.0, 2.0, 2.0])], 0, step=2, repeat=2, axis=-1)
+
+# ------------------------------------------------------------ ops-nn
+import torch
+import torch.nn.functional as F
+
+NN = "ops-nn"
+x = U(-2, 2, (2, 3, 2, 2))
+case("SoftmaxActivation", [x], [F.softmax(torch.tensor(x).reshape(2, -1), 1).reshape(x.shape).numpy()], 1, pack=NN)
+case("SoftmaxActivation", [x], [F.softmax(torch.tensor(x), 1).numpy()], 1, pack=NN, mode="channel")
+x = U(-2, 2, (2, 3, 4))
+n = np.sqrt((x ** 2).sum(axis=(1, 2)) + 1e-10)
+case("L2Normalization", [x], [x / n[:, None, None], n], 1, pack=NN)
+n = np.sqrt((x ** 2).sum(axis=1) + 1e-6)
+case("L2Normalization", [x], [x / n[:, None, :], n], 1, pack=NN, mode="channel", eps=1e-6)
+n = np.sqrt((x ** 2).sum(axis=2) + 1e-10)
+case("L2Normalization", [x], [x / n[:, :, None], n], 1, pack=NN, mode="spatial")
+d = U(-2, 2, (4, 3))
+lab = U(-1, 1, (4, 3))
+case("LinearRegressionOutput", [d, lab], [d], 0, pack=NN, igrad=[(d - lab) * 2.0 / 3, np.zeros_like(lab)],
+     grad_scale=2)
+sg = 1 / (1 + np.exp(-d))
+lab01 = rng.integers(0, 2, size=(4, 3)).astype(float)
+case("LogisticRegressionOutput", [d, lab01], [sg], 0, pack=NN, igrad=[(sg - lab01) / 3])
+case("MAERegressionOutput", [d, lab], [d], 0, pack=NN, igrad=[np.sign(d - lab) * 0.5 / 3], grad_scale=0.5)
+d1 = U(-2, 2, (5, 1))
+l1 = U(-1, 1, (5,))
+case("LinearRegressionOutput", [d1, l1], [d1], 0, pack=NN, igrad=[d1 - l1[:, None]])
+ml = np.array([[0.5, -1.0, 2.0], [0.0, 3.0, -0.5]])
+case("MakeLoss", [ml], [ml], 0, pack=NN, igrad=[np.full_like(ml, 1.0)])
+case("MakeLoss", [ml], [ml], 0, pack=NN, igrad=[np.full_like(ml, 3.0 / 2)], grad_scale=3, normalization="batch")
+case("MakeLoss", [ml], [ml], 0, pack=NN, igrad=[np.full_like(ml, 1.0 / 2)], normalization="valid", valid_thresh=0.6)
+c = U(-1, 1, (2, 3, 6, 7))
+case("Crop", [c], [c[:, :, 1:4, 2:6]], 1, pack=NN, num_args=1, offset="(1, 2)", h_w="(3, 4)")
+like = np.zeros((2, 1, 4, 3))
+case("Crop", [c, like], [c[:, :, 1:5, 2:5]], 1, pack=NN, num_args=2, center_crop="True")
+case("Crop", [c, like], [c[:, :, 0:4, 0:3]], 1, pack=NN, num_args=2)
+p4 = U(-1, 1, (1, 2, 3, 4))
+pw = ((0, 0), (0, 0), (1, 2), (2, 1))
+pws = "(0,0,0,0,1,2,2,1)"
+case("Pad", [p4], [np.pad(p4, pw, mode="constant", constant_values=0.5)], 1, pack=NN, mode="constant",
+     pad_width=pws, constant_value=0.5)
+case("Pad", [p4], [np.pad(p4, pw, mode="edge")], 1, pack=NN, mode="edge", pad_width=pws)
+case("Pad", [p4], [np.pad(p4, pw, mode="reflect")], 1, pack=NN, mode="reflect", pad_width=pws)
+p5 = U(-1, 1, (1, 1, 2, 3, 3))
+case("pad", [p5], [np.pad(p5, ((0, 0), (0, 0), (1, 1), (0, 1), (2, 0)), mode="edge")], 1, pack=NN, mode="edge",
+     pad_width="(0,0,0,0,1,1,0,1,2,0)")
+xi = U(-2, 2, (2, 3, 4))
+gi = U(0.5, 1.5, (3,))
+bi = U(-0.5, 0.5, (3,))
+t = F.instance_norm(torch.tensor(xi), weight=torch.tensor(gi), bias=torch.tensor(bi), eps=1e-3).numpy()
+case("InstanceNorm", [xi, gi, bi], [t, xi.mean(axis=2), xi.var(axis=2)], 7, pack=NN)
+gl = U(0.5, 1.5, (4,))
+bl = U(-0.5, 0.5, (4,))
+t = F.layer_norm(torch.tensor(xi), (4,), torch.tensor(gl), torch.tensor(bl), eps=1e-5).numpy()
+case("LayerNorm", [xi, gl, bl], [t, xi.mean(axis=2, keepdims=True), np.sqrt(xi.var(axis=2, keepdims=True) + 1e-5)],
+     7, pack=NN)
+m = xi.mean(axis=1, keepdims=True)
+sd = np.sqrt(xi.var(axis=1, keepdims=True) + 1e-4)
+t = (xi - m) / sd * gi[None, :, None] + bi[None, :, None]
+case("LayerNorm", [xi, gi, bi], [t, m, sd], 7, pack=NN, axis=1, eps=1e-4)
+xg = U(-2, 2, (2, 4, 3))
+gg = U(0.5, 1.5, (2,))
+bg = U(-0.5, 0.5, (2,))
+r = xg.reshape(2, 2, 6)
+m = r.mean(axis=2)
+sd = np.sqrt(r.var(axis=2) + 1e-5)
+t = ((r - m[:, :, None]) / sd[:, :, None] * gg[None, :, None] + bg[None, :, None]).reshape(xg.shape)
+case("GroupNorm", [xg, gg, bg], [t, m, sd], 7, pack=NN, num_groups=2)
+
+# ------------------------------------------------------------ detection
+import torchvision.ops as tvo
+
+
+def corner_boxes(n):
+    xy = U(0, 6, (n, 2))
+    wh = U(0.5, 4, (n, 2))
+    return np.concatenate([xy, xy + wh], axis=1)
+
+
+bl = corner_boxes(3)
+br = corner_boxes(4)
+case("_contrib_box_iou", [bl, br], [tvo.box_iou(torch.tensor(bl), torch.tensor(br)).numpy()], 0, pack=NN)
+cl = np.concatenate([(bl[:, :2] + bl[:, 2:]) / 2, bl[:, 2:] - bl[:, :2]], axis=1)
+cr = np.concatenate([(br[:, :2] + br[:, 2:]) / 2, br[:, 2:] - br[:, :2]], axis=1)
+case("_contrib_box_iou", [cl, cr.reshape(2, 2, 4)],
+     [tvo.box_iou(torch.tensor(bl), torch.tensor(br)).numpy().reshape(3, 2, 2)], 0, pack=NN, format="center")
+
+# box_nms: rows [id, score, x1, y1, x2, y2]; torchvision's nms (per class
+# with batched_nms) picks the survivors; output packs them, then -1 rows.
+def nms_ref(rows, thresh, valid, topk=-1, use_id=False, force=False):
+    keep_rows = [i for i in range(len(rows)) if rows[i, 1] > valid]
+    keep_rows.sort(key=lambda i: -rows[i, 1])
+    if topk > 0:
+        keep_rows = keep_rows[:topk]
+    sel = rows[keep_rows]
+    boxes = torch.tensor(sel[:, 2:6])
+    scores = torch.tensor(sel[:, 1])
+    if use_id and not force:
+        k = tvo.batched_nms(boxes, scores, torch.tensor(sel[:, 0]).long(), thresh)
+    else:
+        k = tvo.nms(boxes, scores, thresh)
+    o = -np.ones_like(rows)
+    for j, idx in enumerate(k.numpy()):
+        o[j] = sel[idx]
+    return o
+
+
+for b in range(2):
+    n = 8
+    rows = np.concatenate([rng.integers(0, 2, size=(n, 1)).astype(float), U(0, 1, (n, 1)),
+                           corner_boxes(n) * 0.6], axis=1)
+    case("_contrib_box_nms", [rows], [nms_ref(rows, 0.3, 0.2)], 0, pack=NN, overlap_thresh=0.3, valid_thresh=0.2)
+    case("_contrib_box_nms", [rows.reshape(1, n, 6)], [nms_ref(rows, 0.3, 0.0, topk=5, use_id=True).reshape(1, n, 6)], 0,
+         pack=NN, overlap_thresh=0.3, topk=5, id_index=0)
+    case("_contrib_box_nms", [rows], [nms_ref(rows, 0.3, 0.0, use_id=True, force=True)], 0, pack=NN,
+         overlap_thresh=0.3, id_index=0, force_suppress="True")
+og = U(-1, 1, (8, 6))
+ref = nms_ref(rows, 0.3, 0.0)
+ig = np.zeros_like(rows)
+for j in range(8):
+    if ref[j, 0] != -1 or ref[j, 1] != -1:
+        src = [i for i in range(8) if np.array_equal(rows[i], ref[j])][0]
+        ig[src] += og[j]
+case("_contrib_box_nms", [rows], [ref], 0, pack=NN, og=[og], igrad=[ig], overlap_thresh=0.3)
+
+
+def prior_ref(H, W, sizes, ratios, steps=(-1, -1), offsets=(0.5, 0.5), clip=False):
+    sy = steps[0] if steps[0] > 0 else 1.0 / H
+    sx = steps[1] if steps[1] > 0 else 1.0 / W
+    o = []
+    for r in range(H):
+        for c in range(W):
+            cy, cx = (r + offsets[0]) * sy, (c + offsets[1]) * sx
+            for s in sizes:
+                w, h = s * H / W / 2, s / 2
+                o.append([cx - w, cy - h, cx + w, cy + h])
+            for rt in ratios[1:]:
+                q = math.sqrt(rt)
+                w, h = sizes[0] * H / W * q / 2, sizes[0] / q / 2
+                o.append([cx - w, cy - h, cx + w, cy + h])
+    o = np.array(o)[None]
+    return np.clip(o, 0, 1) if clip else o
+
+
+fm = np.zeros((1, 3, 2, 3))
+case("MultiBoxPrior", [fm], [prior_ref(2, 3, [0.5, 0.25], [1, 2, 0.5])], 0, pack=NN, sizes="(0.5,0.25)",
+     ratios="[1,2,0.5]")
+case("_contrib_MultiBoxPrior", [fm], [prior_ref(2, 3, [0.7], [1, 3], (0.4, 0.3), (0.25, 0.75), True)], 0, pack=NN,
+     sizes="0.7", ratios="(1,3)", steps="(0.4,0.3)", offsets="(0.25,0.75)", clip="True")
+
+feat = U(-1, 1, (2, 3, 7, 8))
+rois = np.array([[0, 0.0, 0.0, 12.0, 10.0], [1, 4.0, 2.0, 15.0, 13.0], [0, 6.3, 3.2, 9.1, 8.8]])
+case("ROIPooling", [feat, rois], [tvo.roi_pool(torch.tensor(feat), torch.tensor(rois), (3, 2), 0.5).numpy()], 1,
+     pack=NN, pooled_size="(3, 2)", spatial_scale=0.5)
+for aligned, sr in ((False, 2), (False, -1), (True, 2)):
+    t = tvo.roi_align(torch.tensor(feat), torch.tensor(rois), (2, 3), 0.5, sr, aligned).numpy()
+    case("_contrib_ROIAlign", [feat, rois], [t], 1, pack=NN, pooled_size="(2, 3)", spatial_scale=0.5,
+         sample_ratio=sr, aligned=str(aligned))
 
 print("# generated by gen_ops_ext_cases.py (numpy " + np.__version__ + "); do not edit")
 print("\n".join(out))
