@@ -110,8 +110,8 @@ static int nms_shape(mxp_infer_shape_args *a) {
     return MXP_OK;
 }
 
-static const double *g_scores;
-static int64_t g_K;
+static _Thread_local const double *g_scores; /* qsort has no context argument */
+static _Thread_local int64_t g_K;
 static int cmp_score(const void *x, const void *y) {
     int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
     double sa = g_scores[a * g_K], sb = g_scores[b * g_K];
