@@ -50,4 +50,5 @@ Test(ops_ext, bad_parameters_and_shapes_are_named) {
     ph_arr_free(&g[0]);
     ph_arr_free(&g[1]);
     ph_arr_free(&x);
+    for (int i = 0; i < PH_MAX_IO; i++) ph_arr_free(&out[i]); /* allocated before forward failed */
 }

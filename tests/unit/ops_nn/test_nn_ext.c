@@ -44,4 +44,5 @@ Test(nn_ext, bad_configurations_are_named) {
     ph_arr_free(&in3[1]);
     ph_arr_free(&in3[2]);
     ph_arr_free(&x);
+    for (int i = 0; i < PH_MAX_IO; i++) ph_arr_free(&out[i]);
 }
