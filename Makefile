@@ -292,6 +292,10 @@ bench: $(foreach b,$(BENCHES),bench-$(b))
 demo: all
 	@tools/demo.sh $(BUILD_ABS)
 
+# ResNet-20 from Fashion-MNIST JPEG records (minutes per epoch; not in demo).
+demo-resnet: all
+	@tools/demo-resnet.sh $(BUILD_ABS)
+
 # ---------------------------------------------------------------- install
 # Layout: $(LIBDIR)/libmxplug.so, $(PLUGINDIR)/{libmxp-*.so,manifest.yaml},
 # $(BINDIR)/mxplug, $(INCLUDEDIR)/{mxplug.h,mxplug/*.h,mxp/*.h},
@@ -327,6 +331,6 @@ clean:
 .SECONDARY:
 
 .PHONY: all deps test tests check-exports canaries $(addprefix canary-,$(CANARY_NAMES)) \
-  fuzz fuzz-build fuzz-replay bench demo install clean FORCE $(foreach b,$(BENCHES),bench-$(b))
+  fuzz fuzz-build fuzz-replay bench demo demo-resnet install clean FORCE $(foreach b,$(BENCHES),bench-$(b))
 
 -include $(shell find $(BUILD)/obj $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

@@ -8,3 +8,19 @@ $(BUILD)/fuzz/obj/plugins/io-image/src/%.o: plugins/io-image/src/%.c | deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Iplugins/io-image/src -c $< -o $@
 $(BUILD)/fuzz/fuzz_idx: $(BUILD)/fuzz/obj/plugins/io-image/src/idx.o
+
+# ImageRecordIter: JPEG through libjpeg-turbo (its libjpeg API for cropped,
+# DCT-scaled decoding; TurboJPEG for encoding) and PNG through libpng.  The
+# RecordIO format functions are the runtime's recordio_core.c, compiled a
+# second time into the pack (the pack cannot call runtime internals).
+PACK_LDLIBS_io-image += -ljpeg -lturbojpeg -lpng
+PACK_EXTRA_OBJS_io-image += $(BUILD)/obj/plugins/io-image/shared/recordio_core.o
+$(BUILD)/obj/plugins/io-image/shared/recordio_core.o: runtime/src/io/recordio_core.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(PACK_FLAGS) -c $< -o $@
+PACK_CFLAGS_io-image += -Iruntime/src/io
+
+# tests/fuzz/fuzz_image.c drives the decode path (codec, resize, augmenter).
+IO_IMAGE_FUZZ_OBJS := $(addprefix $(BUILD)/fuzz/obj/plugins/io-image/src/,img_codec.o img_resize.o image_aug.o)
+$(BUILD)/fuzz/fuzz_image: $(IO_IMAGE_FUZZ_OBJS)
+$(BUILD)/fuzz/fuzz_image: RUNTIME_LIBS += -ljpeg -lturbojpeg -lpng

@@ -31,6 +31,7 @@ int cmd_train(int argc, char **argv);   /* cmd_train.c   */
 int cmd_predict(int argc, char **argv); /* cmd_predict.c */
 int cmd_score(int argc, char **argv);   /* cmd_score.c   */
 int cmd_viz(int argc, char **argv);     /* cmd_viz.c     */
+int cmd_im2rec(int argc, char **argv);  /* cmd_im2rec.c  */
 
 /* "mxplug: <msg>" on stderr. */
 void cli_err(const char *fmt, ...) MXP_PRINTF(1, 2);

@@ -11,10 +11,13 @@
  * --no-flat override.  --load-epoch E resumes from PREFIX's epoch-E
  * checkpoint (parameters, optimizer states, RNG position) and trains
  * epochs E+1..--epochs.
- * Does not: train on other data formats, or on a GPU. */
+ * `rec:PREFIX` (rec_data.c): image records PREFIX_train.rec / _val.rec read
+ * by ImageRecordIter with --data-shape and the augmentation options.
+ * Does not: train on a GPU. */
 #include "model.h"
 #include "curves.h"
 #include "progress.h"
+#include "rec_data.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +32,9 @@ static void usage(FILE *f) {
             "\n"
             "  --net FILE          network, e.g. examples/lenet/lenet-symbol.json\n"
             "  --data mnist:DIR    DIR/train-images-idx3-ubyte[.gz] etc.; t10k-* validates\n"
+            "  --data rec:PREFIX   image records PREFIX_train.rec (+ PREFIX_val.rec), see im2rec;\n"
+            "                      with --data-shape C,H,W, --rand-crop, --rand-mirror and\n"
+            "                      --aug key=value,... (more ImageRecordIter parameters)\n"
             "  --epochs N          train until N epochs are done (default 10)\n"
             "  --batch-size B      (default 64)\n"
             "  --optimizer NAME    sgd (default) or adam\n"
@@ -102,6 +108,7 @@ int cmd_train(int argc, char **argv) {
     const char *impls[32];
     int n_impl = 0;
     int flat = -1, live = -1, allow_nan = 0;
+    cli_rec_opts ro = {0};
     for (int i = 1; i < argc; i++) {
         int r;
         if (cli_is_help(argv[i])) {
@@ -113,6 +120,10 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-flat")) flat = 0;
         else if (!strcmp(argv[i], "--no-progress")) live = 0;
         else if (!strcmp(argv[i], "--allow-nan")) allow_nan = 1;
+        else if (!strcmp(argv[i], "--rand-crop")) ro.rand_crop = 1;
+        else if (!strcmp(argv[i], "--rand-mirror")) ro.rand_mirror = 1;
+        else if (OPT("--data-shape")) { if (r < 0) return CLI_USAGE; ro.data_shape = v; }
+        else if (OPT("--aug")) { if (r < 0) return CLI_USAGE; ro.aug = v; }
         else if (OPT("--net")) { if (r < 0) return CLI_USAGE; net = v; }
         else if (OPT("--impl")) {
             if (r < 0) return CLI_USAGE;
@@ -187,11 +198,14 @@ int cmd_train(int argc, char **argv) {
         cli_fail(prc, "implementation policy");
         return CLI_USAGE;
     }
-    int rc = cli_mnist_files(cmd, data, "train", timg, tlab, sizeof timg);
-    if (rc) return rc;
-    if ((rc = cli_mnist_files(cmd, data, "t10k", vimg, vlab, sizeof vimg))) return rc;
-    int64_t n_train = cli_idx_count(tlab);
-    if (n_train < 0) return CLI_FAIL;
+    int rec = cli_is_rec_spec(data), rc;
+    int64_t n_train = 0;
+    if (!rec) {
+        if ((rc = cli_mnist_files(cmd, data, "train", timg, tlab, sizeof timg))) return rc;
+        if ((rc = cli_mnist_files(cmd, data, "t10k", vimg, vlab, sizeof vimg))) return rc;
+        n_train = cli_idx_count(tlab);
+        if (n_train < 0) return CLI_FAIL;
+    }
 
     mxp_symbol *sym = NULL;
     mxp_module *mod = NULL;
@@ -203,9 +217,14 @@ int cmd_train(int argc, char **argv) {
         cli_fail(rc, "loading net '%s'", net);
         goto done;
     }
-    if (flat < 0 && cli_net_input_layout(sym, batch, 28, 28, &flat)) goto done;
-    if (cli_mnist_iter(timg, tlab, batch, flat, 1, (uint64_t)seed, 0, &train)) goto done;
-    if (cli_mnist_iter(vimg, vlab, batch, flat, 0, 0, 1, &val)) goto done;
+    if (rec) {
+        flat = 0;
+        if (cli_rec_iters(cmd, data, &ro, batch, (uint64_t)seed, &train, &val, &n_train)) goto done;
+    } else {
+        if (flat < 0 && cli_net_input_layout(sym, batch, 28, 28, &flat)) goto done;
+        if (cli_mnist_iter(timg, tlab, batch, flat, 1, (uint64_t)seed, 0, &train)) goto done;
+        if (cli_mnist_iter(vimg, vlab, batch, flat, 0, 0, 1, &val)) goto done;
+    }
     static const char *const data_names[] = {"data"}, *const label_names[] = {"softmax_label"};
     if ((rc = mxp_module_create(sym, 1, data_names, 1, label_names, &mod))) {
         cli_fail(rc, "creating the module");
@@ -244,7 +263,7 @@ int cmd_train(int argc, char **argv) {
     fo.user = &ctx;
     fo.allow_nan = allow_nan;
     printf("train: %s on %s (%lld samples, %s input), %s lr=%g%s, batch %lld, epochs %lld..%lld -> %s-%04lld.params\n",
-           net, data + 6, (long long)n_train, flat ? "flat" : "1x28x28", opt, lr,
+           net, strchr(data, ':') + 1, (long long)n_train, rec ? ro.data_shape : flat ? "flat" : "1x28x28", opt, lr,
            !strcmp(opt, "sgd") ? (momentum > 0 ? " momentum" : "") : "", batch, (long long)begin + 1, epochs, prefix,
            epochs);
     if (!strcmp(opt, "sgd") && momentum > 0) printf("train: momentum=%g wd=%g seed=%lld\n", momentum, wd, seed);

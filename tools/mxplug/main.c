@@ -29,6 +29,7 @@ static const cli_cmd commands[] = {
     {"train",    cmd_train,    "train a network (symbol JSON)"},
     {"predict",  cmd_predict,  "run a trained network on inputs"},
     {"score",    cmd_score,    "evaluate a trained network on a data set"},
+    {"im2rec",   cmd_im2rec,   "make image lists and RecordIO files (.lst, .rec + .idx) as MXNet's im2rec"},
     {"bench",    cmd_bench,    "time each implementation of an op for given shapes"},
     {"viz",      cmd_viz,      "draw a network (symbol JSON) as DOT, SVG or PNG"},
 };

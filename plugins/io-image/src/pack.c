@@ -1,5 +1,5 @@
 /* pack.c — the io-image pack's descriptor and init: registers the data
- * iterators (MNISTIter so far) with the host.  Holds no other logic; the
+ * iterators (MNISTIter, ImageRecordIter, ImageRecordUInt8Iter) with the host.  Holds no other logic; the
  * iterators live in their own files.  Only mxp_plugin_v1 is exported. */
 #include "io_image.h"
 
@@ -8,7 +8,10 @@ io_image_pack io_image_pack_state;
 static int io_image_init(const mxp_plugin_init_args *a) {
     if (!a || !a->host || !a->registrar || !a->registrar->add_iter) return MXP_EINVAL;
     io_image_pack_state.host = a->host;
-    return a->registrar->add_iter(a->registrar, &io_image_mnist_iter_def);
+    int rc = a->registrar->add_iter(a->registrar, &io_image_mnist_iter_def);
+    if (rc == MXP_OK) rc = a->registrar->add_iter(a->registrar, &io_image_rec_iter_def);
+    if (rc == MXP_OK) rc = a->registrar->add_iter(a->registrar, &io_image_rec_u8_iter_def);
+    return rc;
 }
 
 static void io_image_fini(const mxp_plugin_fini_args *a) {
@@ -21,7 +24,7 @@ static const mxp_plugin_desc io_image_desc = {
     .min_host_minor = 0,
     .name = "io-image",
     .version = "0.1.0",
-    .description = "Image data iterators: MNISTIter (IDX files, plain or gzipped)",
+    .description = "Image data iterators: MNISTIter (IDX files), ImageRecordIter and ImageRecordUInt8Iter (RecordIO, JPEG/PNG)",
     .license = "Apache-2.0",
     .init = io_image_init,
     .fini = io_image_fini,
