@@ -95,8 +95,8 @@ int mxp__rec_parse(const uint8_t *buf, uint64_t size, uint64_t off, mxp__rec_scr
         return MXP_EFORMAT;
     }
     uint64_t total = len;
-    if (reserve(s, total) != MXP_OK) goto oom;
-    memcpy(s->data, buf + pay, len);
+    if (reserve(s, total + 4) != MXP_OK) goto oom; /* never 0 bytes: s->data must not be NULL */
+    if (len) memcpy(s->data, buf + pay, len);
     for (;;) {
         uint64_t at = next;
         rc = chunk_at(buf, size, at, &cflag, &pay, &len, err, errlen);
@@ -112,7 +112,7 @@ int mxp__rec_parse(const uint8_t *buf, uint64_t size, uint64_t off, mxp__rec_scr
         }
         if (reserve(s, total + 4 + len) != MXP_OK) goto oom;
         put_u32(s->data + total, MXP__REC_MAGIC);
-        memcpy(s->data + total + 4, buf + pay, len);
+        if (len) memcpy(s->data + total + 4, buf + pay, len);
         total += 4 + len;
         next = pay + pad4(len);
         if (next > size) next = size;
