@@ -160,8 +160,18 @@ static int scan_records(rec_iter *it, uint64_t **out, uint64_t *out_n) {
 }
 
 static int load_index(rec_iter *it, const char *idx, uint64_t **out, uint64_t *out_n) {
-    FILE *f = fopen(idx, "rb");
-    if (!f) return report(it->host, MXP_EIO, "%s 'path_imgidx': cannot open '%s': %s", it->name, idx, strerror(errno));
+    int fd = open(idx, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return report(it->host, MXP_EIO, "%s 'path_imgidx': '%s' is not a regular file", it->name, idx);
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return report(it->host, MXP_EIO, "%s 'path_imgidx': cannot open '%s': %s", it->name, idx, strerror(e));
+    }
     size_t cap = 1 << 16, len = 0;
     char *text = malloc(cap);
     size_t got;
@@ -279,7 +289,7 @@ static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_
     g->inter = (int)p->inter_method;
     g->out_u8 = out_u8;
 
-    int fd = open(it->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(it->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
         int e = errno;
         rec_free(it);

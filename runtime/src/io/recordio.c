@@ -1,8 +1,11 @@
 /* io/recordio.c — the public RecordIO API (mxplug/recordio.h): files around
  * the format functions of recordio_core.c.  A reader maps the `.rec` file
  * read-only and parses in place (split records are assembled in a scratch
- * buffer); a writer appends encoded records to "<path>.tmp" through stdio
- * and renames it into place at close after fsync.
+ * buffer); files are opened non-blocking and must be regular (a FIFO never
+ * stalls the open).  A writer appends encoded records to
+ * "<path>.tmp.<pid>.<n>" (the temporary naming of mxplug/fileio.h, so
+ * mxp_file_remove_stale_tmp cleans up after a killed writer) and at close
+ * fsyncs it, renames it into place and fsyncs the directory.
  * Not here: image decoding, iterators (the io-image pack).
  * Invariants: reader pos is always <= size; a writer's `off` is the byte
  * size written so far (the offset the next record starts at). */
@@ -16,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <libgen.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,14 +48,31 @@ static char *dup_str(const char *s) {
     return d;
 }
 
-static char *with_suffix(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    char *d = malloc(a + b + 1);
-    if (d) {
-        memcpy(d, s, a);
-        memcpy(d + a, suffix, b + 1);
-    }
+static atomic_uint tmp_counter;
+
+/* "<s>.tmp.<pid>.<n>", as mxp_file_write_atomic names its temporaries. */
+static char *tmp_name(const char *s) {
+    size_t n = strlen(s) + 48;
+    char *d = malloc(n);
+    if (d) snprintf(d, n, "%s.tmp.%ld.%u", s, (long)getpid(), atomic_fetch_add(&tmp_counter, 1));
     return d;
+}
+
+/* Open read-only without blocking (a FIFO would block a plain open) and
+ * keep only regular files.  Returns the fd or -1 with *why set. */
+static int open_regular(const char *path, const char **why) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        *why = "not a regular file";
+        return -1;
+    }
+    return fd;
 }
 
 static void free_handle(mxp_recordio *r) {
@@ -67,8 +89,13 @@ static void free_handle(mxp_recordio *r) {
 }
 
 static int load_idx(mxp_recordio *r, const char *idx_path) {
-    FILE *f = fopen(idx_path, "rb");
-    if (!f) return mxp__error(MXP_EIO, "recordio index '%s': cannot open: %s", idx_path, strerror(errno));
+    const char *why = "";
+    int fd = open_regular(idx_path, &why);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return mxp__error(MXP_EIO, "recordio index '%s': cannot open: %s", idx_path, why);
+    }
     char *text = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -109,17 +136,17 @@ int mxp_recordio_open_read(const char *path, const char *idx_path, mxp_recordio 
         free(r);
         return mxp__error_oom("recordio reader");
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = "";
+    int fd = open_regular(path, &why);
     if (fd < 0) {
-        int e = errno;
         free_handle(r);
-        return mxp__error(MXP_EIO, "recordio '%s': cannot open: %s", path, strerror(e));
+        return mxp__error(MXP_EIO, "recordio '%s': cannot open: %s", path, why);
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
         free_handle(r);
-        return mxp__error(MXP_EIO, "recordio '%s': not a regular file", path);
+        return mxp__error(MXP_EIO, "recordio '%s': cannot stat", path);
     }
     r->size = (uint64_t)st.st_size;
     if (r->size) {
@@ -154,10 +181,10 @@ int mxp_recordio_open_write(const char *path, const char *idx_path, mxp_recordio
     if (!w) return mxp__error_oom("recordio writer");
     w->writing = 1;
     w->path = dup_str(path);
-    w->tmp = with_suffix(path, ".tmp");
+    w->tmp = tmp_name(path);
     if (idx_path) {
         w->idx_path = dup_str(idx_path);
-        w->idx_tmp = with_suffix(idx_path, ".tmp");
+        w->idx_tmp = tmp_name(idx_path);
     }
     if (!w->path || !w->tmp || (idx_path && (!w->idx_path || !w->idx_tmp))) {
         free_handle(w);
@@ -330,11 +357,23 @@ int mxp_recordio_unpack_image(const void *data, uint64_t len, mxp_recordio_heade
     return MXP_OK;
 }
 
+static void fsync_dir_of(const char *path) {
+    char *copy = dup_str(path);
+    if (!copy) return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd); /* best effort: some filesystems refuse it */
+        close(fd);
+    }
+    free(copy);
+}
+
 static int finish(FILE *f, const char *tmp, const char *path) {
     int bad = fflush(f) != 0;
     bad |= fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (!bad && rename(tmp, path) != 0) bad = 1;
+    if (!bad) fsync_dir_of(path);
     return bad;
 }
 

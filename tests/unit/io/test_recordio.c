@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define FX MXP_SOURCE_DIR "/tests/data/recordio/"
@@ -199,4 +200,19 @@ Test(recordio, continuation_part_first_is_refused) {
     cr_assert_eq(mxp_recordio_read_next(r, &d, &len, &has), MXP_EFORMAT);
     cr_assert(strstr(mxp_last_error(), "continuation flag 2"), "%s", mxp_last_error());
     mxp_recordio_close(r);
+}
+
+Test(recordio, fifo_is_refused_without_blocking) {
+    char dir[] = "/tmp/mxp-rec-fifo-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char fifo[128];
+    snprintf(fifo, sizeof fifo, "%s/f.rec", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    mxp_recordio *r;
+    cr_assert_eq(mxp_recordio_open_read(fifo, NULL, &r), MXP_EIO);
+    cr_assert(strstr(mxp_last_error(), "not a regular file"), "%s", mxp_last_error());
+    cr_assert_eq(mxp_recordio_open_read(FX "tiny.rec", fifo, &r), MXP_EIO);
+    cr_assert(strstr(mxp_last_error(), "f.rec"), "%s", mxp_last_error());
+    unlink(fifo);
+    rmdir(dir);
 }
