@@ -5,7 +5,8 @@ through torch.utils.data.DataLoader with torchvision's RandomResizedCrop(224)
 + RandomHorizontalFlip + ToTensor + Normalize, batch 32.  THREADS=1 decodes
 in the main process (num_workers=0), THREADS=n>1 uses n worker processes;
 torch.set_num_threads(1) everywhere.  One warm-up epoch, then EPOCHS timed.
-Prints "torch_ips=<images per second>"."""
+Prints "torch_ips=<images per second>" and, for THREADS=1, images per
+second of this process's CPU time."""
 import io
 import struct
 import sys
@@ -51,12 +52,15 @@ def init_worker(_):
 torch.set_num_threads(1)
 loader = DataLoader(Records(), batch_size=32, shuffle=True, num_workers=0 if threads == 1 else threads,
                     worker_init_fn=init_worker, persistent_workers=threads > 1)
-rate = 0.0
+rate, images, cpu = 0.0, 0, 0.0
 for e in range(epochs + 1):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     n = 0
     for x, y in loader:
         n += x.shape[0]
     if e:
         rate += n / (time.perf_counter() - t0) / epochs
-print("torch_ips=%.0f" % rate)
+        images += n
+        cpu += time.process_time() - c0
+# CPU time is this process's only: meaningful for THREADS=1 (no workers).
+print("torch_ips=%.0f torch_per_cpu_s=%s" % (rate, "%.0f" % (images / cpu) if threads == 1 else "n/a"))
