@@ -16,6 +16,7 @@ set -eu
 PKGS="gcc make pkg-config clang libclang-rt-14-dev binutils libyaml-dev libjansson-dev
 libopenblas-dev libcriterion-dev zlib1g-dev
 libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
+libopenmpi-dev openmpi-bin
 dataset-fashion-mnist
 python3 python3-numpy python3-pytest python3-setuptools
 graphviz"

@@ -13,6 +13,9 @@
  * epochs E+1..--epochs.
  * `rec:PREFIX` (rec_data.c): image records PREFIX_train.rec / _val.rec read
  * by ImageRecordIter with --data-shape and the augmentation options.
+ * --kv-store trains through a KVStore; with a dist_* type every worker
+ * (one process each, started by mpirun) reads part `rank` of `num_workers`
+ * of MNIST data and only rank 0 prints and writes checkpoints.
  * Does not: train on a GPU. */
 #include "model.h"
 #include "curves.h"
@@ -21,6 +24,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <limits.h>
 #include <string.h>
 
@@ -55,6 +59,10 @@ static void usage(FILE *f) {
             "  --impl OP=POLICY    implementation of an op for this run, e.g.\n"
             "                      Convolution=direct or Convolution=winograd,auto\n"
             "                      (repeatable; as MXP_IMPL_<OP>, checked at start)\n"
+            "  --kv-store TYPE     local, device, dist_sync, dist_sync_device: train\n"
+            "                      through a KVStore; with dist_* start one process per\n"
+            "                      worker under mpirun (each reads its shard, --batch-size\n"
+            "                      is per worker, rank 0 prints and checkpoints)\n"
             "\n"
             "One line per epoch on stdout (train metric, validation accuracy, time,\n"
             "samples/s); on a terminal a live bar on stderr as well.\n");
@@ -109,6 +117,7 @@ int cmd_train(int argc, char **argv) {
     int n_impl = 0;
     int flat = -1, live = -1, allow_nan = 0;
     cli_rec_opts ro = {0};
+    const char *kv_type = NULL;
     for (int i = 1; i < argc; i++) {
         int r;
         if (cli_is_help(argv[i])) {
@@ -136,6 +145,7 @@ int cmd_train(int argc, char **argv) {
         else if (OPT("--model-prefix")) { if (r < 0) return CLI_USAGE; prefix = v; }
         else if (OPT("--plot")) { if (r < 0) return CLI_USAGE; plot = v; }
         else if (OPT("--log-json")) { if (r < 0) return CLI_USAGE; log_json = v; }
+        else if (OPT("--kv-store")) { if (r < 0) return CLI_USAGE; kv_type = v; }
         else if (OPT("--epochs")) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_int(cmd, "--epochs", v, 1, 100000, &epochs)) return CLI_USAGE;
@@ -213,6 +223,25 @@ int cmd_train(int argc, char **argv) {
     int st = CLI_FAIL;
     train_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    mxp_kvstore *kv = NULL;
+    FILE *quiet = NULL, *out = stdout;
+    int rank = 0, workers = 1;
+    if (kv_type && (rc = mxp_kvstore_create(kv_type, 0, NULL, NULL, &kv))) {
+        cli_fail(rc, "creating kvstore '%s'", kv_type);
+        return CLI_FAIL;
+    }
+    if (kv) {
+        rank = mxp_kvstore_rank(kv);
+        workers = mxp_kvstore_num_workers(kv);
+        if (rank != 0) { /* only rank 0 reports progress */
+            if (!(quiet = fopen("/dev/null", "w"))) {
+                cli_err("cannot open /dev/null");
+                goto done;
+            }
+            out = quiet;
+            live = 0;
+        }
+    }
     if ((rc = mxp_symbol_load_file(net, &sym))) {
         cli_fail(rc, "loading net '%s'", net);
         goto done;
@@ -222,8 +251,8 @@ int cmd_train(int argc, char **argv) {
         if (cli_rec_iters(cmd, data, &ro, batch, (uint64_t)seed, &train, &val, &n_train)) goto done;
     } else {
         if (flat < 0 && cli_net_input_layout(sym, batch, 28, 28, &flat)) goto done;
-        if (cli_mnist_iter(timg, tlab, batch, flat, 1, (uint64_t)seed, 0, &train)) goto done;
-        if (cli_mnist_iter(vimg, vlab, batch, flat, 0, 0, 1, &val)) goto done;
+        if (cli_mnist_iter_part(timg, tlab, batch, flat, 1, (uint64_t)seed, 0, workers, rank, &train)) goto done;
+        if (cli_mnist_iter_part(vimg, vlab, batch, flat, 0, 0, 1, workers, rank, &val)) goto done;
     }
     static const char *const data_names[] = {"data"}, *const label_names[] = {"softmax_label"};
     if ((rc = mxp_module_create(sym, 1, data_names, 1, label_names, &mod))) {
@@ -244,8 +273,8 @@ int cmd_train(int argc, char **argv) {
      * factor_type='in', magnitude=2). */
     mxp_init xavier = mxp_init_xavier(MXP_XAVIER_GAUSSIAN, MXP_XAVIER_IN, 2.0);
     int64_t begin = load_epoch >= 0 ? load_epoch : 0;
-    progress_init(&ctx.prog, live, stdout, stderr, (int)epochs, batch, n_train / batch);
-    curves_init(&ctx.curves, plot, log_json, net);
+    progress_init(&ctx.prog, live, out, stderr, (int)epochs, batch, n_train / workers / batch);
+    curves_init(&ctx.curves, rank == 0 ? plot : NULL, rank == 0 ? log_json : NULL, net);
     mxp_fit_opts fo;
     memset(&fo, 0, sizeof fo);
     fo.begin_epoch = (int)begin;
@@ -262,26 +291,38 @@ int cmd_train(int argc, char **argv) {
     fo.epoch_cb = on_epoch;
     fo.user = &ctx;
     fo.allow_nan = allow_nan;
-    printf("train: %s on %s (%lld samples, %s input), %s lr=%g%s, batch %lld, epochs %lld..%lld -> %s-%04lld.params\n",
+    fo.kvstore = kv;
+    if (kv)
+        fprintf(out, "train: kvstore %s, worker %d of %d, %lld samples per worker per epoch\n", kv_type, rank,
+                workers, (long long)(n_train / workers));
+    fprintf(out, "train: %s on %s (%lld samples, %s input), %s lr=%g%s, batch %lld, epochs %lld..%lld -> %s-%04lld.params\n",
            net, strchr(data, ':') + 1, (long long)n_train, rec ? ro.data_shape : flat ? "flat" : "1x28x28", opt, lr,
            !strcmp(opt, "sgd") ? (momentum > 0 ? " momentum" : "") : "", batch, (long long)begin + 1, epochs, prefix,
            epochs);
-    if (!strcmp(opt, "sgd") && momentum > 0) printf("train: momentum=%g wd=%g seed=%lld\n", momentum, wd, seed);
-    fflush(stdout);
+    if (!strcmp(opt, "sgd") && momentum > 0) fprintf(out, "train: momentum=%g wd=%g seed=%lld\n", momentum, wd, seed);
+    fflush(out);
     progress_epoch_begin(&ctx.prog);
     rc = mxp_module_fit(mod, train, val, &fo);
     progress_clear(&ctx.prog);
     if (rc) {
         cli_fail(rc, "training");
+        if (kv && strncmp(kv_type, "dist", 4) == 0) {
+            /* Freeing a dist store is collective: the other workers would
+             * wait for this one.  Exit now; mpirun ends the job. */
+            fflush(NULL);
+            _exit(CLI_FAIL);
+        }
         goto done;
     }
     if (ctx.prog.train_seconds > 0)
-        printf("train: done, %lld epochs in %.1fs of training (%.0f samples/s); checkpoint %s-%04lld.params\n",
+        fprintf(out, "train: done, %lld epochs in %.1fs of training (%.0f samples/s); checkpoint %s-%04lld.params\n",
                epochs - (long long)begin, ctx.prog.train_seconds,
                (double)ctx.prog.train_samples / ctx.prog.train_seconds, prefix, epochs);
     st = ctx.curves.failed ? CLI_FAIL : CLI_OK;
 done:
     curves_free(&ctx.curves);
+    mxp_kvstore_free(kv);
+    if (quiet) fclose(quiet);
     mxp_module_free(mod);
     mxp_iter_free(train);
     mxp_iter_free(val);

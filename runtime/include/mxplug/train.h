@@ -14,6 +14,7 @@
 #include <mxplug/ndarray.h>
 #include <mxplug/symbol.h>
 #include <mxplug/io.h>
+#include <mxplug/kvstore.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -240,6 +241,21 @@ typedef struct mxp_fit_opts {
      * an epoch, in a parameter stops fit with MXP_EINVAL naming the epoch
      * and batch (nothing of that epoch is saved).  1: go on regardless. */
     int allow_nan;
+    /* A KVStore to train through (MXNet's Module.fit(kvstore=...)); NULL
+     * trains alone.  fit initialises one key per parameter (its name) with
+     * this worker's parameters and pulls them back, so every worker starts
+     * from rank 0's; each step pushes every gradient (priority -index, so
+     * the first layers' sums go first) and pulls the sum over all pushes
+     * and workers back before this module's optimizer updates the weights —
+     * the same sum on every worker, so weights stay identical.  Give each
+     * worker its shard of the data (MNISTIter num_parts / part_index).
+     * With a dist_*sync type, rescale_grad defaults to 1 / (batch_size *
+     * num_workers) (MXNet's rule).  The epoch's train and validation
+     * metrics are summed over workers (key "__mxp_metric__") before
+     * epoch_cb, and only rank 0 writes checkpoints.  The store must have no
+     * updater (the module updates); aux states (BatchNorm's moving
+     * statistics) stay per worker, as in MXNet. */
+    mxp_kvstore *kvstore;
 } mxp_fit_opts;
 
 /* data_names / label_names: the symbol's inputs fed by iterators.  NULL

@@ -159,3 +159,13 @@ int mxp_metric_update(mxp_metric *m, int n, mxp_ndarray *const *labels, mxp_ndar
     }
     return MXP_OK;
 }
+
+void mxp__metric_totals(const mxp_metric *m, double *out_sum, int64_t *out_num) {
+    *out_sum = m->sum;
+    *out_num = m->num;
+}
+
+void mxp__metric_set_totals(mxp_metric *m, double sum, int64_t num) {
+    m->sum = sum;
+    m->num = num;
+}

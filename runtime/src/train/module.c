@@ -48,6 +48,8 @@ struct mxp_module {
     mxp_optimizer *opt;
     char *load_prefix;
     int load_epoch, load_states, load_pending;
+    mxp_kvstore *kv;        /* the store whose keys fit initialised      */
+    mxp_ndarray *kv_metric; /* float64 [2]: a metric's sum and count     */
 };
 
 static const mxp_device cpu0 = {MXP_DEV_CPU, 0};
@@ -179,6 +181,7 @@ void mxp_module_free(mxp_module *m) {
     mxp_executor_free(m->train_ex);
     mxp_executor_free(m->infer_ex);
     mxp_optimizer_free(m->opt);
+    mxp_ndarray_release(m->kv_metric);
     mxp_symbol_release(m->sym);
     free_names(m->data_names, m->n_data);
     free_names(m->label_names, m->n_label);
@@ -544,6 +547,49 @@ int mxp_module_load_checkpoint(mxp_module *m, const char *prefix, int epoch, int
     return MXP_OK;
 }
 
+/* ------------------------------------------------------------ kvstore */
+
+static const char *const metric_key = "__mxp_metric__";
+
+/* First fit with this store: one key per parameter, holding rank 0's
+ * values, pulled into every worker's parameters; and the metric key. */
+static int kv_setup(mxp_module *m, mxp_kvstore *kv) {
+    if (m->kv == kv) return MXP_OK;
+    if (m->kv) return mxp__error(MXP_EINVAL, "mxp_module_fit: this module was trained with another kvstore");
+    const char **names = calloc((size_t)m->n_args + 1, sizeof *names);
+    mxp_ndarray **w = calloc((size_t)m->n_args + 1, sizeof *w);
+    int n = 0, rc = names && w ? MXP_OK : mxp__error_oom("module kvstore");
+    for (int i = 0; rc == MXP_OK && i < m->n_args; i++) {
+        if (m->opt_index[i] < 0) continue;
+        names[n] = m->arg_names[i];
+        w[n++] = ex_arg(m->train_ex, i);
+    }
+    if (rc == MXP_OK) rc = mxp_kvstore_init_str(kv, n, names, w);
+    if (rc == MXP_OK) rc = mxp_kvstore_pull_str(kv, n, names, w, 0);
+    int64_t two = 2;
+    if (rc == MXP_OK) rc = mxp_ndarray_create(&two, 1, MXP_DTYPE_F64, cpu0, &m->kv_metric);
+    if (rc == MXP_OK) rc = mxp_ndarray_fill(m->kv_metric, 0.0);
+    if (rc == MXP_OK) rc = mxp_kvstore_init_str(kv, 1, &metric_key, &m->kv_metric);
+    free(names);
+    free(w);
+    if (rc) return mxp__error_prefix(rc, "mxp_module_fit: kvstore '%s'", mxp_kvstore_type(kv));
+    m->kv = kv;
+    return MXP_OK;
+}
+
+/* Sum a metric's totals over all workers. */
+static int kv_reduce_metric(mxp_module *m, mxp_metric *metric) {
+    double v[2];
+    int64_t num;
+    mxp__metric_totals(metric, &v[0], &num);
+    v[1] = (double)num;
+    int rc = mxp_ndarray_sync_copy_from(m->kv_metric, v, sizeof v);
+    if (rc == MXP_OK) rc = mxp_kvstore_pushpull_str(m->kv, 1, &metric_key, &m->kv_metric, &m->kv_metric, 0);
+    if (rc == MXP_OK) rc = mxp_ndarray_sync_copy_to(m->kv_metric, v, sizeof v);
+    if (rc == MXP_OK) mxp__metric_set_totals(metric, v[0], (int64_t)llround(v[1]));
+    return rc;
+}
+
 static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
     int rc = feed(m, m->train_ex, it, 1);
     if (rc == MXP_OK) rc = mxp_executor_forward(m->train_ex, 1);
@@ -551,6 +597,13 @@ static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
     int n_g;
     mxp_ndarray *const *grads;
     if (rc == MXP_OK) rc = mxp_executor_grads(m->train_ex, &n_g, &grads);
+    /* Sum each gradient over the store's pushes and workers, in place;
+     * the engine orders the update below after it. */
+    for (int i = 0; rc == MXP_OK && m->kv && i < m->n_args; i++) {
+        if (m->opt_index[i] < 0 || i >= n_g || !grads[i]) continue;
+        const char *name = m->arg_names[i];
+        rc = mxp_kvstore_pushpull_str(m->kv, 1, &name, &grads[i], &grads[i], -m->opt_index[i]);
+    }
     for (int i = 0; rc == MXP_OK && i < m->n_args; i++) {
         if (m->opt_index[i] < 0 || i >= n_g || !grads[i]) continue;
         rc = mxp_optimizer_update(m->opt, m->opt_index[i], m->arg_names[i], ex_arg(m->train_ex, i), grads[i]);
@@ -668,9 +721,13 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             vals[n++] = o->opt_vals[i];
             has_rescale |= !strcmp(o->opt_keys[i], "rescale_grad");
         }
-        if (!has_rescale) { /* Module.init_optimizer: 1 / batch_size */
+        if (!has_rescale) { /* Module.init_optimizer: 1 / batch_size, times the
+                             * workers for a synchronous dist store */
+            double global = (double)m->batch;
+            const char *kt = o->kvstore ? mxp_kvstore_type(o->kvstore) : "";
+            if (!strncmp(kt, "dist", 4) && !strstr(kt, "_async")) global *= mxp_kvstore_num_workers(o->kvstore);
             keys[n] = "rescale_grad";
-            vals[n++] = mxp__train_fmt(rescale, 1.0 / (double)m->batch);
+            vals[n++] = mxp__train_fmt(rescale, 1.0 / global);
         }
         if ((rc = mxp_optimizer_create(o->optimizer ? o->optimizer : "sgd", n, keys, vals, &m->opt))) return rc;
         if ((rc = apply_var_mults(m))) return rc;
@@ -687,6 +744,9 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             return rc;
     }
     m->load_pending = 0;
+    if (o->kvstore && (rc = kv_setup(m, o->kvstore))) return rc;
+    mxp_kvstore *kv_used = o->kvstore;
+    int rank0 = !kv_used || mxp_kvstore_rank(kv_used) == 0;
     mxp_metric *metric = NULL;
     if ((rc = mxp_metric_create(o->eval_metric ? o->eval_metric : "acc", 0, NULL, NULL, &metric))) return rc;
     for (int epoch = o->begin_epoch; rc == MXP_OK && epoch < o->num_epoch; epoch++) {
@@ -714,16 +774,22 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
                             "epoch %d: the training iterator gave no batch (batch size %lld: more than the data "
                             "holds, or no data); nothing was trained and nothing is saved",
                             epoch, (long long)mxp_iter_batch_size(train));
+        if (rc == MXP_OK && kv_used) rc = kv_reduce_metric(m, metric);
         if (rc == MXP_OK && !o->allow_nan) rc = check_finite(m, epoch, -1);
         const char *nm = NULL;
         double tv = NAN, vv = NAN;
         mxp_metric_get(metric, &nm, &tv);
         if (rc == MXP_OK && val) {
+            mxp_metric *vm = NULL;
             rc = mxp_iter_set_epoch(val, 0);
-            if (rc == MXP_OK && (rc = mxp_module_score(m, val, o->eval_metric, &vv)))
-                rc = mxp__error_prefix(rc, "epoch %d (validation data)", epoch);
+            if (rc == MXP_OK) rc = mxp_metric_create(o->eval_metric ? o->eval_metric : "acc", 0, NULL, NULL, &vm);
+            if (rc == MXP_OK) rc = infer_loop(m, val, score_batch, vm);
+            if (rc == MXP_OK && kv_used) rc = kv_reduce_metric(m, vm);
+            if (rc == MXP_OK) rc = mxp_metric_get(vm, NULL, &vv);
+            if (rc) rc = mxp__error_prefix(rc, "epoch %d (validation data)", epoch);
+            mxp_metric_free(vm);
         }
-        if (rc == MXP_OK && o->checkpoint_prefix)
+        if (rc == MXP_OK && o->checkpoint_prefix && rank0)
             rc = mxp_module_save_checkpoint(m, o->checkpoint_prefix, epoch + 1, 1);
         if (rc == MXP_OK && o->epoch_cb) o->epoch_cb(o->user, epoch, nm, tv, vv);
     }

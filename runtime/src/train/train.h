@@ -15,4 +15,8 @@ int mxp__train_invoke(const char *op, int n_in, mxp_ndarray *const *in, int n_ou
 /* "%.17g" into buf (>= 32 bytes); returns buf. */
 const char *mxp__train_fmt(char *buf, double v);
 
+/* A metric's running totals (sum of per-instance values, instances), to
+ * combine metrics across workers (module.c). */
+void mxp__metric_totals(const mxp_metric *m, double *out_sum, int64_t *out_num);
+void mxp__metric_set_totals(mxp_metric *m, double sum, int64_t num);
 #endif /* MXP_TRAIN_TRAIN_H */

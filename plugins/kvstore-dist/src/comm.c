@@ -1,0 +1,550 @@
+/* comm.c — the kvstore-dist communication thread: the only thread of the
+ * process that calls MPI.  It initialises MPI, then runs cycles until every
+ * rank asked to shut down:
+ *   1. take the requests host threads queued (kvd_enqueue);
+ *   2. negotiate: one allgather of a bitmap of what each rank has pending —
+ *      one bit per key with a pushpull waiting, plus init, barrier and
+ *      shutdown bits — so every rank learns what is pending on *all* ranks
+ *      (the AND), whatever order its engine ran the pushes in (Horovod's
+ *      negotiation), and who lacks what: an item pending here for 3/4 of
+ *      the timeout while some rank never offers it fails naming that rank
+ *      (a worker that stopped pushing, or workers pushing different keys);
+ *   3. do the agreed work in key order: an init broadcasts rank 0's value;
+ *      ready keys are fused into buckets of at most bucket_bytes (same
+ *      dtype, consecutive key indices) and each bucket is summed over all
+ *      ranks (allreduce.c); then barrier and shutdown complete.
+ * Every MPI operation is non-blocking and polled against a deadline
+ * (MXP_KV_TIMEOUT); while polling, the thread answers pings.  On a timeout
+ * or MPI error it pings every peer and names those that do not answer
+ * ("rank 2 (host vm, pid 1234)"), marks the store broken and fails every
+ * pending and later request with that message.
+ *
+ * Not here: key lookup and the front end's ABI (pack.c), the sum itself
+ * (allreduce.c). */
+#include "kvdist_comm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { TAG_PING = 7101, TAG_PONG = 7102 };
+enum { BIT_SHUTDOWN = 0, BIT_BARRIER = 1, BIT_INIT = 2 };
+
+double kvd_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nap_us(long us) {
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------ liveness */
+
+static const int ping_payload = 1;
+
+void kvd_serve_pings(kvd_comm *c) {
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, c->ctrl, &flag, &st) != MPI_SUCCESS || !flag) return;
+        int v;
+        MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_PING, c->ctrl, MPI_STATUS_IGNORE);
+        MPI_Request rq;
+        if (MPI_Isend(&ping_payload, 1, MPI_INT, st.MPI_SOURCE, TAG_PONG, c->ctrl, &rq) == MPI_SUCCESS)
+            MPI_Request_free(&rq);
+    }
+}
+
+/* Ping every peer and wait up to window_s for the answers; append the ones
+ * that did not answer to msg.  Returns how many did not. */
+static int probe_peers(kvd_comm *c, double window_s, char *msg, size_t cap) {
+    kvd_store *s = c->s;
+    int n = s->size, silent = 0;
+    MPI_Request *rq = calloc((size_t)n, sizeof *rq);
+    int *got = calloc((size_t)n, sizeof *got), *vals = calloc((size_t)n, sizeof *vals);
+    if (!rq || !got || !vals) {
+        free(rq), free(got), free(vals);
+        return 0;
+    }
+    for (int r = 0; r < n; r++) {
+        rq[r] = MPI_REQUEST_NULL;
+        if (r == s->rank) continue;
+        MPI_Request sr;
+        if (MPI_Isend(&ping_payload, 1, MPI_INT, r, TAG_PING, c->ctrl, &sr) == MPI_SUCCESS) MPI_Request_free(&sr);
+        MPI_Irecv(&vals[r], 1, MPI_INT, r, TAG_PONG, c->ctrl, &rq[r]);
+    }
+    double end = kvd_now() + window_s;
+    int pending;
+    do {
+        pending = 0;
+        for (int r = 0; r < n; r++) {
+            if (r == s->rank || got[r]) continue;
+            int flag = 0;
+            if (MPI_Test(&rq[r], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) got[r] = 1;
+            else pending++;
+        }
+        kvd_serve_pings(c);
+        if (pending) nap_us(200);
+    } while (pending && kvd_now() < end);
+    size_t len = strlen(msg);
+    for (int r = 0; r < n; r++) {
+        if (r == s->rank || got[r]) continue;
+        silent++;
+        MPI_Cancel(&rq[r]);
+        MPI_Request_free(&rq[r]);
+        len += (size_t)snprintf(msg + len, len < cap ? cap - len : 0, "%s rank %d (host %s, pid %d)",
+                                silent == 1 ? "; not answering:" : ",", r, s->hosts ? s->hosts[r] : "?",
+                                s->pids ? s->pids[r] : -1);
+        if (len >= cap) len = cap - 1;
+    }
+    if (!silent)
+        snprintf(msg + len, len < cap ? cap - len : 0,
+                 "; every peer answered a ping (a peer is alive but not in this operation: do all workers push "
+                 "the same keys?)");
+    else
+        snprintf(msg + len, len < cap ? cap - len : 0, " — dead or stalled");
+    free(rq), free(got), free(vals);
+    return silent;
+}
+
+/* Mark the store broken with `msg` (first cause wins). */
+static void set_broken(kvd_store *s, const char *msg) {
+    pthread_mutex_lock(&s->lock);
+    if (!s->broken) {
+        s->broken = 1;
+        snprintf(s->broken_msg, sizeof s->broken_msg, "%s", msg);
+    }
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int kvd_wait(kvd_comm *c, int n, MPI_Request *reqs, const char *what) {
+    kvd_store *s = c->s;
+    double t0 = kvd_now();
+    /* The operation gets 3/4 of the timeout and the probe 1/5, so the
+     * error is raised within MXP_KV_TIMEOUT. */
+    double limit = 0.75 * s->timeout_ms / 1000.0, probe = 0.2 * s->timeout_ms / 1000.0;
+    for (long spin = 0;; spin++) {
+        int flag = 0;
+        int rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            char es[MPI_MAX_ERROR_STRING] = "";
+            int el = 0;
+            MPI_Error_string(rc, es, &el);
+            char msg[512];
+            snprintf(msg, sizeof msg, "kvstore dist_sync rank %d (host %s): %s failed in MPI: %s", s->rank,
+                     s->hosts ? s->hosts[s->rank] : "?", what, es);
+            probe_peers(c, probe, msg, sizeof msg);
+            set_broken(s, msg);
+            return MXP_ENET;
+        }
+        if (flag) return MXP_OK;
+        if ((spin & 15) == 0) kvd_serve_pings(c);
+        double el = kvd_now() - t0;
+        if (el > limit) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "kvstore dist_sync rank %d (host %s): %s did not complete within %.1f s",
+                     s->rank, s->hosts ? s->hosts[s->rank] : "?", what, el);
+            probe_peers(c, probe, msg, sizeof msg);
+            set_broken(s, msg);
+            return MXP_ETIMEDOUT;
+        }
+        if (spin > 200) nap_us(spin > 2000 ? 200 : 20);
+    }
+}
+
+/* ------------------------------------------------------------ requests */
+
+static void finish_sync(kvd_store *s, kvd_req *r, int status, const char *msg) {
+    pthread_mutex_lock(&s->lock);
+    r->status = status;
+    snprintf(r->msg, sizeof r->msg, "%s", msg ? msg : "");
+    r->finished = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void finish(kvd_store *s, kvd_req *r, int status, const char *msg) {
+    if (r->kind == KVD_PUSHPULL) {
+        r->complete(r->token, status, msg);
+        free(r);
+    } else {
+        finish_sync(s, r, status, msg);
+    }
+}
+
+void kvd_enqueue(kvd_store *s, kvd_req *r) {
+    r->next = NULL;
+    r->t_enq = kvd_now();
+    pthread_mutex_lock(&s->lock);
+    if (s->broken || s->stopped) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", s->broken ? s->broken_msg : "kvstore dist_sync: the store was shut down");
+        pthread_mutex_unlock(&s->lock);
+        finish(s, r, s->broken ? MXP_ENET : MXP_EMISUSE, msg);
+        return;
+    }
+    if (s->tail) s->tail->next = r;
+    else s->head = r;
+    s->tail = r;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int kvd_run_sync(kvd_store *s, kvd_req *r) {
+    r->finished = 0;
+    kvd_enqueue(s, r);
+    pthread_mutex_lock(&s->lock);
+    while (!r->finished) pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    if (r->status) kvd_host->set_error(r->status, "%s", r->msg);
+    return r->status;
+}
+
+/* ------------------------------------------------------------ the cycle */
+
+/* Local pending work, owned by the comm thread. */
+typedef struct pending {
+    kvd_req **by_key;        /* [cap] FIFO heads of pushpulls per key      */
+    int cap;
+    kvd_req *init, *barrier, *shutdown;
+    kvd_req *later;          /* a second init/barrier while one waits      */
+} pending;
+
+static int grow_keys(pending *p, int n) {
+    if (n <= p->cap) return 0;
+    int cap = p->cap ? p->cap : 64;
+    while (cap < n) cap *= 2;
+    kvd_req **b = realloc(p->by_key, (size_t)cap * sizeof *b);
+    if (!b) return -1;
+    memset(b + p->cap, 0, (size_t)(cap - p->cap) * sizeof *b);
+    p->by_key = b;
+    p->cap = cap;
+    return 0;
+}
+
+static void append(kvd_req **head, kvd_req *r) {
+    r->next = NULL;
+    while (*head) head = &(*head)->next;
+    *head = r;
+}
+
+static void take_queue(kvd_store *s, pending *p, int block_ms) {
+    pthread_mutex_lock(&s->lock);
+    if (!s->head && block_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)block_ms * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+    }
+    kvd_req *r = s->head;
+    s->head = s->tail = NULL;
+    int nk = s->n_keys;
+    pthread_mutex_unlock(&s->lock);
+    while (r) {
+        kvd_req *next = r->next;
+        if (r->kind == KVD_PUSHPULL) {
+            if (r->key < 0 || r->key >= nk || grow_keys(p, nk)) finish(s, r, MXP_EINTERNAL, "kvstore: bad key index");
+            else append(&p->by_key[r->key], r);
+        } else {
+            kvd_req **slot = r->kind == KVD_INIT ? &p->init : r->kind == KVD_BARRIER ? &p->barrier : &p->shutdown;
+            if (*slot) append(&p->later, r);
+            else *slot = r;
+        }
+        r = next;
+    }
+    /* Promote deferred sync requests whose slot is free. */
+    kvd_req **pp = &p->later;
+    while (*pp) {
+        kvd_req *q = *pp;
+        kvd_req **slot = q->kind == KVD_INIT ? &p->init : q->kind == KVD_BARRIER ? &p->barrier : &p->shutdown;
+        if (!*slot) {
+            *pp = q->next;
+            q->next = NULL;
+            *slot = q;
+        } else {
+            pp = &q->next;
+        }
+    }
+}
+
+static int has_local_work(const pending *p, int nk) {
+    if (p->init || p->barrier || p->shutdown) return 1;
+    for (int k = 0; k < nk && k < p->cap; k++)
+        if (p->by_key[k]) return 1;
+    return 0;
+}
+
+/* Init: check every rank gives the key the same size and dtype, then
+ * broadcast rank 0's value. */
+static int do_init(kvd_comm *c, kvd_req *r, char *err, size_t cap) {
+    kvd_store *s = c->s;
+    int64_t mine[4] = {r->count, -r->count, r->dtype, -r->dtype}, agg[4];
+    MPI_Request rq;
+    MPI_Iallreduce(mine, agg, 4, MPI_INT64_T, MPI_MAX, c->ctrl, &rq);
+    int rc = kvd_wait(c, 1, &rq, "init (size check)");
+    if (rc) return rc;
+    if (agg[0] != -agg[1] || agg[2] != -agg[3]) {
+        snprintf(err, cap, "kvstore dist_sync: init of key #%d: workers disagree on its size or dtype (%lld..%lld "
+                 "elements, dtype %lld..%lld): every worker must init the same keys in the same order",
+                 r->key, (long long)-agg[1], (long long)agg[0], (long long)-agg[3], (long long)agg[2]);
+        return MXP_ESHAPE;
+    }
+    rc = kvd_bcast(c, r->data, r->count, r->dtype, "init (broadcast)");
+    if (rc) return rc;
+    pthread_mutex_lock(&s->lock);
+    s->keys[r->key].count = r->count;
+    s->keys[r->key].dtype = r->dtype;
+    s->n_keys = r->key + 1;
+    pthread_mutex_unlock(&s->lock);
+    return MXP_OK;
+}
+
+/* Allreduce the agreed keys, fused into buckets. */
+static int do_keys(kvd_comm *c, pending *p, const uint64_t *agreed, int nk) {
+    kvd_store *s = c->s;
+    kvd_req **bucket = c->bucket;
+    int nb = 0;
+    int64_t bytes = 0;
+    int32_t dtype = -1;
+    for (int k = 0; k <= nk; k++) {
+        kvd_req *r = NULL;
+        if (k < nk && (agreed[1 + k / 64] >> (k % 64) & 1)) r = p->by_key[k];
+        int64_t rb = r ? r->count * (int64_t)mxp_dtype_size(r->dtype) : 0;
+        /* Close the bucket at the end, at a dtype change, or when r would
+         * overflow it. */
+        int close = nb && (k == nk || (r && (r->dtype != dtype || bytes + rb > s->bucket_bytes)));
+        if (close) {
+            int rc = kvd_allreduce_bucket(c, bucket, nb);
+            if (rc && !s->broken) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "kvstore dist_sync rank %d: cannot sum a bucket of %d keys (%lld bytes): %s",
+                         s->rank, nb, (long long)bytes, rc == MXP_ENOMEM ? "out of memory" : "too large for MPI counts");
+                set_broken(s, msg);
+            }
+            for (int i = 0; i < nb; i++) {
+                kvd_req *b = bucket[i];
+                p->by_key[b->key] = b->next;
+                finish(s, b, rc, rc ? s->broken_msg : NULL);
+            }
+            nb = 0;
+            bytes = 0;
+            if (rc) return rc;
+        }
+        if (r) {
+            bucket[nb++] = r;
+            bytes += rb;
+            dtype = r->dtype;
+        }
+    }
+    return MXP_OK;
+}
+
+static void fail_all(kvd_store *s, pending *p, int status) {
+    char msg[512];
+    pthread_mutex_lock(&s->lock);
+    snprintf(msg, sizeof msg, "%s", s->broken_msg);
+    kvd_req *q = s->head;
+    s->head = s->tail = NULL;
+    pthread_mutex_unlock(&s->lock);
+    while (q) {
+        kvd_req *n = q->next;
+        finish(s, q, status, msg);
+        q = n;
+    }
+    for (int k = 0; k < p->cap; k++)
+        while (p->by_key[k]) {
+            kvd_req *r = p->by_key[k];
+            p->by_key[k] = r->next;
+            finish(s, r, status, msg);
+        }
+    kvd_req *sync[3] = {p->init, p->barrier, p->shutdown};
+    for (int i = 0; i < 3; i++)
+        if (sync[i]) finish(s, sync[i], status, msg);
+    while (p->later) {
+        kvd_req *r = p->later;
+        p->later = r->next;
+        finish(s, r, status, msg);
+    }
+    p->init = p->barrier = p->shutdown = NULL;
+}
+
+/* An item pending here longer than 3/4 of the timeout that some rank does
+ * not offer: mark the store broken naming those ranks. */
+static int check_stale(kvd_store *s, const pending *p, const uint64_t *mine, const uint64_t *agreed,
+                       const uint64_t *all, int need, int nk) {
+    double now = kvd_now(), limit = 0.75 * s->timeout_ms / 1000.0;
+    for (int bit = 0; bit < 64 * need; bit++) {
+        int w = bit / 64;
+        uint64_t m = 1ull << (bit % 64);
+        if (!(mine[w] & m) || (agreed[w] & m)) continue;
+        const kvd_req *r = NULL;
+        char what[160];
+        if (w == 0) {
+            r = bit == BIT_SHUTDOWN ? p->shutdown : bit == BIT_BARRIER ? p->barrier : p->init;
+            snprintf(what, sizeof what, "%s", bit == BIT_SHUTDOWN ? "shutdown (freeing the store)" :
+                     bit == BIT_BARRIER ? "barrier" : "init of a key");
+        } else {
+            int k = bit - 64;
+            if (k >= nk) continue;
+            r = p->by_key[k];
+            const kvd_key *e = &s->keys[k];
+            if (e->is_str) snprintf(what, sizeof what, "push of key '%s'", e->skey);
+            else snprintf(what, sizeof what, "push of key %lld", (long long)e->ikey);
+        }
+        if (!r || now - r->t_enq <= limit) continue;
+        char msg[512];
+        size_t len = (size_t)snprintf(msg, sizeof msg, "kvstore dist_sync rank %d (host %s): %s waited %.1f s for",
+                                      s->rank, s->hosts[s->rank], what, now - r->t_enq);
+        int named = 0;
+        for (int q = 0; q < s->size && len < sizeof msg; q++) {
+            if (all[(size_t)q * (size_t)need + (size_t)w] & m) continue;
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d (host %s, pid %d)", named++ ? "," : "", q,
+                                    s->hosts[q], s->pids[q]);
+        }
+        if (len < sizeof msg)
+            snprintf(msg + len, sizeof msg - len, ", which never offered it: a worker stopped pushing or failed, or "
+                     "the workers push different keys");
+        set_broken(s, msg);
+        return MXP_ETIMEDOUT;
+    }
+    return MXP_OK;
+}
+
+static void *comm_main(void *arg) {
+    kvd_comm *c = arg;
+    kvd_store *s = c->s;
+    pending p = {0};
+    int rc = kvd_mpi_setup(c);
+    pthread_mutex_lock(&s->lock);
+    s->init_status = rc;
+    s->started = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    if (rc) return NULL;
+    uint64_t *mine = NULL, *agreed = NULL, *all = NULL;
+    size_t all_cap = 0;
+    int words = 0, finalize = 1;
+    for (;;) {
+        int nk = s->n_keys; /* only this thread changes it */
+        take_queue(s, &p, has_local_work(&p, nk) ? 0 : 2);
+        int need = 1 + (nk + 63) / 64;
+        if (need > words) {
+            uint64_t *m = realloc(mine, (size_t)need * 8), *a = m ? realloc(agreed, (size_t)need * 8) : NULL;
+            if (m) mine = m;
+            if (!m || !a) {
+                set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
+                rc = MXP_ENOMEM;
+                break;
+            }
+            agreed = a;
+            words = need;
+        }
+        if (nk > c->bucket_cap) {
+            kvd_req **b = realloc(c->bucket, (size_t)nk * sizeof *b);
+            if (!b) {
+                set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
+                rc = MXP_ENOMEM;
+                break;
+            }
+            c->bucket = b;
+            c->bucket_cap = nk;
+        }
+        memset(mine, 0, (size_t)need * 8);
+        if (p.shutdown) mine[0] |= 1u << BIT_SHUTDOWN;
+        if (p.barrier) mine[0] |= 1u << BIT_BARRIER;
+        if (p.init) mine[0] |= 1u << BIT_INIT;
+        for (int k = 0; k < nk && k < p.cap; k++)
+            if (p.by_key[k]) mine[1 + k / 64] |= 1ull << (k % 64);
+        if ((size_t)need * (size_t)s->size > all_cap) {
+            uint64_t *a = realloc(all, (size_t)need * (size_t)s->size * 8);
+            if (!a) {
+                set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
+                rc = MXP_ENOMEM;
+                break;
+            }
+            all = a;
+            all_cap = (size_t)need * (size_t)s->size;
+        }
+        MPI_Request rq;
+        MPI_Iallgather(mine, need, MPI_UINT64_T, all, need, MPI_UINT64_T, c->ctrl, &rq);
+        if ((rc = kvd_wait(c, 1, &rq, "negotiation"))) break;
+        for (int w = 0; w < need; w++) {
+            agreed[w] = ~0ull;
+            for (int r = 0; r < s->size; r++) agreed[w] &= all[(size_t)r * (size_t)need + (size_t)w];
+        }
+        if ((rc = check_stale(s, &p, mine, agreed, all, need, nk))) break;
+        if (agreed[0] >> BIT_INIT & 1) {
+            char err[512] = "";
+            kvd_req *r = p.init;
+            p.init = NULL;
+            rc = do_init(c, r, err, sizeof err);
+            if (rc && err[0]) {
+                finish(s, r, rc, err); /* a usage error: the store stays usable */
+                rc = MXP_OK;
+            } else {
+                finish(s, r, rc, rc ? s->broken_msg : NULL);
+            }
+            if (rc) break;
+        }
+        if ((rc = do_keys(c, &p, agreed, nk))) break;
+        if (agreed[0] >> BIT_BARRIER & 1) {
+            finish(s, p.barrier, MXP_OK, NULL);
+            p.barrier = NULL;
+        }
+        if (agreed[0] >> BIT_SHUTDOWN & 1) break;
+    }
+    if (rc) {
+        finalize = 0;
+        fail_all(s, &p, rc);
+    }
+    if (finalize) kvd_mpi_teardown(c);
+    pthread_mutex_lock(&s->lock);
+    s->stopped = 1;
+    pthread_mutex_unlock(&s->lock);
+    if (p.shutdown) finish(s, p.shutdown, MXP_OK, NULL);
+    p.shutdown = NULL;
+    fail_all(s, &p, MXP_ECANCELED);
+    free(mine);
+    free(agreed);
+    free(all);
+    free(p.by_key);
+    return NULL;
+}
+
+static kvd_comm g_comm;
+
+int kvd_comm_start(kvd_store *s) {
+    memset(&g_comm, 0, sizeof g_comm);
+    g_comm.s = s;
+    if (pthread_create(&s->thread, NULL, comm_main, &g_comm))
+        return kvd_host->set_error(MXP_ENOMEM, "kvstore dist_sync: cannot start the communication thread");
+    pthread_mutex_lock(&s->lock);
+    while (!s->started) pthread_cond_wait(&s->cond, &s->lock);
+    int rc = s->init_status;
+    pthread_mutex_unlock(&s->lock);
+    if (rc) {
+        pthread_join(s->thread, NULL);
+        return kvd_host->set_error(rc, "%s", s->init_msg);
+    }
+    return MXP_OK;
+}
+
+void kvd_comm_stop(kvd_store *s) {
+    kvd_req r;
+    memset(&r, 0, sizeof r);
+    r.kind = KVD_SHUTDOWN;
+    kvd_run_sync(s, &r);
+    pthread_join(s->thread, NULL);
+    free(g_comm.bucket);
+    free(g_comm.scratch);
+    g_comm.bucket = NULL;
+    g_comm.scratch = NULL;
+}
