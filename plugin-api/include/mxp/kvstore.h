@@ -8,6 +8,9 @@
  * call that returns an error does not call complete.  A dead or silent peer
  * must end in MXP_ETIMEDOUT / MXP_ENET with a message naming the peer, after
  * at most timeout_ms — never a hang.
+ * init (synchronous, collective for dist types): values[i] is this
+ * process's value; outs[i], when given, receives the value every worker
+ * holds afterwards (rank 0's for dist_sync), and may be values[i].
  * The server-side updater is named by an op plus kwargs (e.g. "sgd_update",
  * lr=0.1) and run by the transport on servers through mxp_host.invoke.
  * Since ABI 1.0. */

@@ -158,10 +158,9 @@ int kvd_allreduce(kvd_comm *c, void *data, int64_t count, int32_t dtype, const c
 
 int kvd_allreduce_bucket(kvd_comm *c, kvd_req **reqs, int n) {
     kvd_store *s = c->s;
-    char what[160];
-    const kvd_key *k0 = &s->keys[reqs[0]->key];
-    if (k0->is_str) snprintf(what, sizeof what, "sum of key '%s'%s", k0->skey, n > 1 ? " and its bucket" : "");
-    else snprintf(what, sizeof what, "sum of key %lld%s", (long long)k0->ikey, n > 1 ? " and its bucket" : "");
+    char what[192], lb[128];
+    kvd_key_label(s, reqs[0]->key, lb, sizeof lb);
+    snprintf(what, sizeof what, "sum of %s%s", lb, n > 1 ? " and the keys fused with it" : "");
     if (n == 1) return kvd_allreduce(c, reqs[0]->data, reqs[0]->count, reqs[0]->dtype, what);
     size_t es = mxp_dtype_size(reqs[0]->dtype);
     int64_t total = 0;

@@ -44,6 +44,15 @@ static void nap_us(long us) {
     nanosleep(&ts, NULL);
 }
 
+void kvd_key_label(kvd_store *s, int k, char *buf, size_t cap) {
+    /* Under the lock: an init on a host thread may grow the table. */
+    pthread_mutex_lock(&s->lock);
+    const kvd_key *e = &s->keys[k];
+    if (e->is_str) snprintf(buf, cap, "key '%s'", e->skey);
+    else snprintf(buf, cap, "key %lld", (long long)e->ikey);
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* ------------------------------------------------------------ liveness */
 
 static const int ping_payload = 1;
@@ -395,9 +404,9 @@ static int check_stale(kvd_store *s, const pending *p, const uint64_t *mine, con
             int k = bit - 64;
             if (k >= nk) continue;
             r = p->by_key[k];
-            const kvd_key *e = &s->keys[k];
-            if (e->is_str) snprintf(what, sizeof what, "push of key '%s'", e->skey);
-            else snprintf(what, sizeof what, "push of key %lld", (long long)e->ikey);
+            char lb[128];
+            kvd_key_label(s, k, lb, sizeof lb);
+            snprintf(what, sizeof what, "push of %s", lb);
         }
         if (!r || now - r->t_enq <= limit) continue;
         char msg[512];

@@ -20,6 +20,8 @@ typedef struct kvd_comm {
 } kvd_comm;
 
 double kvd_now(void);
+/* "key 3" / "key 'fc1_weight'" for key index k. */
+void kvd_key_label(kvd_store *s, int k, char *buf, size_t cap);
 /* Answer pending pings from peers (a live rank always answers). */
 void kvd_serve_pings(kvd_comm *c);
 /* Poll reqs until all complete, answering pings; past 3/4 of the timeout

@@ -121,8 +121,9 @@ static int open_transport(mxp_kvstore *kv, const char *type, int n_opts, const c
         int known = 0;
         for (size_t i = 0; i < sizeof dist_types / sizeof *dist_types; i++) known |= !strcmp(type, dist_types[i]);
         if (known)
-            return mxp__error_prefix(rc, "kvstore type '%s' is not available (is the kvstore-dist pack built? it "
-                                     "needs Open MPI; `mxplug packs` lists the packs)", type);
+            return mxp__error_prefix(rc, "kvstore type '%s' is not provided by any pack (kvstore-dist, built when "
+                                     "Open MPI is installed, provides dist_sync and dist_sync_device; dist_async "
+                                     "is not implemented; `mxplug packs` lists the packs)", type);
         return mxp__error(MXP_ENOENT, "kvstore type '%s': unknown (known: local, device, dist_sync, "
                           "dist_sync_device, dist_async)", type);
     }
