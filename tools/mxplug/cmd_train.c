@@ -277,6 +277,7 @@ int cmd_train(int argc, char **argv) {
     curves_init(&ctx.curves, rank == 0 ? plot : NULL, rank == 0 ? log_json : NULL, net);
     mxp_fit_opts fo;
     memset(&fo, 0, sizeof fo);
+    fo.struct_size = (uint32_t)sizeof fo; /* else fields after allow_nan (kvstore) are dropped */
     fo.begin_epoch = (int)begin;
     fo.num_epoch = (int)epochs;
     fo.optimizer = opt;

@@ -272,6 +272,7 @@ static void train_mlp(mxp_kvstore *kv, int part, int parts, FILE *out) {
     mxp_init xav = mxp_init_xavier(MXP_XAVIER_UNIFORM, MXP_XAVIER_AVG, 3.0);
     mxp_fit_opts o;
     memset(&o, 0, sizeof o);
+    o.struct_size = (uint32_t)sizeof o;
     o.num_epoch = 1;
     o.optimizer = "sgd";
     o.n_opt_kwargs = 3;
