@@ -1,0 +1,45 @@
+#!/bin/sh
+# bench/kvstore/run.sh — `make bench-kvstore`: dist_sync pushpull against a raw
+# MPI_Allreduce of the same bytes (2 ranks, one host, TCP on loopback), one
+# LeNet parameter set as a step, and LeNet training with 1 and 2 workers.
+# Closing lines (the format other tools parse):
+#   kvstore pushpull_<size> mxplug_gbps=<x> mpi_gbps=<y>
+#   kvstore train_lenet workers=2 sps=<x> single_sps=<y>
+# GB/s are algorithm bandwidth (bytes of the array / seconds per call, 1e9).
+# sps are samples/s summed over workers.  KV_BENCH_REPS (default 10) and
+# KV_BENCH_BATCHES (LeNet batches of 64 per worker per epoch, default 50).
+set -eu
+: "${BUILD:=$(pwd)/build}"
+BIN="$BUILD/bench/kvstore"
+export MXP_MANIFEST="${MXP_MANIFEST:-$BUILD/plugins/manifest.yaml}"
+REPS="${KV_BENCH_REPS:-10}"
+BATCHES="${KV_BENCH_BATCHES:-50}"
+DATA="${MXP_DATA:-/usr/share/datasets/fashion-mnist}"
+NET="$(cd "$(dirname "$0")/../.." && pwd)/examples/lenet/lenet-symbol.json"
+if ! command -v mpirun >/dev/null 2>&1 || [ ! -f "$BUILD/plugins/libmxp-kvstore-dist.so" ]; then
+    echo "bench-kvstore: skipped: Open MPI (mpirun) or the kvstore-dist pack is absent"
+    exit 0
+fi
+MPI="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" | head -1; }
+echo "bench-kvstore: 2 ranks on $(hostname) ($(nproc) cores), TCP loopback, median of $REPS"
+lines=""
+for mib in 4 16 64; do
+    kv=$($MPI "$BIN" pushpull $mib "$REPS")
+    raw=$($MPI "$BIN" raw $mib "$REPS")
+    echo "  $kv"; echo "  $raw"
+    lines="$lines
+kvstore pushpull_${mib}MiB mxplug_gbps=$(echo "$kv" | field gbps) mpi_gbps=$(echo "$raw" | field gbps)"
+done
+step=$($MPI "$BIN" lenet $((REPS * 5)))
+echo "  $step  (one LeNet step: 8 keys pushed and pulled)"
+if [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+    single=$("$BIN" train "$DATA" "$NET" 0 "$BATCHES" | field sps)
+    two=$($MPI "$BIN" train "$DATA" "$NET" 1 "$BATCHES" | awk -F'sps=' '/^train/ { s += $2 } END { printf "%.1f", s }')
+    echo "  LeNet batch 64 per worker, $BATCHES batches per worker per epoch, 2nd epoch timed"
+    lines="$lines
+kvstore train_lenet workers=2 sps=$two single_sps=$single"
+else
+    echo "  train_lenet: skipped (Fashion-MNIST not in $DATA)"
+fi
+echo "$lines" | sed '/^$/d'
