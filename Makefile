@@ -319,6 +319,9 @@ install: all
 	sed $(PC_SED) tools/pkgconfig/mxplug.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mxplug.pc
 	sed $(PC_SED) tools/pkgconfig/mxplug-plugin.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mxplug-plugin.pc
 	@tools/install-python.sh "$(DESTDIR)" "$(PYTHONDIR)" "$(LIBDIR)"
+	install -d $(DESTDIR)$(PREFIX)/share/doc/mxplug $(DESTDIR)$(PREFIX)/share/mxplug/examples
+	install -m 644 docs/writing-a-pack.md docs/manifest.md $(DESTDIR)$(PREFIX)/share/doc/mxplug/
+	cp -R examples/template-pack examples/third-party-op $(DESTDIR)$(PREFIX)/share/mxplug/examples/
 
 # ---------------------------------------------------------------- clean
 # Removes $(BUILD); without an explicit BUILD also the sanitizer trees.

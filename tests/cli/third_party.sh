@@ -15,6 +15,10 @@ prefix="$TMP/prefix"
 make -s -C "$ROOT" install BUILD="$BUILD" PREFIX="$prefix" > "$TMP/install.log" 2>&1 \
     || { cat "$TMP/install.log" >&2; fail "make install PREFIX=$prefix"; }
 [ -x "$prefix/bin/mxplug" ] || fail "no $prefix/bin/mxplug"
+for f in share/doc/mxplug/writing-a-pack.md share/doc/mxplug/manifest.md \
+         share/mxplug/examples/third-party-op/third_party_op.c share/mxplug/examples/template-pack/Makefile; do
+    [ -s "$prefix/$f" ] || fail "make install did not install $f"
+done
 # Put the build tree back to its own install paths (mxp_config.h).
 make -s -C "$ROOT" all BUILD="$BUILD" > /dev/null 2>&1 || true
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
@@ -84,7 +88,7 @@ has "$TMP/out" "naive"
 # install (pkg-config mxplug): mxp_invoke checks values; relu runs the
 # thirdparty impl once the policy names it.
 cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags mxplug) -o "$TMP/invoke_app" \
-    "$ROOT/tests/cli/lib/invoke_app.c" $(pkg-config --libs mxplug) -Wl,-rpath,"$prefix/lib" -lm \
+    "$ROOT/tests/cli/lib/invoke_app.c" $(pkg-config --libs mxplug) -lm \
     > "$TMP/app.log" 2>&1 || { cat "$TMP/app.log" >&2; fail "building an app against the install"; }
 run 0 "$TMP/invoke_app"
 has "$TMP/out" "hardswish and relu(thirdparty) ok"

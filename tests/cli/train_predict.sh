@@ -44,6 +44,9 @@ assert set(groups) == {"train", "val", "samples_per_s"}, groups
 for g in groups.values():
     assert len(list(g.iter(ns + "circle"))) == 1
 PYEOF
+# Not a terminal: MXNet's Speedometer lines every 50 batches.
+has "$TMP/out" "Epoch[0] Batch [50]"
+has "$TMP/out" "samples/sec"
 has "$TMP/out" "val-accuracy="
 has "$TMP/out" "samples/s="
 hasnt "$TMP/err" "ETA"           # no live bar: stderr is a file

@@ -56,6 +56,9 @@ static void usage(FILE *f) {
             "  --log-json FILE     one JSON object per epoch, one per line\n"
             "  --flat | --no-flat  force (N,784) / (N,1,28,28) input (default: inferred)\n"
             "  --no-progress       no live progress bar even on a terminal\n"
+            "  --stats             at the end, calls and time per implementation\n"
+            "  --frequent N        without a terminal: a Speedometer line every N batches\n"
+            "                      (default 50; also every 10 s; 0: none)\n"
             "  --impl OP=POLICY    implementation of an op for this run, e.g.\n"
             "                      Convolution=direct or Convolution=winograd,auto\n"
             "                      (repeatable; as MXP_IMPL_<OP>, checked at start)\n"
@@ -111,10 +114,11 @@ int cmd_train(int argc, char **argv) {
     const char *cmd = "train";
     const char *net = NULL, *data = NULL, *opt = "sgd", *prefix = NULL, *v;
     const char *plot = NULL, *log_json = NULL;
-    long long epochs = 10, batch = 64, seed = 0, load_epoch = -1;
+    long long epochs = 10, batch = 64, seed = 0, load_epoch = -1, frequent = 50;
     double lr = NAN, momentum = 0.9, wd = 0;
     const char *impls[32];
     int n_impl = 0;
+    int stats = 0;
     int flat = -1, live = -1, allow_nan = 0;
     cli_rec_opts ro = {0};
     const char *kv_type = NULL;
@@ -128,12 +132,17 @@ int cmd_train(int argc, char **argv) {
         if (!strcmp(argv[i], "--flat")) flat = 1;
         else if (!strcmp(argv[i], "--no-flat")) flat = 0;
         else if (!strcmp(argv[i], "--no-progress")) live = 0;
+        else if (!strcmp(argv[i], "--stats")) stats = 1;
         else if (!strcmp(argv[i], "--allow-nan")) allow_nan = 1;
         else if (!strcmp(argv[i], "--rand-crop")) ro.rand_crop = 1;
         else if (!strcmp(argv[i], "--rand-mirror")) ro.rand_mirror = 1;
         else if (OPT("--data-shape")) { if (r < 0) return CLI_USAGE; ro.data_shape = v; }
         else if (OPT("--aug")) { if (r < 0) return CLI_USAGE; ro.aug = v; }
         else if (OPT("--net")) { if (r < 0) return CLI_USAGE; net = v; }
+        else if (OPT("--frequent")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_int(cmd, "--frequent", v, 0, INT64_MAX, &frequent)) return CLI_USAGE;
+        }
         else if (OPT("--impl")) {
             if (r < 0) return CLI_USAGE;
             if (n_impl == (int)(sizeof impls / sizeof *impls)) return cli_usage_error(cmd, "too many --impl options");
@@ -275,6 +284,7 @@ int cmd_train(int argc, char **argv) {
     int64_t begin = load_epoch >= 0 ? load_epoch : 0;
     progress_init(&ctx.prog, live, out, stderr, (int)epochs, batch, n_train / workers / batch);
     curves_init(&ctx.curves, rank == 0 ? plot : NULL, rank == 0 ? log_json : NULL, net);
+    ctx.prog.frequent = frequent;
     mxp_fit_opts fo;
     memset(&fo, 0, sizeof fo);
     fo.struct_size = (uint32_t)sizeof fo; /* else fields after allow_nan (kvstore) are dropped */
@@ -319,6 +329,21 @@ int cmd_train(int argc, char **argv) {
         fprintf(out, "train: done, %lld epochs in %.1fs of training (%.0f samples/s); checkpoint %s-%04lld.params\n",
                epochs - (long long)begin, ctx.prog.train_seconds,
                (double)ctx.prog.train_samples / ctx.prog.train_seconds, prefix, epochs);
+    if (stats) {
+        fprintf(out, "train: implementation          device  forward calls      ms   backward calls      ms  pack\n");
+        for (int i = 0; i < mxp_op_count(); i++) {
+            const mxp_op *op = mxp_op_at(i);
+            for (int k = 0; k < mxp_op_impl_count(op); k++) {
+                uint64_t fc, bc;
+                double fm, bm;
+                if (mxp_op_impl_stats(op, k, &fc, &bc, &fm, &bm) || (!fc && !bc)) continue;
+                char who[160];
+                snprintf(who, sizeof who, "%s/%s", mxp_op_name(op), mxp_op_impl_name(op, k));
+                fprintf(out, "train: %-28s %-6s %14llu %8.1f %16llu %8.1f  %s\n", who, mxp_op_impl_device(op, k),
+                       (unsigned long long)fc, fm, (unsigned long long)bc, bm, mxp_op_impl_pack(op, k));
+            }
+        }
+    }
     st = ctx.curves.failed ? CLI_FAIL : CLI_OK;
 done:
     curves_free(&ctx.curves);

@@ -25,6 +25,9 @@ void progress_init(progress *p, int live, FILE *out, FILE *err, int epochs, int6
     p->batch_size = batch_size;
     p->batches = batches;
     p->t_epoch = p->t_last_batch = progress_now();
+    p->frequent = 50;
+    p->period = 10.0;
+    p->t_reported = p->t_epoch;
 }
 
 const char *progress_fmt_eta(double s, char *buf, size_t cap) {
@@ -42,6 +45,8 @@ void progress_epoch_begin(progress *p) {
     p->t_epoch = p->t_last_batch = progress_now();
     p->t_drawn = 0;
     p->nbatch = 0;
+    p->reported_batch = 0;
+    p->t_reported = p->t_epoch;
 }
 
 void progress_clear(progress *p) {
@@ -56,7 +61,19 @@ void progress_batch(progress *p, int epoch, int64_t nbatch, const char *metric, 
     double now = progress_now();
     p->nbatch = nbatch;
     p->t_last_batch = now;
-    if (!p->live) return;
+    if (!p->live) {
+        /* MXNet's Speedometer: the speed over the batches since the last line. */
+        if (p->frequent <= 0 || nbatch <= p->reported_batch) return;
+        if (nbatch - p->reported_batch < p->frequent && now - p->t_reported < p->period) return;
+        double dt = now - p->t_reported;
+        double sps = dt > 0 ? (double)((nbatch - p->reported_batch) * p->batch_size) / dt : 0;
+        fprintf(p->out, "Epoch[%d] Batch [%lld]\tSpeed: %.2f samples/sec\t%s=%f\n", epoch, (long long)nbatch, sps,
+                metric ? metric : "metric", value);
+        fflush(p->out);
+        p->reported_batch = nbatch;
+        p->t_reported = now;
+        return;
+    }
     if (now - p->t_drawn < 0.1 && !(p->batches && nbatch >= p->batches)) return;
     p->t_drawn = now;
     double el = now - p->t_epoch;

@@ -5,7 +5,11 @@
  *     most every 100 ms: epoch, a bar, batch i/n, samples/s, the running
  *     metric and the epoch's ETA.  The line is wiped before anything else
  *     is printed (progress_epoch_end), so it never mixes with other output;
- *   - plain (stderr is a file or a pipe): nothing per batch.
+ *   - plain (stderr is a file or a pipe): MXNet's Speedometer line on `out`
+ *     every `frequent` batches (default 50) or `period` seconds (default
+ *     10), whichever comes first, with the speed over that stretch:
+ *       Epoch[0] Batch [200]	Speed: 7500.12 samples/sec	accuracy=0.810000
+ *     (tabs as MXNet prints them; frequent 0 turns them off).
  * In both modes progress_epoch_end prints one line per epoch on stdout:
  *   epoch 1/2  train-accuracy=0.8123  val-accuracy=0.8456  time=12.3s  samples/s=4878
  * Times are wall-clock (CLOCK_MONOTONIC).  Training time of an epoch runs
@@ -30,6 +34,10 @@ typedef struct progress {
     int drawn;               /* a live line is on screen                  */
     double train_seconds;    /* summed over finished epochs               */
     int64_t train_samples;
+    int64_t frequent;        /* plain mode: a Speedometer line every N    */
+    double period;           /* ... or every this many seconds            */
+    int64_t reported_batch;  /* nbatch at the last Speedometer line        */
+    double t_reported;       /* and its time                              */
 } progress;
 
 /* Monotonic seconds. */

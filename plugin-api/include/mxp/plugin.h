@@ -14,6 +14,9 @@
  * It must not link against libmxplug.  examples/template-pack/ is a pack to
  * copy.
  * Since ABI 1.0. */
+/* Guide: writing-a-pack.md and the manifest schema manifest.md, installed in
+ * $(PREFIX)/share/doc/mxplug/ (docs/ in the source tree); complete example
+ * packs in $(PREFIX)/share/mxplug/examples/ (examples/). */
 #ifndef MXP_PLUGIN_H
 #define MXP_PLUGIN_H
 

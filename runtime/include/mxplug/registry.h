@@ -97,6 +97,11 @@ MXP_API const char *mxp_op_impl_name(const mxp_op *op, int index);
 MXP_API const char *mxp_op_impl_device(const mxp_op *op, int index);
 MXP_API const char *mxp_op_impl_pack(const mxp_op *op, int index);
 MXP_API int mxp_op_impl_rank(const mxp_op *op, int index);
+/* What implementation `index` did in this process: forward and backward
+ * calls and their wall time in ms (kept by the runtime for every pack, also
+ * across reloads; an async impl's time is the time to hand the work off). */
+MXP_API int mxp_op_impl_stats(const mxp_op *op, int index, uint64_t *out_forward_calls, uint64_t *out_backward_calls,
+                              double *out_forward_ms, double *out_backward_ms);
 
 /* Load the defining pack (for the schema below). */
 MXP_API int mxp_op_load(const mxp_op *op);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------ definitions */
 int mxp__op_ensure_def(struct mxp_op *op, const mxp_op_def **out_def) {
@@ -448,6 +449,8 @@ int mxp__inst_run(const mxp__inst *in, const mxp__run *r, mxp_op_ctx *c) {
     uint32_t n_in = in->n_in, n_out = in->n_out, n_aux = in->n_aux;
     mxp__error_clear();
     int rc;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!r->backward) {
         mxp_forward_args a;
         memset(&a, 0, sizeof a);
@@ -485,6 +488,14 @@ int mxp__inst_run(const mxp__inst *in, const mxp__run *r, mxp_op_ctx *c) {
         a.req = r->req;
         rc = impl->backward(&a);
     }
+    /* Per-impl counters (for an async impl: the time to hand the work off). */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    mxp_impl_entry *e = in->ref->entry;
+    int k = r->backward ? 1 : 0;
+    atomic_fetch_add_explicit(&e->calls[k], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->nanos[k],
+                              (unsigned long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)),
+                              memory_order_relaxed);
     if (rc != MXP_OK) {
         if (rc > 0) rc = MXP_EPLUGIN;
         if (!mxp_last_error()[0])

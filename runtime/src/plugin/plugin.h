@@ -167,6 +167,10 @@ typedef struct mxp_impl_entry {
     mxp_pack *pack;           /* the pack that provides it                    */
     const mxp_op_impl *impl;  /* NULL until the pack is loaded               */
     int declared;             /* appeared in a manifest                       */
+    /* Calls of this impl in this process and their wall time (opdef.c),
+     * [0] forward, [1] backward; across reloads.  mxp_op_impl_stats. */
+    atomic_ullong calls[2];
+    atomic_ullong nanos[2];
 } mxp_impl_entry;
 
 /* Cached text of one parameter for mxp_op_param_at (registry-owned). */

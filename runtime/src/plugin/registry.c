@@ -717,6 +717,21 @@ const char *mxp_op_impl_device(const mxp_op *op, int i) { const mxp_impl_entry *
 const char *mxp_op_impl_pack(const mxp_op *op, int i) { const mxp_impl_entry *e = impl_at(op, i); return e ? e->pack->man->name : NULL; }
 int mxp_op_impl_rank(const mxp_op *op, int i) { const mxp_impl_entry *e = impl_at(op, i); return e ? e->rank : 0; }
 
+int mxp_op_impl_stats(const mxp_op *op, int i, uint64_t *out_forward_calls, uint64_t *out_backward_calls,
+                      double *out_forward_ms, double *out_backward_ms) {
+    if (out_forward_calls) *out_forward_calls = 0;
+    if (out_backward_calls) *out_backward_calls = 0;
+    if (out_forward_ms) *out_forward_ms = 0;
+    if (out_backward_ms) *out_backward_ms = 0;
+    mxp_impl_entry *e = (mxp_impl_entry *)impl_at(op, i);
+    if (!e) return mxp__error(MXP_EINVAL, "mxp_op_impl_stats: no implementation %d", i);
+    if (out_forward_calls) *out_forward_calls = atomic_load(&e->calls[0]);
+    if (out_backward_calls) *out_backward_calls = atomic_load(&e->calls[1]);
+    if (out_forward_ms) *out_forward_ms = (double)atomic_load(&e->nanos[0]) / 1e6;
+    if (out_backward_ms) *out_backward_ms = (double)atomic_load(&e->nanos[1]) / 1e6;
+    return MXP_OK;
+}
+
 int mxp_op_load(const mxp_op *op) {
     const mxp_op_def *def;
     if (!op) return mxp__error(MXP_EMISUSE, "mxp_op_load: NULL op");

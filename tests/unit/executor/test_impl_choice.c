@@ -177,3 +177,32 @@ Test(impl_choice, misspellings_are_refused_with_the_valid_names) {
     cr_expect(strstr(mxp_last_error(), "NoSuchOp") && strstr(mxp_last_error(), "MXP_PLUGIN_PATH"), "%s",
               mxp_last_error());
 }
+
+/* The runtime counts each impl's calls (mxp_op_impl_stats): two nodes on
+ * "direct", three forwards and one backward. */
+static int impl_index(const mxp_op *op, const char *name) {
+    for (int k = 0; k < mxp_op_impl_count(op); k++)
+        if (!strcmp(mxp_op_impl_name(op, k), name) && !strcmp(mxp_op_impl_device(op, k), "cpu")) return k;
+    return -1;
+}
+
+Test(impl_choice, per_impl_call_counts) {
+    mxp_symbol *s = two_convs(", \"__impl__\": \"direct\"", ", \"__impl__\": \"direct\"");
+    mxp_executor *ex = bind_filled(s);
+    const mxp_op *op = mxp_op_find("Convolution");
+    int k = impl_index(op, "direct");
+    cr_assert_geq(k, 0);
+    uint64_t f0, b0, f1, b1;
+    double fm, bm;
+    cr_assert_eq(mxp_op_impl_stats(op, k, &f0, &b0, &fm, &bm), MXP_OK);
+    for (int i = 0; i < 3; i++) cr_assert_eq(mxp_executor_forward(ex, i == 2), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_executor_backward(ex, 0, NULL), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_executor_wait(ex), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_op_impl_stats(op, k, &f1, &b1, &fm, &bm), MXP_OK);
+    cr_expect_eq(f1 - f0, 6, "forward calls %llu", (unsigned long long)(f1 - f0));
+    cr_expect_eq(b1 - b0, 2, "backward calls %llu", (unsigned long long)(b1 - b0));
+    cr_expect(fm > 0 && bm > 0, "times %g, %g ms", fm, bm);
+    cr_expect_eq(mxp_op_impl_stats(op, 999, &f1, &b1, &fm, &bm), MXP_EINVAL);
+    mxp_executor_free(ex);
+    mxp_symbol_release(s);
+}
