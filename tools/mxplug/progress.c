@@ -104,7 +104,7 @@ void progress_epoch_end(progress *p, int epoch, const char *metric, double train
     fprintf(p->out, "  time=%.1fs  samples/s=%.0f  (validation+checkpoint %.1fs)\n", train_t,
             train_t > 0 ? (double)samples / train_t : 0.0, now - p->t_last_batch);
     fflush(p->out);
-    /* The next epoch starts now (after validation and checkpoint). */
-    p->t_epoch = p->t_last_batch = progress_now();
-    p->nbatch = 0;
+    /* The next epoch starts now (after validation and checkpoint), with its
+     * Speedometer counting from batch 0 again. */
+    progress_epoch_begin(p);
 }

@@ -60,3 +60,26 @@ Test(progress, none_in_live_mode_or_with_frequent_zero) {
         fclose(err);
     }
 }
+
+/* The second epoch's lines count from its own batch 0, not from where the
+ * first epoch's last line was (that printed one line at batch 901 with the
+ * speed over the whole validation and checkpoint pause). */
+Test(progress, speedometer_restarts_each_epoch) {
+    FILE *out = tmpfile(), *err = tmpfile();
+    cr_assert(out && err);
+    progress p;
+    progress_init(&p, 0, out, err, 2, 32, 7);
+    p.frequent = 3;
+    for (int epoch = 0; epoch < 2; epoch++) {
+        if (epoch == 0) progress_epoch_begin(&p);
+        for (int b = 1; b <= 7; b++) progress_batch(&p, epoch, b, "accuracy", 0.5);
+        progress_epoch_end(&p, epoch, "accuracy", 0.5, 0.5);
+    }
+    char *s = slurp(out);
+    cr_expect(strstr(s, "Epoch[1] Batch [3]\tSpeed: "), "%s", s);
+    cr_expect(strstr(s, "Epoch[1] Batch [6]\tSpeed: "), "%s", s);
+    cr_expect(!strstr(s, "Epoch[1] Batch [7]"), "%s", s);
+    free(s);
+    fclose(out);
+    fclose(err);
+}
