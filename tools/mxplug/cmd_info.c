@@ -1,4 +1,5 @@
-/* cmd_info.c — `mxplug info OP`: everything about one op.
+/* cmd_info.c — `mxplug info NAME`: everything about one op, iterator,
+ * kvstore type or device.
  *
  * Prints name, aliases, defining pack, doc, the parameter schema (name,
  * type, default, range/choices, doc), the input / output / aux-state names
@@ -7,7 +8,9 @@
  * pack; a load failure is reported (naming the pack) and exits 1 after
  * printing what the manifest alone knows.  With --why it prints
  * mxp_op_explain's report for the configuration given by --device,
- * --shape NAME=d1,d2,... and --param KEY=VALUE. */
+ * --shape NAME=d1,d2,... and --param KEY=VALUE.  A name that is not an op
+ * is looked up as an iterator, a kvstore type and a device (mxp_feature_*),
+ * in that order, and described the same way (pack, doc, parameters). */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -16,12 +19,13 @@
 #define INFO_MAX_KV 64
 
 static void info_help(FILE *f) {
-    fputs("usage: mxplug info OP [--why] [--device DEV] [--shape NAME=d1,d2,...]...\n"
-          "                   [--param KEY=VALUE]...\n"
+    fputs("usage: mxplug info NAME [--why] [--device DEV] [--shape NAME=d1,d2,...]...\n"
+          "                     [--param KEY=VALUE]...\n"
           "\n"
           "Describe an operator (by name or alias): doc, parameters (type, default,\n"
           "range, doc), inputs, outputs, aux states and implementations.  Loads\n"
-          "the pack that defines it.\n"
+          "the pack that defines it.  NAME may also be an iterator (MNISTIter), a\n"
+          "kvstore type (dist_sync) or a device (gpu): pack, doc and parameters.\n"
           "\n"
           "  --param KEY=VALUE  op parameter (repeatable); input/output names and\n"
           "                     --why depend on them (e.g. no_bias=True)\n"
@@ -33,6 +37,49 @@ static void info_help(FILE *f) {
 }
 
 static const char *nz(const char *s) { return s ? s : ""; }
+
+/* One schema line, the same for ops and iterators. */
+static void print_param(const char *name, const char *type, const char *def, const char *range,
+                        const char *choices, const char *pdoc) {
+    printf("  %-16s %s", nz(name), nz(type));
+    if (choices && *choices) printf(" %s", choices);
+    if (range && *range) printf(" %s", range);
+    /* The registry reports a required param's default as "required" (or
+     * empty). */
+    if (!def || !*def || strcmp(def, "required") == 0) printf(", required");
+    else printf(", default=%s", def);
+    printf("\n");
+    if (pdoc && *pdoc) printf("      %s\n", pdoc);
+}
+
+/* NAME is not an op: describe it as the first feature kind that has it.
+ * Returns CLI_OK, CLI_FAIL, or -1 when no kind knows the name. */
+static int info_feature(const char *name) {
+    static const char *const kinds[] = {"iterator", "kvstore", "device"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        int n = mxp_feature_count(kinds[k]), found = 0;
+        for (int i = 0; i < n && !found; i++) found = strcmp(nz(mxp_feature_at(kinds[k], i, NULL)), name) == 0;
+        if (!found) continue;
+        const char *pack = NULL, *doc = NULL;
+        int np = 0;
+        int rc = mxp_feature_describe(kinds[k], name, &pack, &doc, &np);
+        printf("%s (%s)\n", name, kinds[k]);
+        if (rc != MXP_OK) return cli_fail(rc, "describing %s '%s'", kinds[k], name);
+        printf("  pack: %s\n", nz(pack));
+        printf("doc:\n  %s\n", (doc && *doc) ? doc : "(undocumented)");
+        if (strcmp(kinds[k], "iterator") != 0) return CLI_OK;
+        printf("parameters:%s\n", np == 0 ? " (none)" : "");
+        int status = CLI_OK;
+        for (int i = 0; i < np; i++) {
+            const char *pn, *type, *def, *range, *choices, *pdoc;
+            rc = mxp_feature_param_at(kinds[k], name, i, &pn, &type, &def, &range, &choices, &pdoc);
+            if (rc != MXP_OK) { status = cli_fail(rc, "parameter %d of '%s'", i, name); continue; }
+            print_param(pn, type, def, range, choices, pdoc);
+        }
+        return status;
+    }
+    return -1;
+}
 
 static void print_names(const mxp_op *op, int which, const char *title,
                         const char *const *keys, const char *const *vals, int n_kv, int *failed) {
@@ -94,13 +141,16 @@ int cmd_info(int argc, char **argv) {
         if (op_name) return cli_usage_error("info", "one OP only (got '%s' and '%s')", op_name, a);
         op_name = a;
     }
-    if (!op_name) return cli_usage_error("info", "missing OP");
+    if (!op_name) return cli_usage_error("info", "missing NAME");
 
     int rc = mxp_registry_init();
     if (rc != MXP_OK) { status = cli_fail(rc, "reading manifests"); goto done; }
     const mxp_op *op = mxp_op_find(op_name);
     if (!op) {
-        cli_err("no op named '%s' in the manifests (see 'mxplug list')", op_name);
+        status = info_feature(op_name);
+        if (status >= 0) goto done;
+        cli_err("no op, iterator, kvstore type or device named '%s' in the manifests (see 'mxplug list "
+                "--kind all')", op_name);
         status = CLI_FAIL;
         goto done;
     }
@@ -142,15 +192,7 @@ int cmd_info(int argc, char **argv) {
             const char *name, *type, *def, *range, *choices, *pdoc;
             rc = mxp_op_param_at(op, i, &name, &type, &def, &range, &choices, &pdoc);
             if (rc != MXP_OK) { status = cli_fail(rc, "parameter %d of '%s'", i, mxp_op_name(op)); continue; }
-            printf("  %-16s %s", nz(name), nz(type));
-            if (choices && *choices) printf(" %s", choices);
-            if (range && *range) printf(" %s", range);
-            /* The registry reports a required param's default as
-             * "required" (or empty). */
-            if (!def || !*def || strcmp(def, "required") == 0) printf(", required");
-            else printf(", default=%s", def);
-            printf("\n");
-            if (pdoc && *pdoc) printf("      %s\n", pdoc);
+            print_param(name, type, def, range, choices, pdoc);
         }
     }
     int failed = 0;

@@ -8,7 +8,8 @@
  * With --loaded each pack (or the --pack one) is loaded first, every failure
  * is reported on stderr naming the pack and its cause, and the exit status
  * is 1 if any failed; the list is still printed.  --json prints the same
- * data through libjansson. */
+ * data through libjansson.  --kind lists iterators, kvstore types or
+ * devices instead (or as well, with 'all'), from mxp_feature_*. */
 #include "cli.h"
 
 #include <jansson.h>
@@ -17,14 +18,16 @@
 #include <string.h>
 
 static void list_help(FILE *f) {
-    fputs("usage: mxplug list [--pack PACK] [--json] [--loaded]\n"
+    fputs("usage: mxplug list [--kind KIND] [--pack PACK] [--json] [--loaded]\n"
           "\n"
           "List every operator declared in the manifests: name, aliases, defining\n"
           "pack, implementations (name, device, rank, pack) and the active\n"
           "implementation policy with where it comes from (api, env, config,\n"
           "default).  No pack is opened unless --loaded is given.\n"
           "\n"
-          "  --pack PACK  only ops PACK defines or implements\n"
+          "  --kind KIND  op (default), iter, kvstore, device, or all\n"
+          "  --pack PACK  only ops PACK defines or implements (only what PACK\n"
+          "               provides, for the other kinds)\n"
           "  --json       machine-readable output (one JSON object)\n"
           "  --loaded     open the packs first (only PACK with --pack) and report\n"
           "               every pack that fails to load; exit 1 if any did\n"
@@ -116,19 +119,63 @@ static void op_print(const mxp_op *op) {
                nz(mxp_op_impl_device(op, i)), mxp_op_impl_rank(op, i), nz(mxp_op_impl_pack(op, i)));
 }
 
+static const char *const g_feature_kinds[] = {"iterator", "kvstore", "device"};
+
+/* Iterators, kvstore types or devices (feature kind k), from the manifests
+ * and the runtime's own; into `json` (an object, gets an array under the
+ * kind's plural) or printed. */
+static int list_features(int k, const char *only, json_t *json) {
+    const char *kind = g_feature_kinds[k];
+    int n = mxp_feature_count(kind), shown = 0;
+    if (n < 0) return cli_fail(MXP_EINVAL, "listing %ss", kind);
+    json_t *arr = json ? json_array() : NULL;
+    if (!json) printf("%ss:\n", kind);
+    for (int i = 0; i < n; i++) {
+        const char *pack = NULL, *name = mxp_feature_at(kind, i, &pack);
+        if (!name || (only && strcmp(only, nz(pack)) != 0)) continue;
+        shown++;
+        if (json) json_array_append_new(arr, json_pack("{s:s, s:s}", "name", name, "pack", nz(pack)));
+        else printf("    %-22s [pack %s]\n", name, nz(pack));
+    }
+    if (json) {
+        char key[32];
+        snprintf(key, sizeof key, "%ss", kind);
+        json_object_set_new(json, key, arr);
+    } else if (shown == 0) {
+        printf("    (none%s%s)\n", only ? " from pack " : "", only ? only : "");
+    }
+    return CLI_OK;
+}
+
 int cmd_list(int argc, char **argv) {
-    const char *only = NULL;
+    const char *only = NULL, *kind = "op";
     int json = 0, loaded = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) { list_help(stdout); return CLI_OK; }
         else if (strcmp(argv[i], "--json") == 0) json = 1;
         else if (strcmp(argv[i], "--loaded") == 0) loaded = 1;
+        else if (strcmp(argv[i], "--kind") == 0) {
+            if (++i >= argc) return cli_usage_error("list", "--kind needs op, iter, kvstore, device or all");
+            kind = argv[i];
+        } else if (strncmp(argv[i], "--kind=", 7) == 0) kind = argv[i] + 7;
         else if (strcmp(argv[i], "--pack") == 0) {
             if (++i >= argc) return cli_usage_error("list", "--pack needs a pack name");
             only = argv[i];
         } else if (strncmp(argv[i], "--pack=", 7) == 0) only = argv[i] + 7;
         else return cli_usage_error("list", "unknown argument '%s'", argv[i]);
     }
+    /* Which kinds: bit 0 ops, bits 1.. the feature kinds in order. */
+    unsigned kinds = 0;
+    if (!strcmp(kind, "op") || !strcmp(kind, "ops")) kinds = 1u;
+    else if (!strcmp(kind, "all")) kinds = 0xFu;
+    for (int k = 0; k < 3; k++) {
+        size_t len = strlen(g_feature_kinds[k]);
+        if (!strcmp(kind, g_feature_kinds[k]) || (k == 0 && !strcmp(kind, "iter")) ||
+            (!strncmp(kind, g_feature_kinds[k], len) && !strcmp(kind + len, "s")))
+            kinds = 1u << (k + 1);
+    }
+    if (!kinds)
+        return cli_usage_error("list", "unknown --kind '%s' (op, iter, kvstore, device or all)", kind);
     int rc = mxp_registry_init();
     if (rc != MXP_OK) return cli_fail(rc, "reading manifests");
     if (only && !mxp_pack_find(only)) {
@@ -138,7 +185,7 @@ int cmd_list(int argc, char **argv) {
     json_t *failures = json ? json_array() : NULL;
     int n_failed = loaded ? load_packs(only, failures) : 0;
 
-    int n = mxp_op_count();
+    int n = (kinds & 1u) ? mxp_op_count() : 0;
     if (json) {
         json_t *ops = json_array();
         for (int i = 0; i < n; i++) {
@@ -146,7 +193,10 @@ int cmd_list(int argc, char **argv) {
             if (op && (!only || op_involves_pack(op, only))) json_array_append_new(ops, op_to_json(op));
         }
         json_t *root = json_object();
-        json_object_set_new(root, "ops", ops);
+        if (kinds & 1u) json_object_set_new(root, "ops", ops);
+        else json_decref(ops);
+        for (int k = 0; k < 3; k++)
+            if (kinds & (1u << (k + 1))) list_features(k, only, root);
         if (loaded) json_object_set_new(root, "load_failures", failures);
         else json_decref(failures);
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -162,7 +212,9 @@ int cmd_list(int argc, char **argv) {
             op_print(op);
             shown++;
         }
-        if (shown == 0) printf("(no ops%s%s)\n", only ? " from pack " : "", only ? only : "");
+        if ((kinds & 1u) && shown == 0) printf("(no ops%s%s)\n", only ? " from pack " : "", only ? only : "");
+        for (int k = 0; k < 3; k++)
+            if (kinds & (1u << (k + 1))) list_features(k, only, NULL);
     }
     if (n_failed) {
         cli_err("%d pack(s) failed to load", n_failed);

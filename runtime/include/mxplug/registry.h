@@ -169,6 +169,24 @@ MXP_API int mxp_device_count(const char *name, int *out_count);
 MXP_API int mxp_pack_device_count(const mxp_pack *pack);
 MXP_API const char *mxp_pack_device_at(const mxp_pack *pack, int index); /* NULL if out of range */
 
+/* ---- iterators, kvstore types and devices ("features") ---- */
+/* kind: "iterator" (or "iter"), "kvstore" or "device"; another kind is
+ * MXP_EINVAL (-1 from the count).  Names come from the manifests (nothing
+ * is opened) after the runtime's own ("local" and "device" kvstores, the
+ * "cpu" device, whose pack is "runtime").  Returned strings are owned by
+ * the registry and valid until mxp_registry_shutdown. */
+MXP_API int mxp_feature_count(const char *kind);
+MXP_API const char *mxp_feature_at(const char *kind, int index, const char **out_pack); /* NULL past the end */
+/* Describe one (loads the pack that provides it): providing pack, doc and
+ * the number of parameters (iterators take parameters by name, as
+ * mxp_iter_create's kwargs; kvstore types and devices none). */
+MXP_API int mxp_feature_describe(const char *kind, const char *name, const char **out_pack,
+                                 const char **out_doc, int *out_n_params);
+/* One parameter, in the form of mxp_op_param_at. */
+MXP_API int mxp_feature_param_at(const char *kind, const char *name, int index, const char **out_name,
+                                 const char **out_type, const char **out_default, const char **out_range,
+                                 const char **out_choices, const char **out_doc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -177,6 +177,12 @@ typedef struct mxp_impl_entry {
 typedef struct mxp_param_text {
     char *name, *type, *dflt, *range, *choices, *doc;
 } mxp_param_text;
+/* param_text.c: fill from a schema entry (heap copies); clear frees them. */
+int mxp__param_text_fill(mxp_param_text *t, const mxp_param_def *d);
+void mxp__param_text_clear(mxp_param_text *t);
+/* feature_query.c: forget the cached iterator/kvstore/device descriptions
+ * (registry shutdown). */
+void mxp__feature_cache_clear(void);
 
 struct mxp_op {
     char *name;

@@ -426,9 +426,12 @@ int mxp__stage_validate(mxp_stage *s) {
                                 pn, im->impl_name, im->device, im->op_name, e->pack->man->name);
         }
     }
+    /* The pack's own features (a reload validates the new copy while the old
+     * one is still published) are replaced at publish, not conflicts. */
     for (int i = 0; i < s->n_feats && !rc; i++)
         for (int k = 0; k < mxp__g_reg.n_features; k++)
-            if (mxp__g_reg.features[k].kind == s->feats[i].kind && !strcmp(mxp__g_reg.features[k].name, s->feats[i].name))
+            if (mxp__g_reg.features[k].kind == s->feats[i].kind && mxp__g_reg.features[k].pack != s->pack &&
+                !strcmp(mxp__g_reg.features[k].name, s->feats[i].name))
                 rc = mxp__error(MXP_EEXIST, "pack '%s': '%s' is already registered by pack '%s'", pn,
                                 s->feats[i].name, mxp__g_reg.features[k].pack->man->name);
     mxp__registry_unlock();

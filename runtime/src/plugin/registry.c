@@ -478,10 +478,7 @@ void mxp_registry_shutdown(void) {
         free(op->impls);
         for (int a = 0; a < op->n_aliases; a++) free(op->aliases[a]);
         free(op->aliases);
-        for (int k = 0; k < op->n_ptext; k++) {
-            mxp_param_text *t = &op->ptext[k];
-            free(t->name); free(t->type); free(t->dflt); free(t->range); free(t->choices); free(t->doc);
-        }
+        for (int k = 0; k < op->n_ptext; k++) mxp__param_text_clear(&op->ptext[k]);
         free(op->ptext);
         free(op->doc);
         free(op->api_policy);
@@ -509,6 +506,7 @@ void mxp_registry_shutdown(void) {
     mxp__registry_unlock();
     mxp__registry_load_unlock();
     mxp__select_reset();
+    mxp__feature_cache_clear();
     atomic_store(&g_init_done, 0);
     mxp__registry_bump();
     pthread_mutex_unlock(&g_init_lock);
@@ -738,25 +736,12 @@ int mxp_op_load(const mxp_op *op) {
     return mxp__op_ensure_def((struct mxp_op *)op, &def);
 }
 
-static char *dupf(const char *fmt, ...) MXP_PRINTF(1, 2);
-static char *dupf(const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return strdup(buf);
-}
-
 void mxp__registry_cache_schema_locked(struct mxp_op *op) {
     const mxp_op_def *def = op->def;
     if (!def) return;
     free(op->doc);
     op->doc = strdup(def->doc ? def->doc : "");
-    for (int k = 0; k < op->n_ptext; k++) {
-        mxp_param_text *t = &op->ptext[k];
-        free(t->name); free(t->type); free(t->dflt); free(t->range); free(t->choices); free(t->doc);
-    }
+    for (int k = 0; k < op->n_ptext; k++) mxp__param_text_clear(&op->ptext[k]);
     free(op->ptext);
     op->ptext = NULL;
     op->n_ptext = 0;
@@ -764,29 +749,9 @@ void mxp__registry_cache_schema_locked(struct mxp_op *op) {
     op->ptext = calloc(def->n_params, sizeof *op->ptext);
     if (!op->ptext) return;
     op->n_ptext = (int)def->n_params;
-    for (uint32_t i = 0; i < def->n_params; i++) {
-        const mxp_param_def *d = mxp__param_def_at(def->params, i);
-        mxp_param_text *t = &op->ptext[i];
-        t->name = strdup(d->name ? d->name : "");
-        t->type = strdup(mxp__params_type_name(d->type));
-        t->dflt = strdup((d->flags & MXP_PARAM_REQUIRED) ? "required" : d->default_value ? d->default_value : "None");
-        char lo[40] = "-inf", hi[40] = "inf";
-        if (d->flags & MXP_PARAM_HAS_MIN) snprintf(lo, sizeof lo, "%g", d->min);
-        if (d->flags & MXP_PARAM_HAS_MAX) snprintf(hi, sizeof hi, "%g", d->max);
-        t->range = (d->flags & (MXP_PARAM_HAS_MIN | MXP_PARAM_HAS_MAX))
-                       ? dupf("%s%s, %s%s", (d->flags & MXP_PARAM_HAS_MIN) ? "[" : "(", lo, hi,
-                              (d->flags & MXP_PARAM_HAS_MAX) ? "]" : ")")
-                       : strdup("");
-        char ch[1024] = "";
-        if (d->type == MXP_PARAM_ENUM && d->choices) {
-            size_t off = (size_t)snprintf(ch, sizeof ch, "{");
-            for (int c = 0; d->choices[c] && off < sizeof ch; c++)
-                off += (size_t)snprintf(ch + off, sizeof ch - off, "%s'%s'", c ? ", " : "", d->choices[c]);
-            if (off < sizeof ch) snprintf(ch + off, sizeof ch - off, "}");
-        }
-        t->choices = strdup(ch);
-        t->doc = strdup(d->doc ? d->doc : "");
-    }
+    for (uint32_t i = 0; i < def->n_params; i++)
+        /* A failed fill leaves that entry's strings NULL, shown as empty. */
+        (void)mxp__param_text_fill(&op->ptext[i], mxp__param_def_at(def->params, i));
 }
 
 const char *mxp_op_doc(const mxp_op *op) {
