@@ -5,6 +5,8 @@
 #   to `manifest gen` (dlopen blocked): each fails at once naming the file
 #   and what it is; `bench --shape` with an element count whose byte size
 #   overflows, and with 12 dimensions (was silently cut to 8): usage errors.
+#   A validation label outside [0, classes) names the files, the epoch, the
+#   batch and the label (was only "label 12 outside [0, 10)").
 # Every command runs under `timeout`, so a regression fails instead of hanging.
 . "$(dirname "$0")/lib/common.sh"
 T="timeout 30"
@@ -48,4 +50,27 @@ run 2 $T "$MXPLUG" bench Activation --shape data=1,2,3,4,5,6,7,8,9,10,11,12 --pa
 has "$TMP/err" "more than 8 dimensions"
 run 2 $T "$MXPLUG" bench Activation --shape data=4,-3 --param act_type=relu
 has "$TMP/err" "bad shape"
+# A bad validation label: IDX files written here with struct (independent of
+# the reader); label 12 in the second validation batch of 4.
+mkdir -p "$TMP/badlab"
+/usr/bin/python3 - "$TMP/badlab" <<'PYEOF' || fail "writing the IDX files"
+import struct, sys
+d = sys.argv[1]
+def write(split, n, bad_at=None):
+    with open(f"{d}/{split}-images-idx3-ubyte", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes((i * 7) % 256 for i in range(n * 784)))
+    labels = bytearray(i % 10 for i in range(n))
+    if bad_at is not None:
+        labels[bad_at] = 12
+    with open(f"{d}/{split}-labels-idx1-ubyte", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(labels))
+write("train", 8)
+write("t10k", 8, bad_at=5)
+PYEOF
+run 1 $T "$MXPLUG" train --net "$ROOT/examples/mlp/mlp-symbol.json" --data "mnist:$TMP/badlab" --epochs 1 \
+    --batch-size 4 --no-progress --model-prefix "$TMP/badlab/m"
+has "$TMP/err" "t10k-labels-idx1-ubyte"
+has "$TMP/err" "epoch 0 (validation data): batch 1"
+has "$TMP/err" "label 12 outside [0, 10)"
+[ ! -e "$TMP/badlab/m-0001.params" ] || fail "a checkpoint was written after the validation error"
 echo "harden_inputs: ok"

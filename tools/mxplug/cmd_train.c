@@ -316,7 +316,10 @@ int cmd_train(int argc, char **argv) {
     rc = mxp_module_fit(mod, train, val, &fo);
     progress_clear(&ctx.prog);
     if (rc) {
-        cli_fail(rc, "training");
+        /* The runtime says which epoch, batch and iterator; the files are
+         * known only here. */
+        if (rec) cli_fail(rc, "training on %s (PREFIX_train.rec, validation PREFIX_val.rec)", data);
+        else cli_fail(rc, "training on %s + %s (validation: %s + %s)", timg, tlab, vimg, vlab);
         if (kv && strncmp(kv_type, "dist", 4) == 0) {
             /* Freeing a dist store is collective: the other workers would
              * wait for this one.  Exit now; mpirun ends the job. */

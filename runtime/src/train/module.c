@@ -429,14 +429,16 @@ static int infer_loop(mxp_module *m, mxp_iter *it, batch_fn fn, void *ctx) {
                                        "mxp_module_load_checkpoint first)");
     int rc = bind_infer(m, it);
     if (rc == MXP_OK) rc = m->load_pending ? load_infer(m) : sync_infer(m);
-    for (;;) {
+    for (long long nbatch = 0;; nbatch++) {
         int has = 0;
         if (rc == MXP_OK) rc = mxp_iter_next(it, &has);
         if (rc || !has) break;
         mxp_ndarray *out;
         if ((rc = feed(m, m->infer_ex, it, 0)) || (rc = mxp_executor_forward(m->infer_ex, 0)) ||
-            (rc = output0(m->infer_ex, &out)) || (rc = fn(ctx, out, it)))
+            (rc = output0(m->infer_ex, &out)) || (rc = fn(ctx, out, it))) {
+            rc = mxp__error_prefix(rc, "batch %lld", nbatch);
             break;
+        }
     }
     return drained(rc);
 }
