@@ -73,4 +73,10 @@ has "$TMP/err" "t10k-labels-idx1-ubyte"
 has "$TMP/err" "epoch 0 (validation data): batch 1"
 has "$TMP/err" "label 12 outside [0, 10)"
 [ ! -e "$TMP/badlab/m-0001.params" ] || fail "a checkpoint was written after the validation error"
+
+# A denormal learning rate: refused at start (it failed mid-training with
+# "cannot parse '9.99e-321' as float" from the optimizer op).
+run 2 $T "$MXPLUG" train --net "$ROOT/examples/mlp/mlp-symbol.json" --data "mnist:$TMP/badlab" --lr 1e-320
+has "$TMP/err" "smallest normal float32"
+hasnt "$TMP/err" "cannot parse"
 echo "harden_inputs: ok"

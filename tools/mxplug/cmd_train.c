@@ -22,6 +22,7 @@
 #include "progress.h"
 #include "rec_data.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -171,6 +172,11 @@ int cmd_train(int argc, char **argv) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_double(cmd, "--lr", v, &lr)) return CLI_USAGE;
             if (!(lr > 0)) return cli_usage_error(cmd, "--lr must be a positive number");
+            /* The optimizers compute in float32: below its smallest normal
+             * value the rate is denormal or 0, i.e. no training. */
+            if (lr < FLT_MIN)
+                return cli_usage_error(cmd, "--lr %s: below %g, the smallest normal float32 the optimizer "
+                                       "computes in", v, (double)FLT_MIN);
         } else if (OPT("--momentum")) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_double(cmd, "--momentum", v, &momentum)) return CLI_USAGE;
@@ -179,6 +185,9 @@ int cmd_train(int argc, char **argv) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_double(cmd, "--wd", v, &wd)) return CLI_USAGE;
             if (wd < 0) return cli_usage_error(cmd, "--wd must be >= 0");
+            if (wd > 0 && wd < FLT_MIN)
+                return cli_usage_error(cmd, "--wd %s: below %g, the smallest normal float32 (use 0 for none)", v,
+                                       (double)FLT_MIN);
         } else
             return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
 #undef OPT

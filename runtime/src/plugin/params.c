@@ -75,7 +75,10 @@ static int parse_f64(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (*end || (errno == ERANGE && v != 0 && !isinf(v))) return -1;
+    /* ERANGE also flags gradual underflow (1e-320 is a valid denormal) and
+     * overflow to inf: both are values the range checks judge, not syntax
+     * errors ('cannot parse' would be wrong). */
+    if (*end) return -1;
     *out = v;
     return 0;
 }

@@ -155,3 +155,16 @@ Test(params, format_round_trip) {
     }
     mxp__params_free(defs, N, &p);
 }
+
+/* A denormal is a value, not a syntax error: it reached the optimizer as
+ * "cannot parse '9.99e-321' as float". */
+Test(params, denormal_float_is_a_value) {
+    P p;
+    const char *k[] = {"kernel", "f"}, *v[] = {"3", "1e-320"};
+    cr_assert_eq(parse(&p, 2, k, v), MXP_OK, "%s", mxp_last_error());
+    cr_expect(p.f > 0 && p.f < 2.3e-308, "%g", p.f);
+    cr_expect_float_eq(p.f, 1e-320, 1e-323);
+    mxp__params_free(defs, N, &p);
+    const char *v2[] = {"3", "1e-3x"};
+    cr_expect_eq(parse(&p, 2, k, v2), MXP_EINVAL);
+}
