@@ -79,4 +79,11 @@ has "$TMP/err" "label 12 outside [0, 10)"
 run 2 $T "$MXPLUG" train --net "$ROOT/examples/mlp/mlp-symbol.json" --data "mnist:$TMP/badlab" --lr 1e-320
 has "$TMP/err" "smallest normal float32"
 hasnt "$TMP/err" "cannot parse"
+
+# An empty (8,0) input (written by numpy): named as such, checked before the
+# model is read (the message ended in an empty reason).
+/usr/bin/python3 -c "import numpy, sys; numpy.save(sys.argv[1], numpy.zeros((8, 0), numpy.float32))" \
+    "$TMP/empty.npy" || fail "numpy"
+run 1 $T "$MXPLUG" predict --model "$TMP/no-such-model" --epoch 1 --input "$TMP/empty.npy"
+has "$TMP/err" "empty.npy' is empty: dimension 1 of its shape is 0"
 echo "harden_inputs: ok"

@@ -175,7 +175,7 @@ static int bind_for(cli_model *m, const input *in, int64_t bsz, mxp_shape *bound
     for (int i = 0; i < in->ndim; i++) whole.dims[i] = in->shape[i];
     shape_str(&whole, s, sizeof s);
     cli_err("predict: input of shape %s does not fit the net's 'data' input and the checkpoint's parameters (tried %s): %s",
-            s, tried, mxp_last_error());
+            s, tried, mxp_last_error()[0] ? mxp_last_error() : "shape inference leaves some shapes unknown");
     return CLI_FAIL;
 }
 
@@ -220,6 +220,13 @@ int cmd_predict(int argc, char **argv) {
                 in.ndim);
         goto done;
     }
+    for (int i = 1; i < in.ndim; i++)
+        if (in.shape[i] == 0) {
+            /* Shape inference would read the 0 as "unknown" and fail without
+             * a reason: say what is wrong first. */
+            cli_err("predict: input '%s' is empty: dimension %d of its shape is 0", inpath, i);
+            goto done;
+        }
     if (cli_model_load(prefix, (int)epoch, &m)) goto done;
     int64_t n = in.shape[0], per = (int64_t)(in.count / (size_t)n);
     if (bsz > n) bsz = n;
