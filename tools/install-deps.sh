@@ -10,7 +10,9 @@
 # dataset-fashion-mnist is listed because the training tests (make test)
 # and the demo read it; python3-numpy/-pytest/-setuptools for the Python
 # package (python/) and its tests; graphviz for `mxplug viz` pictures (its
-# `dot` runs as a child process, nothing links it).  MXP_EXTRA_DEPS="pkg ..." adds packages.  Does not
+# `dot` runs as a child process, nothing links it); libdnnl-dev for the
+# oneDNN column of bench/conv only (the runtime and packs never link it).
+# MXP_EXTRA_DEPS="pkg ..." adds packages.  Does not
 # upgrade or remove anything.
 set -eu
 PKGS="gcc make pkg-config clang libclang-rt-14-dev binutils libyaml-dev libjansson-dev
@@ -19,7 +21,8 @@ libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
 libopenmpi-dev openmpi-bin
 dataset-fashion-mnist
 python3 python3-numpy python3-pytest python3-setuptools
-graphviz"
+graphviz
+libdnnl-dev"
 PKGS="$PKGS ${MXP_EXTRA_DEPS:-}"
 case "${1:-}" in
     --list) echo $PKGS; exit 0 ;;

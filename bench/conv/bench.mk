@@ -7,3 +7,13 @@
 BENCH_CFLAGS_conv += $(RUNTIME_PRIV_INC)
 BENCH_LDLIBS_conv += -Wl,--whole-archive $(BUILD)/lib/libmxplug.a -Wl,--no-whole-archive $(RUNTIME_LIBS)
 $(BUILD)/bench/conv: $(BUILD)/lib/libmxplug.a
+
+# The oneDNN column: bench/conv/onednn/onednn_conv.c is its own binary
+# (conv-onednn), the only thing in the tree that links libdnnl (Debian
+# libdnnl-dev, listed in tools/install-deps.sh); its own process, so
+# oneDNN's OpenMP threads never share a process with the runtime's.
+CONV_ONEDNN_OBJ := $(BUILD)/obj/bench/conv/onednn/onednn_conv.o
+$(BUILD)/bench/conv-onednn: $(CONV_ONEDNN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDSAN) -o $@ $(CONV_ONEDNN_OBJ) -ldnnl -lm
+bench-conv: $(BUILD)/bench/conv-onednn
