@@ -2,6 +2,7 @@
  * registers every op family.  mxp_plugin_v1 is the only exported symbol
  * (everything else has hidden visibility). */
 #include "nn_common.h"
+#include "bf16/bf16.h"
 
 const mxp_host *nn_host;
 
@@ -27,6 +28,7 @@ static int nn_init(const mxp_plugin_init_args *a) {
     if ((st = nn_register_ext(r)) < 0) return st;
     if ((st = nn_register_norm_ext(r)) < 0) return st;
     if ((st = nn_register_detect(r)) < 0) return st;
+    if ((st = nn_register_bf16(r)) < 0) return st;
     return MXP_OK;
 }
 

@@ -1,0 +1,230 @@
+/* bf16/bf16_conv.c — 2-D NCHW Convolution on bfloat16 data, weight and bias
+ * (impl "bf16", rank 512; every other dtype is refused so float32/64 keep
+ * the gemm/direct/winograd impls).  im2col in bf16, then per sample and
+ * group one bf16 GEMM with fp32 accumulation (bf16_gemm.c):
+ *   forward   y  = W · col (+ bias)                     fp32, rounded once
+ *   backward  dW = Σ_n dy_n · col_nᵀ, db = Σ dy          fp32 partial sums
+ *             dx = col2im(Wᵀ · dy_n)                      fp32, rounded once
+ * Samples are split into chunks on ctx->parallel_for; each chunk keeps its
+ * own fp32 partial dW/db, summed in chunk order afterwards, so the result
+ * does not depend on the thread count.  Scratch comes from nn_alloc (the
+ * host pool), not from a declared workspace. */
+#include "bf16/bf16.h"
+#include "conv/conv.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+static int conv_supports(mxp_impl_query_args *a) {
+    for (uint32_t i = 0; i < a->n_in; i++)
+        if (a->in_dtypes[i] != MXP_DTYPE_BF16) {
+            snprintf(a->reason, a->reason_size, "bf16: input %u has dtype %d (bfloat16 only)", i, a->in_dtypes[i]);
+            return 0;
+        }
+    if (a->in_shapes[0].ndim != 4) {
+        snprintf(a->reason, a->reason_size, "bf16: 2-D convolution only");
+        return 0;
+    }
+    return 1;
+}
+
+static int check(const mxp_tensor *t, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (t[i].data && t[i].dtype != MXP_DTYPE_BF16)
+            return NN_ERR(MXP_ETYPE, "Convolution (bf16): tensor %u has dtype %d, expected bfloat16", i, t[i].dtype);
+    return nn_check_contig("Convolution", t, n);
+}
+
+/* col[K][P] of one group's Cg channels (x points at its first channel). */
+static void im2col_bf16(const conv_geom *g, const uint16_t *x, uint16_t *col) {
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t i = 0; i < g->kh; i++)
+            for (int64_t j = 0; j < g->kw; j++) {
+                uint16_t *row = col + ((c * g->kh + i) * g->kw + j) * g->P;
+                for (int64_t oh = 0; oh < g->Ho; oh++) {
+                    int64_t h = oh * g->sh - g->ph + i * g->dh;
+                    uint16_t *dst = row + oh * g->Wo;
+                    if (h < 0 || h >= g->H) {
+                        memset(dst, 0, (size_t)g->Wo * 2);
+                        continue;
+                    }
+                    const uint16_t *src = x + (c * g->H + h) * g->W;
+                    for (int64_t ow = 0; ow < g->Wo; ow++) {
+                        int64_t w = ow * g->sw - g->pw + j * g->dw;
+                        dst[ow] = w >= 0 && w < g->W ? src[w] : 0;
+                    }
+                }
+            }
+}
+
+/* dx[Cg][H][W] += col2im(dcol[K][P]), fp32. */
+static void col2im_f32(const conv_geom *g, const float *dcol, float *dx) {
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t i = 0; i < g->kh; i++)
+            for (int64_t j = 0; j < g->kw; j++) {
+                const float *row = dcol + ((c * g->kh + i) * g->kw + j) * g->P;
+                for (int64_t oh = 0; oh < g->Ho; oh++) {
+                    int64_t h = oh * g->sh - g->ph + i * g->dh;
+                    if (h < 0 || h >= g->H) continue;
+                    float *dst = dx + (c * g->H + h) * g->W;
+                    for (int64_t ow = 0; ow < g->Wo; ow++) {
+                        int64_t w = ow * g->sw - g->pw + j * g->dw;
+                        if (w >= 0 && w < g->W) dst[w] += row[oh * g->Wo + ow];
+                    }
+                }
+            }
+}
+
+typedef struct cjob {
+    conv_geom g;
+    int path;
+    int64_t chunks;
+    const uint16_t *x, *w, *bias, *dy;
+    uint16_t *y, *dx;
+    int32_t req_y, req_dx, want_dw, want_db;
+    float *dw_part, *db_part;   /* [chunks][M*K], [chunks][M] */
+    atomic_int rc;
+} cjob;
+
+static void fail(cjob *j, int rc) {
+    int ok = MXP_OK;
+    atomic_compare_exchange_strong(&j->rc, &ok, rc);
+}
+
+static void fwd_chunk(void *arg, int64_t n0, int64_t n1) {
+    cjob *j = arg;
+    const conv_geom *g = &j->g;
+    uint16_t *col = nn_alloc((uint64_t)(g->K * g->P) * 2u + 64);
+    float *y = nn_alloc((uint64_t)(g->M * g->P + g->M) * sizeof(float) + 64);
+    if (!col || !y) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory"));
+    float *bias = y ? y + g->M * g->P : NULL;
+    if (y && j->bias) nn_bf16_widen(j->bias, bias, g->M);
+    for (int64_t n = n0; n < n1 && col && y && !atomic_load(&j->rc); n++) {
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            im2col_bf16(g, j->x + (n * g->C + gi * g->Cg) * g->H * g->W, col);
+            int rc = nn_bf16_gemm(NULL, j->path, 0, 0, g->Mg, g->P, g->K, j->w + gi * g->Mg * g->K, g->K, col, g->P, 0,
+                                  y + gi * g->Mg * g->P, g->P);
+            if (rc) {
+                fail(j, rc);
+                break;
+            }
+        }
+        if (j->bias)
+            for (int64_t m = 0; m < g->M; m++)
+                for (int64_t p = 0; p < g->P; p++) y[m * g->P + p] += bias[m];
+        nn_bf16_store(j->req_y, y, j->y + n * g->M * g->P, g->M * g->P);
+    }
+    nn_free(col);
+    nn_free(y);
+}
+
+static void bwd_chunk(void *arg, int64_t c0, int64_t c1) {
+    cjob *j = arg;
+    const conv_geom *g = &j->g;
+    uint16_t *col = nn_alloc((uint64_t)(g->K * g->P) * 2u + 64);
+    float *dcol = nn_alloc((uint64_t)(g->K * g->P + g->C * g->H * g->W) * sizeof(float) + 64);
+    if (!col || !dcol) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory"));
+    float *dx = dcol ? dcol + g->K * g->P : NULL;
+    for (int64_t c = c0; c < c1 && col && dcol; c++) {
+        float *dw = j->dw_part + c * g->M * g->K, *db = j->db_part + c * g->M;
+        int64_t n0 = c * g->N / j->chunks, n1 = (c + 1) * g->N / j->chunks;
+        for (int64_t n = n0; n < n1 && !atomic_load(&j->rc); n++) {
+            const uint16_t *dyn = j->dy + n * g->M * g->P;
+            if (j->dx) memset(dx, 0, (size_t)(g->C * g->H * g->W) * sizeof(float));
+            for (int64_t gi = 0; gi < g->G; gi++) {
+                const uint16_t *dyg = dyn + gi * g->Mg * g->P, *wg = j->w + gi * g->Mg * g->K;
+                int rc = MXP_OK;
+                if (j->want_dw) {
+                    im2col_bf16(g, j->x + (n * g->C + gi * g->Cg) * g->H * g->W, col);
+                    rc = nn_bf16_gemm(NULL, j->path, 0, 1, g->Mg, g->K, g->P, dyg, g->P, col, g->P, 1,
+                                      dw + gi * g->Mg * g->K, g->K);
+                }
+                if (!rc && j->dx) {
+                    rc = nn_bf16_gemm(NULL, j->path, 1, 0, g->K, g->P, g->Mg, wg, g->K, dyg, g->P, 0, dcol, g->P);
+                    if (!rc) col2im_f32(g, dcol, dx + gi * g->Cg * g->H * g->W);
+                }
+                if (rc) {
+                    fail(j, rc);
+                    break;
+                }
+            }
+            if (j->want_db)
+                for (int64_t m = 0; m < g->M; m++) {
+                    float s = 0;
+                    for (int64_t p = 0; p < g->P; p++) s += nn_bf16_to_f32(dyn[m * g->P + p]);
+                    db[m] += s;
+                }
+            if (j->dx) nn_bf16_store(j->req_dx, dx, j->dx + n * g->C * g->H * g->W, g->C * g->H * g->W);
+        }
+    }
+    nn_free(col);
+    nn_free(dcol);
+}
+
+static int conv_forward(const mxp_forward_args *a) {
+    int path, rc = check(a->in, a->n_in);
+    if (!rc) rc = check(a->out, 1);
+    if (!rc && a->in[0].ndim != 4) rc = NN_ERR(MXP_ESHAPE, "Convolution (bf16): data must be 4-D");
+    if (!rc) rc = nn_bf16_path_select(&path);
+    if (rc || a->req[0] == MXP_REQ_NULL) return rc;
+    cjob j;
+    memset(&j, 0, sizeof j);
+    conv_geom_from_tensor(&j.g, a->params, &a->in[0]);
+    j.path = path;
+    j.x = nn_ptr(&a->in[0]);
+    j.w = nn_ptr(&a->in[1]);
+    j.bias = !j.g.no_bias && a->n_in > 2 ? nn_ptr(&a->in[2]) : NULL;
+    j.y = nn_ptr(&a->out[0]);
+    j.req_y = a->req[0];
+    atomic_init(&j.rc, MXP_OK);
+    rc = nn_parallel(a->ctx, j.g.N, 1, fwd_chunk, &j);
+    return rc ? rc : atomic_load(&j.rc);
+}
+
+static int conv_backward(const mxp_backward_args *a) {
+    int path, rc = check(a->in, a->n_in);
+    if (!rc) rc = check(a->in_grad, a->n_in);
+    if (!rc) rc = check(a->out_grad, 1);
+    if (!rc) rc = nn_bf16_path_select(&path);
+    if (rc) return rc;
+    cjob j;
+    memset(&j, 0, sizeof j);
+    conv_geom_from_tensor(&j.g, a->params, &a->in[0]);
+    const conv_geom *g = &j.g;
+    j.path = path;
+    j.x = nn_ptr(&a->in[0]);
+    j.w = nn_ptr(&a->in[1]);
+    j.dy = nn_ptr(&a->out_grad[0]);
+    j.dx = a->req[0] != MXP_REQ_NULL ? nn_ptr(&a->in_grad[0]) : NULL;
+    j.req_dx = a->req[0];
+    j.want_dw = a->req[1] != MXP_REQ_NULL;
+    j.want_db = !g->no_bias && a->n_in > 2 && a->req[2] != MXP_REQ_NULL;
+    j.chunks = g->N < 8 ? g->N : 8;
+    atomic_init(&j.rc, MXP_OK);
+    if (j.chunks < 1) return MXP_OK;
+    j.dw_part = nn_alloc((uint64_t)(j.chunks * (g->M * g->K + g->M)) * sizeof(float) + 64);
+    if (!j.dw_part) return NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory for weight gradients");
+    memset(j.dw_part, 0, (size_t)(j.chunks * (g->M * g->K + g->M)) * sizeof(float));
+    j.db_part = j.dw_part + j.chunks * g->M * g->K;
+    rc = nn_parallel(a->ctx, j.chunks, 1, bwd_chunk, &j);
+    if (!rc) rc = atomic_load(&j.rc);
+    for (int64_t c = 1; c < j.chunks && !rc; c++) { /* chunk order: thread-count independent */
+        for (int64_t i = 0; i < g->M * g->K; i++) j.dw_part[i] += j.dw_part[c * g->M * g->K + i];
+        for (int64_t i = 0; i < g->M; i++) j.db_part[i] += j.db_part[c * g->M + i];
+    }
+    if (!rc && j.want_dw) nn_bf16_store(a->req[1], j.dw_part, nn_ptr(&a->in_grad[1]), g->M * g->K);
+    if (!rc && j.want_db) nn_bf16_store(a->req[2], j.db_part, nn_ptr(&a->in_grad[2]), g->M);
+    nn_free(j.dw_part);
+    return rc;
+}
+
+const mxp_op_impl nn_bf16_conv_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "bf16", .device = "cpu",
+    .rank = 512, .doc = "bfloat16 im2col + GEMM, fp32 accumulation (AMX / AVX512-BF16 / fp32 path, MXP_BF16_KERNEL)",
+    .supports = conv_supports, .forward = conv_forward, .backward = conv_backward,
+};
+
+int nn_register_bf16(mxp_registrar *r) {
+    int st = r->add_impl(r, &nn_bf16_fc_impl);
+    return st < 0 ? st : r->add_impl(r, &nn_bf16_conv_impl);
+}

@@ -1,0 +1,257 @@
+/* bf16/bf16_gemm.c — C (fp32) = op(A)·op(B) over bfloat16 operands, on the
+ * path bf16.h describes, plus the bf16 <-> fp32 array conversions.
+ *
+ * Packed paths (avx512f, avx512bf16, amx) share one layout for B: panels of
+ * NR = 32 columns; in a panel, row q holds for each column j the pair
+ * (B[2q][j], B[2q+1][j]) as one 32-bit word (low half first), which is the
+ * operand layout of VDPBF16PS and of AMX's TDPBF16PS ("VNNI" pairs).  The
+ * number of pair rows KP is k/2 rounded up to a multiple of 16 (one AMX
+ * tile); the padding is zero, so it adds nothing to a sum.  A is packed per
+ * panel of MR rows: pairs for the AVX-512 kernels (word [q][r]), plain rows
+ * of 2·KP bf16 for AMX.  Every kernel writes an MR×NR fp32 tile that the
+ * driver adds to or stores into C, clipped to m×n.
+ *
+ * The fp32 path widens both operands into scratch and calls OpenBLAS's
+ * sgemm (nn_gemm_par): it is the portable path, not a bf16 kernel.
+ * Work is split over row panels on ctx->parallel_for (B packed once, read
+ * by all); each chunk packs its own A panel. */
+#include "bf16/bf16.h"
+
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define NR 32
+#define MR_AVX 8
+#define MR_AMX 16
+
+/* AMX kernel (bf16_amx.c): 16×32 tile from a 16-row A panel (rows of 2·kp
+ * bf16) and a B panel of kp pair rows, kp a multiple of 16. */
+void nn_bf16_amx_tile(const uint16_t *ap, const uint32_t *bp, int64_t kp, float *tile);
+
+/* ------------------------------------------------------------ conversions */
+__attribute__((target("avx512f,avx512bw")))
+static void widen_512(const uint16_t *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
+        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    }
+    for (; i < n; i++) dst[i] = nn_bf16_to_f32(src[i]);
+}
+
+void nn_bf16_widen(const uint16_t *src, float *dst, int64_t n) {
+    if (nn_bf16_path_available(NN_BF16_AVX512F, NULL)) {
+        widen_512(src, dst, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] = nn_bf16_to_f32(src[i]);
+}
+
+/* Rounding to nearest even with integer lanes, NaN quieted: the same rule
+ * as nn_f32_to_bf16, 16 at a time. */
+__attribute__((target("avx512f,avx512bw")))
+static void narrow_512(const float *src, uint16_t *dst, int64_t n) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), qbit = _mm512_set1_epi32(0x400000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i x = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs), inf);
+        __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(x, 16), one)));
+        r = _mm512_mask_or_epi32(r, nan, x, qbit);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+    for (; i < n; i++) dst[i] = nn_f32_to_bf16(src[i]);
+}
+
+void nn_bf16_narrow(const float *src, uint16_t *dst, int64_t n) {
+    if (nn_bf16_path_available(NN_BF16_AVX512F, NULL)) {
+        narrow_512(src, dst, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] = nn_f32_to_bf16(src[i]);
+}
+
+void nn_bf16_store(int32_t req, const float *src, uint16_t *dst, int64_t n) {
+    if (req == MXP_REQ_NULL) return;
+    if (req != MXP_REQ_ADD) {
+        nn_bf16_narrow(src, dst, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] = nn_f32_to_bf16(nn_bf16_to_f32(dst[i]) + src[i]);
+}
+
+/* ------------------------------------------------------------ AVX-512 kernels */
+/* 8×32 tile: for each pair row q, C[r][j] += a.lo·b.lo + a.hi·b.hi, with
+ * the halves widened to fp32 by shifts (exact) and two FMAs. */
+__attribute__((target("avx512f,avx512bw")))
+static void kern_avx512f(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *tile) {
+    __m512 c[MR_AVX][2];
+    for (int r = 0; r < MR_AVX; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    for (int64_t q = 0; q < kp; q++) {
+        __m512i b0 = _mm512_loadu_si512(bp + q * NR), b1 = _mm512_loadu_si512(bp + q * NR + 16);
+        __m512 b0l = _mm512_castsi512_ps(_mm512_slli_epi32(b0, 16)), b0h = _mm512_castsi512_ps(_mm512_and_si512(b0, hi));
+        __m512 b1l = _mm512_castsi512_ps(_mm512_slli_epi32(b1, 16)), b1h = _mm512_castsi512_ps(_mm512_and_si512(b1, hi));
+        const uint32_t *aq = ap + q * MR_AVX;
+        for (int r = 0; r < MR_AVX; r++) {
+            uint32_t lo = aq[r] << 16, hw = aq[r] & 0xffff0000u;
+            float fl, fh;
+            memcpy(&fl, &lo, 4);
+            memcpy(&fh, &hw, 4);
+            __m512 al = _mm512_set1_ps(fl), ah = _mm512_set1_ps(fh);
+            c[r][0] = _mm512_fmadd_ps(ah, b0h, _mm512_fmadd_ps(al, b0l, c[r][0]));
+            c[r][1] = _mm512_fmadd_ps(ah, b1h, _mm512_fmadd_ps(al, b1l, c[r][1]));
+        }
+    }
+    for (int r = 0; r < MR_AVX; r++) {
+        _mm512_storeu_ps(tile + r * NR, c[r][0]);
+        _mm512_storeu_ps(tile + r * NR + 16, c[r][1]);
+    }
+}
+
+/* The same tile with VDPBF16PS (one instruction per pair row and vector).
+ * Compiled always, executed only when CPUID shows avx512_bf16. */
+__attribute__((target("avx512f,avx512bw,avx512bf16")))
+static void kern_avx512bf16(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *tile) {
+    __m512 c[MR_AVX][2];
+    for (int r = 0; r < MR_AVX; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < kp; q++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + q * NR), b1 = (__m512bh)_mm512_loadu_si512(bp + q * NR + 16);
+        const uint32_t *aq = ap + q * MR_AVX;
+        for (int r = 0; r < MR_AVX; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)aq[r]);
+            c[r][0] = _mm512_dpbf16_ps(c[r][0], a, b0);
+            c[r][1] = _mm512_dpbf16_ps(c[r][1], a, b1);
+        }
+    }
+    for (int r = 0; r < MR_AVX; r++) {
+        _mm512_storeu_ps(tile + r * NR, c[r][0]);
+        _mm512_storeu_ps(tile + r * NR + 16, c[r][1]);
+    }
+}
+
+/* ------------------------------------------------------------ packing */
+static inline uint16_t at(const uint16_t *x, int trans, int64_t ld, int64_t i, int64_t j) {
+    return trans ? x[j * ld + i] : x[i * ld + j];
+}
+
+/* B (k×n logical) into panels of NR columns × kp pair rows. */
+static void pack_b(const uint16_t *b, int tb, int64_t ldb, int64_t k, int64_t n, int64_t kp, uint32_t *bp) {
+    int64_t np = (n + NR - 1) / NR;
+    for (int64_t p = 0; p < np; p++) {
+        uint32_t *dst = bp + p * kp * NR;
+        for (int64_t q = 0; q < kp; q++)
+            for (int64_t j = 0; j < NR; j++) {
+                int64_t col = p * NR + j, k0 = 2 * q;
+                uint32_t lo = col < n && k0 < k ? at(b, tb, ldb, k0, col) : 0;
+                uint32_t hi = col < n && k0 + 1 < k ? at(b, tb, ldb, k0 + 1, col) : 0;
+                dst[q * NR + j] = lo | hi << 16;
+            }
+    }
+}
+
+/* Rows [i0, i0+MR_AVX) of A as pair words [q][r]. */
+static void pack_a_pairs(const uint16_t *a, int ta, int64_t lda, int64_t m, int64_t k, int64_t kp, int64_t i0,
+                         uint32_t *ap) {
+    for (int64_t q = 0; q < kp; q++)
+        for (int64_t r = 0; r < MR_AVX; r++) {
+            int64_t i = i0 + r, k0 = 2 * q;
+            uint32_t lo = i < m && k0 < k ? at(a, ta, lda, i, k0) : 0;
+            uint32_t hi = i < m && k0 + 1 < k ? at(a, ta, lda, i, k0 + 1) : 0;
+            ap[q * MR_AVX + r] = lo | hi << 16;
+        }
+}
+
+/* Rows [i0, i0+MR_AMX) of A as plain rows of 2·kp bf16. */
+static void pack_a_rows(const uint16_t *a, int ta, int64_t lda, int64_t m, int64_t k, int64_t kp, int64_t i0,
+                        uint16_t *ap) {
+    for (int64_t r = 0; r < MR_AMX; r++)
+        for (int64_t kk = 0; kk < 2 * kp; kk++) {
+            int64_t i = i0 + r;
+            ap[r * 2 * kp + kk] = i < m && kk < k ? at(a, ta, lda, i, kk) : 0;
+        }
+}
+
+/* ------------------------------------------------------------ driver */
+typedef struct gjob {
+    int path, ta, tb, beta, mr;
+    int64_t m, n, k, kp, lda, ldc;
+    const uint16_t *a;
+    const uint32_t *bp;
+    float *c;
+    atomic_int rc;
+} gjob;
+
+static void run_panels(void *arg, int64_t p0, int64_t p1) {
+    gjob *j = arg;
+    int64_t np = (j->n + NR - 1) / NR;
+    void *ap = nn_alloc((uint64_t)j->kp * (uint64_t)j->mr * 4u);
+    float tile[MR_AMX * NR];
+    if (!ap) {
+        atomic_store(&j->rc, MXP_ENOMEM);
+        return;
+    }
+    for (int64_t rp = p0; rp < p1; rp++) {
+        int64_t i0 = rp * j->mr, rows = j->m - i0 < j->mr ? j->m - i0 : j->mr;
+        if (j->path == NN_BF16_AMX) pack_a_rows(j->a, j->ta, j->lda, j->m, j->k, j->kp, i0, ap);
+        else pack_a_pairs(j->a, j->ta, j->lda, j->m, j->k, j->kp, i0, ap);
+        for (int64_t p = 0; p < np; p++) {
+            const uint32_t *bp = j->bp + p * j->kp * NR;
+            if (j->path == NN_BF16_AMX) nn_bf16_amx_tile(ap, bp, j->kp, tile);
+            else if (j->path == NN_BF16_AVX512BF16) kern_avx512bf16(ap, bp, j->kp, tile);
+            else kern_avx512f(ap, bp, j->kp, tile);
+            int64_t j0 = p * NR, cols = j->n - j0 < NR ? j->n - j0 : NR;
+            for (int64_t r = 0; r < rows; r++) {
+                float *crow = j->c + (i0 + r) * j->ldc + j0;
+                const float *t = tile + r * NR;
+                if (j->beta) for (int64_t q = 0; q < cols; q++) crow[q] += t[q];
+                else memcpy(crow, t, (size_t)cols * sizeof(float));
+            }
+        }
+    }
+    nn_free(ap);
+}
+
+static int gemm_fp32(const mxp_op_ctx *ctx, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                     int64_t lda, const uint16_t *b, int64_t ldb, int beta, float *c, int64_t ldc) {
+    int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    float *af = nn_alloc((uint64_t)(ar * ac + br * bc) * sizeof(float) + 64);
+    if (!af) return NN_ERR(MXP_ENOMEM, "bf16 gemm: out of memory for %lld fp32 values", (long long)(ar * ac + br * bc));
+    float *bf = af + ar * ac;
+    for (int64_t r = 0; r < ar; r++) nn_bf16_widen(a + r * lda, af + r * ac, ac);
+    for (int64_t r = 0; r < br; r++) nn_bf16_widen(b + r * ldb, bf + r * bc, bc);
+    int rc = nn_gemm_par(ctx, MXP_DTYPE_F32, ta, tb, m, n, k, 1.0, af, ac, bf, bc, beta ? 1.0 : 0.0, c, ldc);
+    nn_free(af);
+    return rc;
+}
+
+int nn_bf16_gemm(const mxp_op_ctx *ctx, int path, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                 const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int beta, float *c,
+                 int64_t ldc) {
+    if (m <= 0 || n <= 0) return MXP_OK;
+    if (k <= 0) {
+        if (!beta) for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+        return MXP_OK;
+    }
+    const char *why = NULL;
+    if (!nn_bf16_path_available(path, &why))
+        return NN_ERR(MXP_EUNSUPPORTED, "bf16 gemm: path %s: %s", nn_bf16_path_name(path), why);
+    if (path == NN_BF16_FP32) return gemm_fp32(ctx, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    int64_t kp = ((k + 1) / 2 + 15) / 16 * 16, np = (n + NR - 1) / NR;
+    uint32_t *bp = nn_alloc((uint64_t)(np * kp * NR) * 4u);
+    if (!bp) return NN_ERR(MXP_ENOMEM, "bf16 gemm: out of memory packing B (%lld x %lld)", (long long)k, (long long)n);
+    pack_b(b, tb, ldb, k, n, kp, bp);
+    gjob j = {.path = path, .ta = ta, .tb = tb, .beta = beta, .mr = path == NN_BF16_AMX ? MR_AMX : MR_AVX,
+              .m = m, .n = n, .k = k, .kp = kp, .lda = lda, .ldc = ldc, .a = a, .bp = bp, .c = c};
+    atomic_init(&j.rc, MXP_OK);
+    int64_t panels = (m + j.mr - 1) / j.mr;
+    double flops_per_panel = 2.0 * (double)j.mr * (double)(np * NR) * (double)(2 * kp);
+    int64_t grain = (int64_t)(2e6 / flops_per_panel) + 1; /* ~2 MFLOP per chunk at least */
+    int rc = nn_parallel(ctx, panels, grain, run_panels, &j);
+    nn_free(bp);
+    if (rc) return rc;
+    rc = atomic_load(&j.rc);
+    return rc ? NN_ERR(rc, "bf16 gemm: out of memory packing A") : MXP_OK;
+}
