@@ -15,7 +15,8 @@
  * by ImageRecordIter with --data-shape and the augmentation options.
  * --kv-store trains through a KVStore; with a dist_* type every worker
  * (one process each, started by mpirun) reads part `rank` of `num_workers`
- * of MNIST data and only rank 0 prints and writes checkpoints.
+ * of MNIST data and only rank 0 prints and writes checkpoints; with
+ * dist_async the last MXP_KV_NUM_SERVERS ranks only serve (run_server).
  * Does not: train on a GPU. */
 #include "model.h"
 #include "curves.h"
@@ -63,10 +64,12 @@ static void usage(FILE *f) {
             "  --impl OP=POLICY    implementation of an op for this run, e.g.\n"
             "                      Convolution=direct or Convolution=winograd,auto\n"
             "                      (repeatable; as MXP_IMPL_<OP>, checked at start)\n"
-            "  --kv-store TYPE     local, device, dist_sync, dist_sync_device: train\n"
-            "                      through a KVStore; with dist_* start one process per\n"
-            "                      worker under mpirun (each reads its shard, --batch-size\n"
-            "                      is per worker, rank 0 prints and checkpoints)\n"
+            "  --kv-store TYPE     local, device, dist_sync, dist_sync_device, dist_async:\n"
+            "                      train through a KVStore; with dist_* start one process\n"
+            "                      per worker under mpirun (each reads its shard, --batch-size\n"
+            "                      is per worker, rank 0 prints and checkpoints); dist_async\n"
+            "                      also needs server ranks: the last MXP_KV_NUM_SERVERS\n"
+            "                      (default 1) serve\n"
             "\n"
             "One line per epoch on stdout (train metric, validation accuracy, time,\n"
             "samples/s); on a terminal a live bar on stderr as well.\n");
@@ -248,9 +251,22 @@ int cmd_train(int argc, char **argv) {
         cli_fail(rc, "creating kvstore '%s'", kv_type);
         return CLI_FAIL;
     }
+    if (kv && mxp_kvstore_is_server(kv)) { /* dist_async: the last ranks serve */
+        fprintf(stderr, "train: kvstore %s: this process is server %d; serving until the workers finish\n", kv_type,
+                mxp_kvstore_rank(kv));
+        if ((rc = mxp_kvstore_run_server(kv))) {
+            cli_fail(rc, "kvstore server");
+            fflush(NULL);
+            _exit(CLI_FAIL); /* freeing the store would wait for the workers */
+        }
+        mxp_kvstore_free(kv);
+        return CLI_OK;
+    }
+    int val_split = 1; /* dist_sync sums the validation metric over workers */
     if (kv) {
         rank = mxp_kvstore_rank(kv);
         workers = mxp_kvstore_num_workers(kv);
+        val_split = mxp_kvstore_updates_on_servers(kv) ? 1 : workers; /* dist_async: each validates on all */
         if (rank != 0) { /* only rank 0 reports progress */
             if (!(quiet = fopen("/dev/null", "w"))) {
                 cli_err("cannot open /dev/null");
@@ -270,7 +286,7 @@ int cmd_train(int argc, char **argv) {
     } else {
         if (flat < 0 && cli_net_input_layout(sym, batch, 28, 28, &flat)) goto done;
         if (cli_mnist_iter_part(timg, tlab, batch, flat, 1, (uint64_t)seed, 0, workers, rank, &train)) goto done;
-        if (cli_mnist_iter_part(vimg, vlab, batch, flat, 0, 0, 1, workers, rank, &val)) goto done;
+        if (cli_mnist_iter_part(vimg, vlab, batch, flat, 0, 0, 1, val_split, val_split > 1 ? rank : 0, &val)) goto done;
     }
     static const char *const data_names[] = {"data"}, *const label_names[] = {"softmax_label"};
     if ((rc = mxp_module_create(sym, 1, data_names, 1, label_names, &mod))) {

@@ -12,14 +12,14 @@
  * Counts passed to MPI are int: a chunk over 2^31 - 1 elements is refused.
  *
  * Not here: negotiation, timeouts (comm.c). */
-#include "kvdist_comm.h"
+#include "ps.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static MPI_Datatype mpi_type(int32_t dtype) {
+MPI_Datatype kvd_mpi_type(int32_t dtype) {
     switch (dtype) {
     case MXP_DTYPE_F32: return MPI_FLOAT;
     case MXP_DTYPE_F64: return MPI_DOUBLE;
@@ -81,7 +81,7 @@ void kvd_mpi_teardown(kvd_comm *c) {
 }
 
 int kvd_bcast(kvd_comm *c, void *data, int64_t count, int32_t dtype, const char *what) {
-    MPI_Datatype t = mpi_type(dtype);
+    MPI_Datatype t = kvd_mpi_type(dtype);
     if (t == MPI_DATATYPE_NULL || count > 0x7fffffff) return MXP_EUNSUPPORTED;
     MPI_Request rq;
     MPI_Ibcast(data, (int)count, t, 0, c->data, &rq);
@@ -112,7 +112,7 @@ static int grow_scratch(kvd_comm *c, size_t bytes) {
 static int allreduce_with(kvd_comm *c, void *data, int64_t count, int32_t dtype, void *recv, const char *what) {
     kvd_store *s = c->s;
     int n = s->size, me = s->rank;
-    MPI_Datatype t = mpi_type(dtype);
+    MPI_Datatype t = kvd_mpi_type(dtype);
     int *cnt = calloc((size_t)n * 4, sizeof *cnt);
     int64_t *start = calloc((size_t)n + 1, sizeof *start);
     if (!cnt || !start) {
@@ -151,7 +151,7 @@ int kvd_allreduce(kvd_comm *c, void *data, int64_t count, int32_t dtype, const c
     if (s->size == 1 || count == 0) return MXP_OK;
     size_t es = mxp_dtype_size(dtype);
     int64_t chunk = (count + s->size - 1) / s->size;
-    if (mpi_type(dtype) == MPI_DATATYPE_NULL || count > 0x7fffffffLL) return MXP_EUNSUPPORTED;
+    if (kvd_mpi_type(dtype) == MPI_DATATYPE_NULL || count > 0x7fffffffLL) return MXP_EUNSUPPORTED;
     if (grow_scratch(c, (size_t)chunk * (size_t)s->size * es)) return MXP_ENOMEM;
     return allreduce_with(c, data, count, dtype, c->scratch, what);
 }

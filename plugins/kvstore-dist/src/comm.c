@@ -33,6 +33,8 @@
 enum { TAG_PING = 7101, TAG_PONG = 7102 };
 enum { BIT_SHUTDOWN = 0, BIT_BARRIER = 1, BIT_INIT = 2 };
 
+const char *kvd_name(const kvd_store *s) { return s->async ? "kvstore dist_async" : "kvstore dist_sync"; }
+
 double kvd_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -72,7 +74,7 @@ void kvd_serve_pings(kvd_comm *c) {
 
 /* Ping every peer and wait up to window_s for the answers; append the ones
  * that did not answer to msg.  Returns how many did not. */
-static int probe_peers(kvd_comm *c, double window_s, char *msg, size_t cap) {
+int kvd_probe_peers(kvd_comm *c, double window_s, char *msg, size_t cap) {
     kvd_store *s = c->s;
     int n = s->size, silent = 0;
     MPI_Request *rq = calloc((size_t)n, sizeof *rq);
@@ -123,7 +125,7 @@ static int probe_peers(kvd_comm *c, double window_s, char *msg, size_t cap) {
 }
 
 /* Mark the store broken with `msg` (first cause wins). */
-static void set_broken(kvd_store *s, const char *msg) {
+void kvd_set_broken(kvd_store *s, const char *msg) {
     pthread_mutex_lock(&s->lock);
     if (!s->broken) {
         s->broken = 1;
@@ -147,10 +149,10 @@ int kvd_wait(kvd_comm *c, int n, MPI_Request *reqs, const char *what) {
             int el = 0;
             MPI_Error_string(rc, es, &el);
             char msg[512];
-            snprintf(msg, sizeof msg, "kvstore dist_sync rank %d (host %s): %s failed in MPI: %s", s->rank,
+            snprintf(msg, sizeof msg, "%s rank %d (host %s): %s failed in MPI: %s", kvd_name(s), s->rank,
                      s->hosts ? s->hosts[s->rank] : "?", what, es);
-            probe_peers(c, probe, msg, sizeof msg);
-            set_broken(s, msg);
+            kvd_probe_peers(c, probe, msg, sizeof msg);
+            kvd_set_broken(s, msg);
             return MXP_ENET;
         }
         if (flag) return MXP_OK;
@@ -158,10 +160,10 @@ int kvd_wait(kvd_comm *c, int n, MPI_Request *reqs, const char *what) {
         double el = kvd_now() - t0;
         if (el > limit) {
             char msg[512];
-            snprintf(msg, sizeof msg, "kvstore dist_sync rank %d (host %s): %s did not complete within %.1f s",
-                     s->rank, s->hosts ? s->hosts[s->rank] : "?", what, el);
-            probe_peers(c, probe, msg, sizeof msg);
-            set_broken(s, msg);
+            snprintf(msg, sizeof msg, "%s rank %d (host %s): %s did not complete within %.1f s",
+                     kvd_name(s), s->rank, s->hosts ? s->hosts[s->rank] : "?", what, el);
+            kvd_probe_peers(c, probe, msg, sizeof msg);
+            kvd_set_broken(s, msg);
             return MXP_ETIMEDOUT;
         }
         if (spin > 200) nap_us(spin > 2000 ? 200 : 20);
@@ -179,8 +181,8 @@ static void finish_sync(kvd_store *s, kvd_req *r, int status, const char *msg) {
     pthread_mutex_unlock(&s->lock);
 }
 
-static void finish(kvd_store *s, kvd_req *r, int status, const char *msg) {
-    if (r->kind == KVD_PUSHPULL) {
+void kvd_finish(kvd_store *s, kvd_req *r, int status, const char *msg) {
+    if (r->kind == KVD_PUSHPULL || r->kind == KVD_PUSH || r->kind == KVD_PULL) {
         r->complete(r->token, status, msg);
         free(r);
     } else {
@@ -196,7 +198,7 @@ void kvd_enqueue(kvd_store *s, kvd_req *r) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", s->broken ? s->broken_msg : "kvstore dist_sync: the store was shut down");
         pthread_mutex_unlock(&s->lock);
-        finish(s, r, s->broken ? MXP_ENET : MXP_EMISUSE, msg);
+        kvd_finish(s, r, s->broken ? MXP_ENET : MXP_EMISUSE, msg);
         return;
     }
     if (s->tail) s->tail->next = r;
@@ -260,7 +262,7 @@ static void take_queue(kvd_store *s, pending *p, int block_ms) {
     while (r) {
         kvd_req *next = r->next;
         if (r->kind == KVD_PUSHPULL) {
-            if (r->key < 0 || r->key >= nk || grow_keys(p, nk)) finish(s, r, MXP_EINTERNAL, "kvstore: bad key index");
+            if (r->key < 0 || r->key >= nk || grow_keys(p, nk)) kvd_finish(s, r, MXP_EINTERNAL, "kvstore: bad key index");
             else append(&p->by_key[r->key], r);
         } else {
             kvd_req **slot = r->kind == KVD_INIT ? &p->init : r->kind == KVD_BARRIER ? &p->barrier : &p->shutdown;
@@ -336,12 +338,12 @@ static int do_keys(kvd_comm *c, pending *p, const uint64_t *agreed, int nk) {
                 char msg[256];
                 snprintf(msg, sizeof msg, "kvstore dist_sync rank %d: cannot sum a bucket of %d keys (%lld bytes): %s",
                          s->rank, nb, (long long)bytes, rc == MXP_ENOMEM ? "out of memory" : "too large for MPI counts");
-                set_broken(s, msg);
+                kvd_set_broken(s, msg);
             }
             for (int i = 0; i < nb; i++) {
                 kvd_req *b = bucket[i];
                 p->by_key[b->key] = b->next;
-                finish(s, b, rc, rc ? s->broken_msg : NULL);
+                kvd_finish(s, b, rc, rc ? s->broken_msg : NULL);
             }
             nb = 0;
             bytes = 0;
@@ -365,22 +367,22 @@ static void fail_all(kvd_store *s, pending *p, int status) {
     pthread_mutex_unlock(&s->lock);
     while (q) {
         kvd_req *n = q->next;
-        finish(s, q, status, msg);
+        kvd_finish(s, q, status, msg);
         q = n;
     }
     for (int k = 0; k < p->cap; k++)
         while (p->by_key[k]) {
             kvd_req *r = p->by_key[k];
             p->by_key[k] = r->next;
-            finish(s, r, status, msg);
+            kvd_finish(s, r, status, msg);
         }
     kvd_req *sync[3] = {p->init, p->barrier, p->shutdown};
     for (int i = 0; i < 3; i++)
-        if (sync[i]) finish(s, sync[i], status, msg);
+        if (sync[i]) kvd_finish(s, sync[i], status, msg);
     while (p->later) {
         kvd_req *r = p->later;
         p->later = r->next;
-        finish(s, r, status, msg);
+        kvd_finish(s, r, status, msg);
     }
     p->init = p->barrier = p->shutdown = NULL;
 }
@@ -421,7 +423,7 @@ static int check_stale(kvd_store *s, const pending *p, const uint64_t *mine, con
         if (len < sizeof msg)
             snprintf(msg + len, sizeof msg - len, ", which never offered it: a worker stopped pushing or failed, or "
                      "the workers push different keys");
-        set_broken(s, msg);
+        kvd_set_broken(s, msg);
         return MXP_ETIMEDOUT;
     }
     return MXP_OK;
@@ -449,7 +451,7 @@ static void *comm_main(void *arg) {
             uint64_t *m = realloc(mine, (size_t)need * 8), *a = m ? realloc(agreed, (size_t)need * 8) : NULL;
             if (m) mine = m;
             if (!m || !a) {
-                set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
+                kvd_set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
                 rc = MXP_ENOMEM;
                 break;
             }
@@ -459,7 +461,7 @@ static void *comm_main(void *arg) {
         if (nk > c->bucket_cap) {
             kvd_req **b = realloc(c->bucket, (size_t)nk * sizeof *b);
             if (!b) {
-                set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
+                kvd_set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
                 rc = MXP_ENOMEM;
                 break;
             }
@@ -475,7 +477,7 @@ static void *comm_main(void *arg) {
         if ((size_t)need * (size_t)s->size > all_cap) {
             uint64_t *a = realloc(all, (size_t)need * (size_t)s->size * 8);
             if (!a) {
-                set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
+                kvd_set_broken(s, "kvstore dist_sync: out of memory in the communication thread");
                 rc = MXP_ENOMEM;
                 break;
             }
@@ -496,16 +498,16 @@ static void *comm_main(void *arg) {
             p.init = NULL;
             rc = do_init(c, r, err, sizeof err);
             if (rc && err[0]) {
-                finish(s, r, rc, err); /* a usage error: the store stays usable */
+                kvd_finish(s, r, rc, err); /* a usage error: the store stays usable */
                 rc = MXP_OK;
             } else {
-                finish(s, r, rc, rc ? s->broken_msg : NULL);
+                kvd_finish(s, r, rc, rc ? s->broken_msg : NULL);
             }
             if (rc) break;
         }
         if ((rc = do_keys(c, &p, agreed, nk))) break;
         if (agreed[0] >> BIT_BARRIER & 1) {
-            finish(s, p.barrier, MXP_OK, NULL);
+            kvd_finish(s, p.barrier, MXP_OK, NULL);
             p.barrier = NULL;
         }
         if (agreed[0] >> BIT_SHUTDOWN & 1) break;
@@ -518,7 +520,7 @@ static void *comm_main(void *arg) {
     pthread_mutex_lock(&s->lock);
     s->stopped = 1;
     pthread_mutex_unlock(&s->lock);
-    if (p.shutdown) finish(s, p.shutdown, MXP_OK, NULL);
+    if (p.shutdown) kvd_finish(s, p.shutdown, MXP_OK, NULL);
     p.shutdown = NULL;
     fail_all(s, &p, MXP_ECANCELED);
     free(mine);
@@ -533,7 +535,7 @@ static kvd_comm g_comm;
 int kvd_comm_start(kvd_store *s) {
     memset(&g_comm, 0, sizeof g_comm);
     g_comm.s = s;
-    if (pthread_create(&s->thread, NULL, comm_main, &g_comm))
+    if (pthread_create(&s->thread, NULL, s->async ? kvd_ps_main : comm_main, &g_comm))
         return kvd_host->set_error(MXP_ENOMEM, "kvstore dist_sync: cannot start the communication thread");
     pthread_mutex_lock(&s->lock);
     while (!s->started) pthread_cond_wait(&s->cond, &s->lock);
@@ -550,7 +552,8 @@ void kvd_comm_stop(kvd_store *s) {
     kvd_req r;
     memset(&r, 0, sizeof r);
     r.kind = KVD_SHUTDOWN;
-    kvd_run_sync(s, &r);
+    /* A dist_async server's thread ends when its workers stopped. */
+    if (!(s->async && s->role)) kvd_run_sync(s, &r);
     pthread_join(s->thread, NULL);
     free(g_comm.bucket);
     free(g_comm.scratch);

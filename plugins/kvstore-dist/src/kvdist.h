@@ -22,7 +22,11 @@
 #include <pthread.h>
 #include <stdint.h>
 
-typedef enum kvd_kind { KVD_INIT = 0, KVD_PUSHPULL = 1, KVD_BARRIER = 2, KVD_SHUTDOWN = 3 } kvd_kind;
+typedef enum kvd_kind {
+    KVD_INIT = 0, KVD_PUSHPULL = 1, KVD_BARRIER = 2, KVD_SHUTDOWN = 3,
+    /* dist_async (ps_worker.c) */
+    KVD_PUSH = 4, KVD_PULL = 5, KVD_UPDATER = 6
+} kvd_kind;
 
 /* A request from a host thread.  Synchronous requests (init, barrier,
  * shutdown) are waited on through `done`; pushpull completes through the
@@ -37,6 +41,8 @@ typedef struct kvd_req {
     mxp_complete_fn complete;
     void *token;
     double t_enq;            /* when it was queued (kvd_now)              */
+    const char *blob;        /* KVD_UPDATER: op\0k1\0v1\0... (caller's)    */
+    int64_t blob_len;
     /* synchronous requests */
     int finished;
     int status;
@@ -70,6 +76,13 @@ typedef struct kvd_store {
     pthread_t thread;
     int init_status;         /* MPI_Init result, reported to create        */
     char init_msg[512];
+    /* dist_async (set at create / by the comm thread before `started`):
+     * ranks [0, n_workers) are workers, the last n_servers are servers. */
+    int async;
+    int role;                /* 0 worker, 1 server                         */
+    int n_workers, n_servers;
+    int64_t big_bound;       /* arrays of >= this many elements are sliced */
+    int served;              /* a server's loop ended (status in init_*)   */
 } kvd_store;
 
 extern const mxp_host *kvd_host;
@@ -84,5 +97,13 @@ void kvd_enqueue(kvd_store *s, kvd_req *r);
 /* Queue a synchronous request and wait for it; returns its status (with
  * host.set_error called on failure). */
 int kvd_run_sync(kvd_store *s, kvd_req *r);
+/* Complete a request (pushpull/push/pull: the callback, then free; others:
+ * wake the waiter); mark the store broken (first cause wins). */
+void kvd_finish(kvd_store *s, kvd_req *r, int status, const char *msg);
+void kvd_set_broken(kvd_store *s, const char *msg);
+
+/* ps_worker.c / ps_server.c: the dist_async communication thread (worker
+ * or server by rank), started by kvd_comm_start when s->async. */
+void *kvd_ps_main(void *comm);
 
 #endif /* KVDIST_H */

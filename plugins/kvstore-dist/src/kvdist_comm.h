@@ -17,6 +17,8 @@ typedef struct kvd_comm {
     int bucket_cap;
     void *scratch;           /* fusion buffer + receive space              */
     size_t scratch_bytes;
+    MPI_Comm ps;             /* dist_async requests and replies            */
+    MPI_Comm workers;        /* dist_async: the workers only (barrier)     */
 } kvd_comm;
 
 double kvd_now(void);
@@ -28,6 +30,11 @@ void kvd_serve_pings(kvd_comm *c);
  * (or on an MPI error) ping the peers, mark the store broken with a message
  * naming `what` and the silent ranks, and return MXP_ETIMEDOUT / MXP_ENET. */
 int kvd_wait(kvd_comm *c, int n, MPI_Request *reqs, const char *what);
+/* Ping every peer, wait up to window_s, append the silent ones to msg
+ * (or a note that all answered); returns how many were silent. */
+int kvd_probe_peers(kvd_comm *c, double window_s, char *msg, size_t cap);
+/* "kvstore dist_sync" / "kvstore dist_async": the prefix of messages. */
+const char *kvd_name(const kvd_store *s);
 
 /* allreduce.c */
 /* MPI_Init_thread, communicators, every rank's host and pid.  On failure

@@ -11,8 +11,15 @@
  *   dist_sync_device    (kvstore-dist on MPI): every push of a key is summed
  *                       over all workers before the updater runs, on every
  *                       worker, on identical sums
- *   dist_async          parameter servers (refused when no loaded pack
- *                       provides it; the error lists the known types)
+ *   dist_async          parameter servers (kvstore-dist): the last
+ *                       MXP_KV_NUM_SERVERS ranks (default 1) are servers
+ *                       that hold the values (keys sharded, arrays of >= 1e6
+ *                       elements sliced over all servers) and run the
+ *                       optimizer on each push as it arrives; workers push
+ *                       and pull without waiting for each other.  A server
+ *                       process calls mxp_kvstore_run_server; set_updater
+ *                       and optimizer-state files are refused (the states
+ *                       live on the servers).
  *
  * Keys are int64 or strings; one store may hold both kinds (an int key 3
  * and a string key "3" are different keys).  Several arrays may be given
@@ -72,6 +79,18 @@ MXP_API int mxp_kvstore_num_workers(const mxp_kvstore *kv);    /* 1 for local ty
  * "updater" (set_updater), "gradient_compression" and "row_sparse" (never,
  * today); 0 otherwise. */
 MXP_API int mxp_kvstore_is_capable(const mxp_kvstore *kv, const char *capability);
+
+/* dist_async: 1 when this process is a server (then rank() is its index
+ * among the servers and the only call left is run_server). */
+MXP_API int mxp_kvstore_is_server(const mxp_kvstore *kv);
+/* 1 when pushes are applied by the servers' optimizer (dist_async): a
+ * trainer pushes gradients and pulls weights instead of updating. */
+MXP_API int mxp_kvstore_updates_on_servers(const mxp_kvstore *kv);
+/* Serve the workers until every one of them freed its store (MXNet's
+ * KVStoreServer.run), then return; free the store afterwards.  Returns
+ * MXP_OK, MXP_EMISUSE (not a server), or the transport's error (a worker
+ * dead or stalled, named, after MXP_KV_TIMEOUT). */
+MXP_API int mxp_kvstore_run_server(mxp_kvstore *kv);
 
 /* Initialise keys with values (copied; the arrays fix each key's shape and
  * dtype).  A key may be initialised once (MXP_EEXIST after).  dist types:

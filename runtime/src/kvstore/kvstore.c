@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const mxp_device cpu0 = {MXP_DEV_CPU, 0};
 
@@ -122,16 +123,18 @@ static int open_transport(mxp_kvstore *kv, const char *type, int n_opts, const c
         for (size_t i = 0; i < sizeof dist_types / sizeof *dist_types; i++) known |= !strcmp(type, dist_types[i]);
         if (known)
             return mxp__error_prefix(rc, "kvstore type '%s' is not provided by any pack (kvstore-dist, built when "
-                                     "Open MPI is installed, provides dist_sync and dist_sync_device; dist_async "
-                                     "is not implemented; `mxplug packs` lists the packs)", type);
+                                     "Open MPI is installed, provides dist_sync, dist_sync_device and dist_async; "
+                                     "`mxplug packs` lists the packs)", type);
         return mxp__error(MXP_ENOENT, "kvstore type '%s': unknown (known: local, device, dist_sync, "
                           "dist_sync_device, dist_async)", type);
     }
     if (pack && (rc = mxp__pack_pin(pack))) return rc;
     kv->pack = pack;
     kv->def = d;
-    if (!kv->def->create || !kv->def->info || !kv->def->init || !kv->def->pushpull)
-        return mxp__error(MXP_EPLUGIN, "kvstore '%s': its definition lacks create, info, init or pushpull", type);
+    if (!kv->def->create || !kv->def->info || !kv->def->init || (!kv->def->pushpull && (!kv->def->push ||
+                                                                                       !kv->def->pull)))
+        return mxp__error(MXP_EPLUGIN, "kvstore '%s': its definition lacks create, info, init, or pushpull (or "
+                          "push and pull)", type);
     const char *tms = getenv("MXP_KV_TIMEOUT");
     int32_t timeout_ms = 0;
     if (tms && *tms) {
@@ -159,8 +162,13 @@ static int open_transport(mxp_kvstore *kv, const char *type, int n_opts, const c
     ia.user_data = kv->def->user_data;
     ia.store = kv->store;
     if ((rc = kv->def->info(&ia))) return mxp__error_prefix(rc, "kvstore '%s': info", type);
-    if (ia.num_workers < 1 || ia.rank < 0 || ia.rank >= ia.num_workers)
-        return mxp__error(MXP_EPLUGIN, "kvstore '%s': rank %d of %d workers", type, ia.rank, ia.num_workers);
+    kv->is_server = ia.role == 1;
+    /* Servers (dist_async) hold the values and run the updater. */
+    kv->server_side = ia.num_servers > 0;
+    int of = kv->is_server ? ia.num_servers : ia.num_workers;
+    if (ia.num_workers < 1 || ia.rank < 0 || ia.rank >= of || (kv->server_side && (!kv->def->push || !kv->def->pull)))
+        return mxp__error(MXP_EPLUGIN, "kvstore '%s': rank %d of %d %s%s", type, ia.rank, of,
+                          kv->is_server ? "servers" : "workers", kv->server_side ? " (or no push and pull)" : "");
     kv->rank = ia.rank;
     kv->num_workers = ia.num_workers;
     return MXP_OK;
@@ -223,7 +231,32 @@ int mxp_kvstore_num_workers(const mxp_kvstore *kv) { return kv ? kv->num_workers
 
 int mxp_kvstore_is_capable(const mxp_kvstore *kv, const char *cap) {
     if (!kv || !cap) return 0;
-    return !strcmp(cap, "optimizer") || !strcmp(cap, "updater");
+    return !strcmp(cap, "optimizer") || (!strcmp(cap, "updater") && !kv->server_side);
+}
+
+int mxp_kvstore_is_server(const mxp_kvstore *kv) { return kv && kv->is_server; }
+
+int mxp_kvstore_updates_on_servers(const mxp_kvstore *kv) { return kv && kv->server_side; }
+
+int mxp_kvstore_run_server(mxp_kvstore *kv) {
+    if (!kv) return mxp__error(MXP_EINVAL, "mxp_kvstore_run_server: kv is NULL");
+    if (!kv->is_server || !kv->def->run_server)
+        return mxp__error(MXP_EMISUSE, "kvstore '%s': this process is not a server (only dist_async has servers: the "
+                          "last MXP_KV_NUM_SERVERS ranks)", kv->type);
+    mxp_kv_simple_args a;
+    memset(&a, 0, sizeof a);
+    a.hdr = (mxp_header)MXP_HEADER(mxp_kv_simple_args);
+    a.user_data = kv->def->user_data;
+    a.store = kv->store;
+    int rc = kv->def->run_server(&a);
+    return rc ? mxp__error_prefix(rc, "kvstore '%s' server %d", kv->type, kv->rank) : MXP_OK;
+}
+
+/* Calls a server process may not make: it only serves. */
+static int refuse_server(const mxp_kvstore *kv, const char *what) {
+    if (!kv->is_server) return MXP_OK;
+    return mxp__error(MXP_EMISUSE, "kvstore '%s' %s: this process is server %d, not a worker (the last "
+                      "MXP_KV_NUM_SERVERS ranks serve: call mxp_kvstore_run_server there)", kv->type, what, kv->rank);
 }
 
 /* ------------------------------------------------------------ checks */
@@ -283,6 +316,8 @@ static int resolve(const mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const 
 
 static int init_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *vals) {
     if (!kv) return mxp__error(MXP_EINVAL, "mxp_kvstore_init: kv is NULL");
+    int rs = refuse_server(kv, "init");
+    if (rs) return rs;
     if (kl->n < 0 || (kl->n && ((!kl->ik && !kl->sk) || !vals)))
         return mxp__error(MXP_EINVAL, "kvstore init: bad arguments (n %d)", kl->n);
     for (int i = 0; i < kl->n; i++) {
@@ -369,6 +404,8 @@ static int optimizer_updater(mxp_kvstore *kv, kv_entry *e) {
 
 static int push_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *vals, int priority) {
     if (!kv) return mxp__error(MXP_EINVAL, "mxp_kvstore_push: kv is NULL");
+    int rs = refuse_server(kv, "push");
+    if (rs) return rs;
     if (kl->n == 0) return MXP_OK;
     kv_entry **ent = calloc((size_t)kl->n, sizeof *ent);
     mxp_ndarray **group = calloc((size_t)kl->n, sizeof *group);
@@ -386,7 +423,11 @@ static int push_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *val
                 done[j] = 1;
             }
         rc = mxp__kv_push_reduce(e, ng, group, priority);
-        if (rc == MXP_OK && kv->def) rc = mxp__kv_push_transport(kv, e, priority);
+        if (rc == MXP_OK && kv->server_side) { /* the servers update */
+            rc = mxp__kv_push_transport(kv, e, MXP__KV_PUSH, priority);
+            continue;
+        }
+        if (rc == MXP_OK && kv->def) rc = mxp__kv_push_transport(kv, e, MXP__KV_PUSHPULL, priority);
         if (rc == MXP_OK) {
             if (kv->updater) {
                 rc = kv->updater(kv->updater_user, e->is_str ? -1 : e->ikey, e->skey, e->merged, e->stored);
@@ -407,11 +448,19 @@ static int push_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *val
 
 static int pull_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *outs, int priority) {
     if (!kv) return mxp__error(MXP_EINVAL, "mxp_kvstore_pull: kv is NULL");
+    int rs = refuse_server(kv, "pull");
+    if (rs) return rs;
     if (kl->n == 0) return MXP_OK;
     kv_entry **ent = calloc((size_t)kl->n, sizeof *ent);
     int rc = ent ? MXP_OK : mxp__error_oom("kvstore pull");
     if (rc == MXP_OK) rc = resolve(kv, kl, outs, "pull", ent);
-    for (int i = 0; rc == MXP_OK && i < kl->n; i++) rc = mxp__kv_push_copy(ent[i], ent[i]->stored, outs[i], priority, "pull");
+    for (int i = 0; rc == MXP_OK && i < kl->n; i++) {
+        /* A key repeated in one call is fetched from the servers once. */
+        int first = 1;
+        for (int j = 0; kv->server_side && j < i; j++) first &= ent[j] != ent[i];
+        if (kv->server_side && first) rc = mxp__kv_push_transport(kv, ent[i], MXP__KV_PULL, priority);
+        if (rc == MXP_OK) rc = mxp__kv_push_copy(ent[i], ent[i]->stored, outs[i], priority, "pull");
+    }
     free(ent);
     return rc;
 }
@@ -485,6 +534,9 @@ int mxp_kvstore_set_gradient_compression(mxp_kvstore *kv, int n, const char *con
 
 int mxp_kvstore_set_updater(mxp_kvstore *kv, mxp_kvstore_updater_fn fn, void *user) {
     if (!kv) return mxp__error(MXP_EINVAL, "mxp_kvstore_set_updater: kv is NULL");
+    if (kv->server_side)
+        return mxp__error(MXP_EUNSUPPORTED, "kvstore '%s' set_updater: the updater runs on the servers, which cannot "
+                          "call a function of this process; use mxp_kvstore_set_optimizer", kv->type);
     mxp_optimizer_free(kv->opt);
     kv->opt = NULL;
     kv->updater = fn;
@@ -492,12 +544,50 @@ int mxp_kvstore_set_updater(mxp_kvstore *kv, mxp_kvstore_updater_fn fn, void *us
     return MXP_OK;
 }
 
+/* The optimizer as the servers' updater: its update op and that op's
+ * kwargs (mxp_optimizer's names and defaults; the servers apply its wd rule
+ * and Adam's bias correction per key, ps_server.c). */
+static int set_server_optimizer(mxp_kvstore *kv, const char *type, int n_kwargs, const char *const *keys,
+                                const char *const *vals) {
+    if (!kv->def->set_updater)
+        return mxp__error(MXP_EPLUGIN, "kvstore '%s': the transport cannot set the servers' updater", kv->type);
+    int sgd = !strcasecmp(type, "sgd"), adam = !strcasecmp(type, "adam");
+    int has_lr = 0, mom = 0;
+    const char *ok[40], *ov[40];
+    int n = 0;
+    for (int i = 0; i < n_kwargs && n < 38; i++) {
+        const char *k = !strcmp(keys[i], "learning_rate") ? "lr" : keys[i];
+        const char *v = !vals[i] || !strcmp(vals[i], "None") ? "-1" : vals[i]; /* clip_*: None = off */
+        has_lr |= !strcmp(k, "lr");
+        if (!strcmp(k, "momentum")) mom = strtod(v, NULL) != 0.0;
+        if (!strcmp(k, "momentum") && !mom) continue; /* plain sgd_update has none */
+        ok[n] = k, ov[n++] = v;
+    }
+    if (!has_lr) ok[n] = "lr", ov[n++] = sgd ? "0.01" : "0.001";
+    const char *op = adam ? "adam_update" : !sgd ? "rmsprop_update" : mom ? "sgd_mom_update" : "sgd_update";
+    mxp_kv_updater_args a;
+    memset(&a, 0, sizeof a);
+    a.hdr = (mxp_header)MXP_HEADER(mxp_kv_updater_args);
+    a.user_data = kv->def->user_data;
+    a.store = kv->store;
+    a.op_name = op;
+    a.keys = ok;
+    a.vals = ov;
+    a.n_kwargs = (uint32_t)n;
+    int rc = kv->def->set_updater(&a);
+    return rc ? mxp__error_prefix(rc, "kvstore '%s' set_optimizer '%s'", kv->type, type) : MXP_OK;
+}
+
 int mxp_kvstore_set_optimizer(mxp_kvstore *kv, const char *type, int n_kwargs, const char *const *keys,
                               const char *const *vals) {
     if (!kv) return mxp__error(MXP_EINVAL, "mxp_kvstore_set_optimizer: kv is NULL");
     mxp_optimizer *opt = NULL;
-    int rc = mxp_optimizer_create(type, n_kwargs, keys, vals, &opt);
+    int rc = mxp_optimizer_create(type, n_kwargs, keys, vals, &opt); /* checks type and kwargs */
     if (rc) return rc;
+    if (kv->server_side) {
+        mxp_optimizer_free(opt);
+        return set_server_optimizer(kv, type, n_kwargs, keys, vals);
+    }
     mxp_optimizer_free(kv->opt);
     kv->opt = opt;
     kv->updater = NULL;
@@ -507,19 +597,25 @@ int mxp_kvstore_set_optimizer(mxp_kvstore *kv, const char *type, int n_kwargs, c
 
 int mxp_kvstore_save_optimizer_states(mxp_kvstore *kv, const char *path) {
     if (!kv || !path) return mxp__error(MXP_EINVAL, "mxp_kvstore_save_optimizer_states: NULL argument");
+    if (kv->server_side)
+        return mxp__error(MXP_EUNSUPPORTED, "kvstore '%s' save_optimizer_states: the states live on the servers",
+                          kv->type);
     if (!kv->opt) return mxp__error(MXP_EMISUSE, "kvstore save_optimizer_states: no optimizer (set_optimizer first)");
     return mxp_optimizer_save_states(kv->opt, path);
 }
 
 int mxp_kvstore_load_optimizer_states(mxp_kvstore *kv, const char *path) {
     if (!kv || !path) return mxp__error(MXP_EINVAL, "mxp_kvstore_load_optimizer_states: NULL argument");
+    if (kv->server_side)
+        return mxp__error(MXP_EUNSUPPORTED, "kvstore '%s' load_optimizer_states: the states live on the servers",
+                          kv->type);
     if (!kv->opt) return mxp__error(MXP_EMISUSE, "kvstore load_optimizer_states: no optimizer (set_optimizer first)");
     return mxp_optimizer_load_states(kv->opt, path);
 }
 
 int mxp_kvstore_barrier(mxp_kvstore *kv) {
     if (!kv) return mxp__error(MXP_EINVAL, "mxp_kvstore_barrier: kv is NULL");
-    int rc = MXP_OK;
+    int rc = refuse_server(kv, "barrier");
     for (int i = 0; i < kv->n_entries && rc == MXP_OK; i++) {
         rc = mxp_ndarray_wait_to_read(kv->entries[i]->merged);
         if (rc == MXP_OK) rc = mxp_ndarray_wait_to_read(kv->entries[i]->stored);

@@ -8,7 +8,10 @@
  *   reduce     reads the pushed arrays, writes merged     (reduce.c)
  *   transport  writes merged: the sum over workers        (dist types only)
  *   update     the updater / optimizer, or copy merged -> stored
- * and a pull is a copy stored -> out.  The entries' vars order all of it. */
+ * and a pull is a copy stored -> out.  The entries' vars order all of it.
+ * With a server-side transport (dist_async) a push is reduce, then the
+ * transport's push of merged; a pull is the transport's pull into stored,
+ * then the copy stored -> out. */
 #ifndef MXP_KVSTORE_KVSTORE_IMPL_H
 #define MXP_KVSTORE_KVSTORE_IMPL_H
 
@@ -37,6 +40,8 @@ struct mxp_kvstore {
     mxp_pack *pack;          /* pinned while the store lives                */
     void *store;             /* the transport's handle                      */
     int rank, num_workers;
+    int server_side;         /* the updater runs on servers (dist_async)    */
+    int is_server;           /* this process is one of those servers        */
     kv_entry **entries;
     int n_entries, cap_entries;
     int *slots;              /* open-addressing hash: entry index + 1, 0 free */
@@ -52,8 +57,11 @@ struct mxp_kvstore {
 int mxp__kv_push_reduce(const kv_entry *e, int n, mxp_ndarray *const *srcs, int priority);
 /* dst = src (same shape and dtype). */
 int mxp__kv_push_copy(const kv_entry *e, mxp_ndarray *src, mxp_ndarray *dst, int priority, const char *what);
-/* merged = the transport's pushpull of merged (sum over workers). */
-int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int priority);
+/* The transport's call on a key: PUSHPULL sums merged over workers in
+ * place (dist_sync); PUSH sends merged to the servers; PULL fills stored
+ * from the servers (after this process's earlier pushes of the key). */
+enum { MXP__KV_PUSHPULL = 0, MXP__KV_PUSH = 1, MXP__KV_PULL = 2 };
+int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int kind, int priority);
 /* Fill a tensor view of nd (shape points into e). */
 void mxp__kv_tensor(const kv_entry *e, mxp_ndarray *nd, mxp_tensor *out);
 

@@ -1,8 +1,9 @@
 /* reduce.c — the engine operations a KVStore push or pull becomes: the
  * local sum of the arrays pushed for one key, a copy between two arrays of
- * a key's shape, and the hand-off of a key's merged buffer to a transport
- * pack (asynchronous: the engine op completes when the transport calls
- * back, so no engine worker ever waits on the network).
+ * a key's shape, and the hand-off of a key's buffers to a transport pack
+ * (pushpull or push of merged, pull into stored; asynchronous: the engine
+ * op completes when the transport calls back, so no engine worker ever
+ * waits on the network).
  *
  * Not here: key bookkeeping and argument checks (kvstore.c).  Every op
  * captures data pointers and element counts at push time (ndarray.h: a
@@ -126,11 +127,12 @@ void mxp__kv_tensor(const kv_entry *e, mxp_ndarray *nd, mxp_tensor *out) {
 }
 
 /* The transport op's argument: the key (copied: the entry may not outlive
- * a failed store) and the merged buffer's view. */
+ * a failed store), which call, and the array's view. */
 typedef struct transport_arg {
     const mxp_kvstore_def *def;
     void *store;
     int priority;
+    int kind;
     int is_str;
     int64_t ikey;
     char *skey;
@@ -161,37 +163,42 @@ static void run_transport(void *arg, const mxp_run_ctx *ctx, mxp_engine_callback
     ka.outs = &a->t;
     ka.complete = (mxp_complete_fn)cb.done;
     ka.complete_token = cb.token;
-    int rc;
-    if (a->def->pushpull) {
-        rc = a->def->pushpull(&ka);
-    } else {
-        rc = mxp__error(MXP_EPLUGIN, "kvstore '%s': the transport has no pushpull", a->def->name);
-    }
+    int (*call)(mxp_kv_args *) = a->kind == MXP__KV_PUSH ? a->def->push
+                                 : a->kind == MXP__KV_PULL ? a->def->pull
+                                                           : a->def->pushpull;
+    int rc = call ? call(&ka)
+                  : mxp__error(MXP_EPLUGIN, "kvstore '%s': the transport has no %s", a->def->name,
+                               a->kind == MXP__KV_PUSH ? "push" : a->kind == MXP__KV_PULL ? "pull" : "pushpull");
     /* A call that returns an error does not call complete (mxp/kvstore.h). */
     if (rc) cb.done(cb.token, rc, mxp_last_error());
 }
 
-int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int priority) {
+int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int kind, int priority) {
     transport_arg *a = calloc(1, sizeof *a);
     if (!a) return mxp__error_oom("kvstore push");
     a->def = kv->def;
     a->store = kv->store;
     a->priority = priority;
+    a->kind = kind;
     a->is_str = e->is_str;
     a->ikey = e->ikey;
     if (e->is_str && !(a->skey = strdup(e->skey))) {
         free(a);
         return mxp__error_oom("kvstore push");
     }
-    mxp__kv_tensor(e, e->merged, &a->t);
+    /* A pull lands in stored; it also takes merged's var so it runs after
+     * this process's earlier push of the key has been sent (the servers
+     * then see the push first). */
+    mxp__kv_tensor(e, kind == MXP__KV_PULL ? e->stored : e->merged, &a->t);
     memcpy(a->shape, e->shape, sizeof a->shape);
     a->t.shape = a->shape;
-    mxp_var *mv = mxp_ndarray_var(e->merged);
+    mxp_var *mv[2] = {mxp_ndarray_var(kind == MXP__KV_PULL ? e->stored : e->merged), mxp_ndarray_var(e->merged)};
     char name[160];
-    snprintf(name, sizeof name, "kvstore %s push %s", kv->type, e->label);
+    snprintf(name, sizeof name, "kvstore %s %s %s", kv->type,
+             kind == MXP__KV_PUSH ? "push" : kind == MXP__KV_PULL ? "pull" : "pushpull", e->label);
     mxp_engine_push_args p = {.async_fn = run_transport, .arg = a, .free_arg = free_transport,
-                              .mutate_vars = &mv, .n_mutate = 1, .prop = MXP_FN_PRIORITIZED,
-                              .priority = priority, .name = name};
+                              .mutate_vars = mv, .n_mutate = kind == MXP__KV_PULL ? 2 : 1,
+                              .prop = MXP_FN_PRIORITIZED, .priority = priority, .name = name};
     int rc = mxp_engine_push(&p);
     if (rc) free_transport(a);
     return rc;

@@ -554,8 +554,12 @@ int mxp_module_load_checkpoint(mxp_module *m, const char *prefix, int epoch, int
 static const char *const metric_key = "__mxp_metric__";
 
 /* First fit with this store: one key per parameter, holding rank 0's
- * values, pulled into every worker's parameters; and the metric key. */
-static int kv_setup(mxp_module *m, mxp_kvstore *kv) {
+ * values, pulled into every worker's parameters; and the metric key.  With
+ * a server-side store (dist_async) the optimizer goes to the servers
+ * instead (opt_type / n_kw / keys / vals, the kwargs fit built) and there
+ * is no metric key: a push there is an update, not a sum. */
+static int kv_setup(mxp_module *m, mxp_kvstore *kv, const char *opt_type, int n_kw, const char *const *keys,
+                    const char *const *vals) {
     if (m->kv == kv) return MXP_OK;
     if (m->kv) return mxp__error(MXP_EINVAL, "mxp_module_fit: this module was trained with another kvstore");
     const char **names = calloc((size_t)m->n_args + 1, sizeof *names);
@@ -569,9 +573,13 @@ static int kv_setup(mxp_module *m, mxp_kvstore *kv) {
     if (rc == MXP_OK) rc = mxp_kvstore_init_str(kv, n, names, w);
     if (rc == MXP_OK) rc = mxp_kvstore_pull_str(kv, n, names, w, 0);
     int64_t two = 2;
-    if (rc == MXP_OK) rc = mxp_ndarray_create(&two, 1, MXP_DTYPE_F64, cpu0, &m->kv_metric);
-    if (rc == MXP_OK) rc = mxp_ndarray_fill(m->kv_metric, 0.0);
-    if (rc == MXP_OK) rc = mxp_kvstore_init_str(kv, 1, &metric_key, &m->kv_metric);
+    if (mxp_kvstore_updates_on_servers(kv)) {
+        if (rc == MXP_OK) rc = mxp_kvstore_set_optimizer(kv, opt_type, n_kw, keys, vals);
+    } else {
+        if (rc == MXP_OK) rc = mxp_ndarray_create(&two, 1, MXP_DTYPE_F64, cpu0, &m->kv_metric);
+        if (rc == MXP_OK) rc = mxp_ndarray_fill(m->kv_metric, 0.0);
+        if (rc == MXP_OK) rc = mxp_kvstore_init_str(kv, 1, &metric_key, &m->kv_metric);
+    }
     free(names);
     free(w);
     if (rc) return mxp__error_prefix(rc, "mxp_module_fit: kvstore '%s'", mxp_kvstore_type(kv));
@@ -581,6 +589,7 @@ static int kv_setup(mxp_module *m, mxp_kvstore *kv) {
 
 /* Sum a metric's totals over all workers. */
 static int kv_reduce_metric(mxp_module *m, mxp_metric *metric) {
+    if (!m->kv_metric) return MXP_OK; /* dist_async: each worker reports its own */
     double v[2];
     int64_t num;
     mxp__metric_totals(metric, &v[0], &num);
@@ -599,14 +608,24 @@ static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
     int n_g;
     mxp_ndarray *const *grads;
     if (rc == MXP_OK) rc = mxp_executor_grads(m->train_ex, &n_g, &grads);
+    /* dist_async: the servers update; push the gradients, pull the weights
+     * (the next forward waits for them through their vars). */
+    int on_servers = m->kv && !m->kv_metric;
+    for (int i = 0; rc == MXP_OK && on_servers && i < m->n_args; i++) {
+        if (m->opt_index[i] < 0 || i >= n_g || !grads[i]) continue;
+        const char *name = m->arg_names[i];
+        mxp_ndarray *wt = ex_arg(m->train_ex, i);
+        rc = mxp_kvstore_push_str(m->kv, 1, &name, &grads[i], -m->opt_index[i]);
+        if (rc == MXP_OK) rc = mxp_kvstore_pull_str(m->kv, 1, &name, &wt, -m->opt_index[i]);
+    }
     /* Sum each gradient over the store's pushes and workers, in place;
      * the engine orders the update below after it. */
-    for (int i = 0; rc == MXP_OK && m->kv && i < m->n_args; i++) {
+    for (int i = 0; rc == MXP_OK && m->kv && !on_servers && i < m->n_args; i++) {
         if (m->opt_index[i] < 0 || i >= n_g || !grads[i]) continue;
         const char *name = m->arg_names[i];
         rc = mxp_kvstore_pushpull_str(m->kv, 1, &name, &grads[i], &grads[i], -m->opt_index[i]);
     }
-    for (int i = 0; rc == MXP_OK && i < m->n_args; i++) {
+    for (int i = 0; rc == MXP_OK && !on_servers && i < m->n_args; i++) {
         if (m->opt_index[i] < 0 || i >= n_g || !grads[i]) continue;
         rc = mxp_optimizer_update(m->opt, m->opt_index[i], m->arg_names[i], ex_arg(m->train_ex, i), grads[i]);
     }
@@ -620,7 +639,7 @@ static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
 
 /* Optimizer(sym=...): variables' __lr_mult__ / __wd_mult__ attributes
  * become the optimizer's per-name multipliers. */
-static int apply_var_mults(mxp_module *m) {
+static int apply_var_mults(mxp_module *m, int on_servers) {
     mxp_symbol *internals = NULL;
     int rc = mxp_symbol_internals(m->sym, &internals);
     for (int i = 0; rc == MXP_OK && i < m->n_params; i++) {
@@ -633,6 +652,12 @@ static int apply_var_mults(mxp_module *m) {
         for (int k = 0; k < 2 && rc == MXP_OK; k++) {
             const char *txt = NULL;
             if (mxp_symbol_attr(v, keys[k], &txt) != MXP_OK || !txt) continue;
+            if (on_servers) {
+                rc = mxp__error(MXP_EUNSUPPORTED, "module: variable '%s' has %s, which the dist_async servers' "
+                                "optimizer does not apply (train it with dist_sync or local)", m->param_names[i],
+                                keys[k]);
+                break;
+            }
             char *end;
             double x = strtod(txt, &end);
             if (end == txt || *end)
@@ -714,10 +739,12 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
         if ((rc = init_params(m, o->initializer))) return rc;
     }
     if (m->load_pending && (rc = apply_checkpoint(m))) return rc;
+    int on_servers = o->kvstore && mxp_kvstore_updates_on_servers(o->kvstore);
+    const char *keys[32], *vals[32];
+    int n = 0;
+    char rescale[32];
     if (!m->opt) {
-        const char *keys[32], *vals[32];
-        int n = 0, has_rescale = 0;
-        char rescale[32];
+        int has_rescale = 0;
         for (int i = 0; i < o->n_opt_kwargs && n < 31; i++) {
             keys[n] = o->opt_keys[i];
             vals[n++] = o->opt_vals[i];
@@ -732,13 +759,19 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             vals[n++] = mxp__train_fmt(rescale, 1.0 / global);
         }
         if ((rc = mxp_optimizer_create(o->optimizer ? o->optimizer : "sgd", n, keys, vals, &m->opt))) return rc;
-        if ((rc = apply_var_mults(m))) return rc;
+        if ((rc = apply_var_mults(m, on_servers))) return rc;
+        if (o->n_lr_steps > 0 && on_servers)
+            return mxp__error(MXP_EUNSUPPORTED, "mxp_module_fit: an lr schedule with kvstore '%s': the servers' "
+                              "optimizer keeps a fixed lr", mxp_kvstore_type(o->kvstore));
         if (o->n_lr_steps > 0) {
             mxp_lr_schedule *sched = NULL;
             if ((rc = mxp_lr_schedule_multi_factor(o->n_lr_steps, o->lr_steps, o->lr_factor, &sched))) return rc;
             mxp_optimizer_set_lr_schedule(m->opt, sched);
         }
     }
+    if (m->load_pending && m->load_states && on_servers)
+        return mxp__error(MXP_EUNSUPPORTED, "mxp_module_fit: resuming optimizer states with kvstore '%s': the states "
+                          "live on the servers (load the parameters only)", mxp_kvstore_type(o->kvstore));
     if (m->load_pending && m->load_states) {
         char path[4096];
         if ((rc = mxp_checkpoint_path(m->load_prefix, m->load_epoch, "states", path, sizeof path)) ||
@@ -746,7 +779,10 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             return rc;
     }
     m->load_pending = 0;
-    if (o->kvstore && (rc = kv_setup(m, o->kvstore))) return rc;
+    if (on_servers && !n && m->kv != o->kvstore)
+        return mxp__error(MXP_EINVAL, "mxp_module_fit: kvstore '%s' needs the optimizer set in this fit (the "
+                          "module already had one)", mxp_kvstore_type(o->kvstore));
+    if (o->kvstore && (rc = kv_setup(m, o->kvstore, o->optimizer ? o->optimizer : "sgd", n, keys, vals))) return rc;
     mxp_kvstore *kv_used = o->kvstore;
     int rank0 = !kv_used || mxp_kvstore_rank(kv_used) == 0;
     mxp_metric *metric = NULL;

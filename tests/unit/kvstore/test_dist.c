@@ -16,6 +16,7 @@
  * allocations (tests/sanitizer/mpi-lsan.supp), scoped to these workers. */
 #include "../train/train_test_util.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -217,6 +218,154 @@ static int worker_fault(const char *how) {
     }
 }
 
+/* ------------------------------------------------------------ dist_async */
+
+enum { AS_KEYS = 3, AS_STEPS = 4 };
+/* With MXP_KV_BIGARRAY_BOUND=1000 (the test sets it) "a_weight" is sliced
+ * over both servers; the others live whole on one server each. */
+static const char *const as_names[2] = {"a_weight", "b_bias"};
+static const int64_t as_sizes[AS_KEYS] = {1500, 7, 300};
+
+static float as_grad(int worker, int step, int key, int64_t i) {
+    return (float)cos(0.13 * (double)i + 0.7 * worker + 0.31 * step + 1.1 * key);
+}
+
+static int as_dummy_updater(void *u, int64_t k, const char *sk, mxp_ndarray *r, mxp_ndarray *s) {
+    (void)u, (void)k, (void)sk, (void)r, (void)s;
+    return MXP_OK;
+}
+
+/* Push key j's gradient (worker w, step) through kv, string keys for 0-1
+ * and int key 42 for 2. */
+static void as_push(mxp_kvstore *kv, int w, int step, int j) {
+    mxp_ndarray *g = warr(as_sizes[j], MXP_DTYPE_F32);
+    float *d = wdata(g);
+    for (int64_t i = 0; i < as_sizes[j]; i++) d[i] = as_grad(w, step, j, i);
+    int64_t ik = 42;
+    if (j < 2) WOK(mxp_kvstore_push_str(kv, 1, &as_names[j], &g, -j));
+    else WOK(mxp_kvstore_push(kv, 1, &ik, &g, -j));
+    mxp_ndarray_release(g);
+}
+
+static void as_pull_all(mxp_kvstore *kv, mxp_ndarray **w) {
+    int64_t ik = 42;
+    WOK(mxp_kvstore_pull_str(kv, 2, as_names, w, 0));
+    WOK(mxp_kvstore_pull(kv, 1, &ik, &w[2], 0));
+    for (int j = 0; j < AS_KEYS; j++) WOK(mxp_ndarray_wait_to_read(w[j]));
+}
+
+static void as_init(mxp_kvstore *kv, int me, mxp_ndarray **w) {
+    for (int j = 0; j < AS_KEYS; j++) {
+        w[j] = warr(as_sizes[j], MXP_DTYPE_F32);
+        float *d = wdata(w[j]);
+        for (int64_t i = 0; i < as_sizes[j]; i++) d[i] = fval(me, 60 + j, 0, 0, i); /* init unifies to worker 0's */
+    }
+    int64_t ik = 42;
+    WOK(mxp_kvstore_init_str(kv, 2, as_names, w));
+    WOK(mxp_kvstore_init(kv, 1, &ik, &w[2]));
+    static const char *ok[] = {"learning_rate", "momentum", "wd", "rescale_grad"};
+    static const char *ov[] = {"0.1", "0.9", "0.01", "0.5"};
+    WOK(mxp_kvstore_set_optimizer(kv, "sgd", 4, ok, ov));
+}
+
+/* 2 workers, 2 servers: pushes serialised (worker 0's step, then worker
+ * 1's, each waited for through a pull and a barrier) reach the weights a
+ * local store reaches on the same pushes in the same order, bit for bit. */
+static int worker_async(FILE *out) {
+    mxp_kvstore *kv = NULL;
+    WOK(mxp_kvstore_create("dist_async", 0, NULL, NULL, &kv));
+    if (mxp_kvstore_is_server(kv)) {
+        WCHECK(mxp_kvstore_push_str(kv, 0, NULL, NULL, 0) == MXP_EMISUSE, "a server accepted a push");
+        WOK(mxp_kvstore_run_server(kv));
+        mxp_kvstore_free(kv);
+        return fails ? 3 : 0;
+    }
+    int me = mxp_kvstore_rank(kv), n = mxp_kvstore_num_workers(kv);
+    WCHECK(n == 2 && mxp_kvstore_updates_on_servers(kv), "%d workers, updates on servers %d", n,
+           mxp_kvstore_updates_on_servers(kv));
+    WCHECK(mxp_kvstore_set_updater(kv, as_dummy_updater, NULL) == MXP_EUNSUPPORTED, "set_updater was accepted");
+    mxp_ndarray *w[AS_KEYS];
+    as_init(kv, me, w);
+    as_pull_all(kv, w);
+    WCHECK(((float *)mxp_ndarray_data(w[0]))[1400] == fval(0, 60, 0, 0, 1400), "init: worker %d does not hold worker "
+           "0's value", me);
+    for (int step = 0; step < AS_STEPS; step++)
+        for (int turn = 0; turn < n; turn++) {
+            if (turn == me) {
+                for (int j = 0; j < AS_KEYS; j++) as_push(kv, me, step, j);
+                as_pull_all(kv, w); /* the servers answer after applying this worker's pushes */
+            }
+            WOK(mxp_kvstore_barrier(kv));
+        }
+    as_pull_all(kv, w);
+    /* The serial replay on a local store. */
+    mxp_kvstore *loc = NULL;
+    WOK(mxp_kvstore_create("local", 0, NULL, NULL, &loc));
+    mxp_ndarray *r[AS_KEYS];
+    as_init(loc, 0, r);
+    for (int step = 0; step < AS_STEPS; step++)
+        for (int turn = 0; turn < n; turn++)
+            for (int j = 0; j < AS_KEYS; j++) as_push(loc, turn, step, j);
+    as_pull_all(loc, r);
+    for (int j = 0; j < AS_KEYS; j++) {
+        const float *a = mxp_ndarray_data(w[j]), *b = mxp_ndarray_data(r[j]);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < as_sizes[j]; i++) bad += a[i] != b[i];
+        WCHECK(bad == 0, "key %d: %lld of %lld weights differ from the serial replay (e.g. %.9g vs %.9g)", j,
+               (long long)bad, (long long)as_sizes[j], a[0], b[0]);
+        fwrite(a, 4, (size_t)as_sizes[j], out);
+        mxp_ndarray_release(r[j]);
+    }
+    mxp_kvstore_free(loc);
+    for (int j = 0; j < AS_KEYS; j++) mxp_ndarray_release(w[j]);
+    mxp_kvstore_free(kv);
+    return fails ? 3 : 0;
+}
+
+/* dist_async under a fault: workers push and pull in a loop; the rank
+ * MXP_KVTEST_VICTIM stops itself (SIGSTOP) — a worker mid-push, or the
+ * server from a thread while it serves. */
+static void *stop_later(void *arg) {
+    (void)arg;
+    struct timespec ts = {1, 500000000L};
+    nanosleep(&ts, NULL);
+    raise(SIGSTOP);
+    return NULL;
+}
+
+static int worker_async_fault(void) {
+    mxp_kvstore *kv = NULL;
+    WOK(mxp_kvstore_create("dist_async", 0, NULL, NULL, &kv));
+    int victim = atoi(getenv("MXP_KVTEST_VICTIM"));
+    if (mxp_kvstore_is_server(kv)) {
+        pthread_t t;
+        if (mxp_kvstore_num_workers(kv) + mxp_kvstore_rank(kv) == victim) pthread_create(&t, NULL, stop_later, NULL);
+        int rc = mxp_kvstore_run_server(kv);
+        fprintf(stderr, "server: %s\n", rc ? mxp_last_error() : "ended without an error");
+        fflush(NULL);
+        _exit(rc ? 4 : 5);
+    }
+    int me = mxp_kvstore_rank(kv);
+    int64_t keys[2] = {1, 2};
+    mxp_ndarray *v[2];
+    for (int k = 0; k < 2; k++) {
+        v[k] = warr(5000, MXP_DTYPE_F32);
+        memset(wdata(v[k]), 0, 5000 * 4);
+    }
+    WOK(mxp_kvstore_init(kv, 2, keys, v));
+    for (int step = 0; step < 1000000; step++) {
+        if (me == victim && step == 20) raise(SIGSTOP);
+        WOK(mxp_kvstore_pushpull(kv, 2, keys, v, v, 0));
+        for (int k = 0; k < 2; k++)
+            if (mxp_ndarray_wait_to_read(v[k])) {
+                fprintf(stderr, "worker rank %d: step %d: %s\n", me, step, mxp_last_error());
+                fflush(NULL);
+                _exit(4);
+            }
+    }
+    return 5;
+}
+
 /* ------------------------------------------------------------ equivalence */
 
 #define FASHION "/usr/share/datasets/fashion-mnist"
@@ -303,13 +452,21 @@ static int worker_equiv(FILE *out) {
 
 static int worker_main(const char *scenario) {
     setenv("MXP_MANIFEST", MXP_BUILD_DIR "/plugins/manifest.yaml", 1);
-    if (!strcmp(scenario, "sums") || !strcmp(scenario, "equiv")) {
+    if (!strcmp(scenario, "async_fault")) return worker_async_fault();
+    if (!strcmp(scenario, "async_alone")) { /* one rank: no room for a server and a worker */
+        mxp_kvstore *kv = NULL;
+        int rc = mxp_kvstore_create("dist_async", 0, NULL, NULL, &kv);
+        printf("create: %d %s\n", rc, mxp_last_error());
+        return rc == MXP_EINVAL && !kv && strstr(mxp_last_error(), "MXP_KV_NUM_SERVERS") ? 0 : 3;
+    }
+    if (!strcmp(scenario, "sums") || !strcmp(scenario, "equiv") || !strcmp(scenario, "async")) {
         const char *dir = getenv("MXP_KVTEST_DIR");
         char path[512];
         snprintf(path, sizeof path, "%s/out.%s", dir, getenv("OMPI_COMM_WORLD_RANK"));
         FILE *f = fopen(path, "wb");
         if (!f) return 2;
-        int rc = !strcmp(scenario, "sums") ? worker_sums(f) : worker_equiv(f);
+        int rc = !strcmp(scenario, "sums") ? worker_sums(f) : !strcmp(scenario, "async") ? worker_async(f)
+                                                                                            : worker_equiv(f);
         fclose(f);
         return rc;
     }
@@ -434,20 +591,25 @@ Test(kvstore_dist, three_ranks_fused_and_unfused_give_the_same_bits) {
     free(unfused);
 }
 
-static void expect_fault_reported(const char *how) {
+static void expect_fault_reported_by(int np, const char *how, const char *env, const char *tag, int victim) {
     double secs = 0;
-    int rc = launch(3, how, "MXP_KV_TIMEOUT=6 MXP_KVTEST_VICTIM=2", how, &secs);
-    char name[32];
-    snprintf(name, sizeof name, "log.%s", how);
+    int rc = launch(np, how, env, tag, &secs);
+    char name[32], who[32];
+    snprintf(name, sizeof name, "log.%s", tag);
+    snprintf(who, sizeof who, "rank %d", victim);
     char *log = slurp(name, NULL);
     cr_assert(log);
     char host[64] = "";
     gethostname(host, sizeof host - 1);
-    cr_expect_neq(rc, 0, "mpirun exited 0 after rank 2 was %s:\n%s", how, log);
+    cr_expect_neq(rc, 0, "mpirun exited 0 after %s was %s:\n%s", who, tag, log);
     cr_expect_neq(rc, 124, "mpirun hung (killed by the test's 120 s timeout):\n%s", log);
-    cr_expect(strstr(log, "rank 2") && strstr(log, host), "no message naming rank 2 on host %s:\n%s", host, log);
-    cr_log_info("%s: mpirun exited %d after %.1f s", how, rc, secs);
+    cr_expect(strstr(log, who) && strstr(log, host), "no message naming %s on host %s:\n%s", who, host, log);
+    cr_log_info("%s: mpirun exited %d after %.1f s", tag, rc, secs);
     free(log);
+}
+
+static void expect_fault_reported(const char *how) {
+    expect_fault_reported_by(3, how, "MXP_KV_TIMEOUT=6 MXP_KVTEST_VICTIM=2", how, 2);
 }
 
 Test(kvstore_dist, killed_rank_ends_the_others) {
@@ -458,6 +620,35 @@ Test(kvstore_dist, killed_rank_ends_the_others) {
 Test(kvstore_dist, stopped_rank_times_out_naming_it) {
     if (!have_mpi()) cr_skip_test("Open MPI or the kvstore-dist pack is absent");
     expect_fault_reported("stop");
+}
+
+Test(kvstore_dist, async_two_servers_equal_a_serial_replay) {
+    if (!have_mpi()) cr_skip_test("Open MPI or the kvstore-dist pack is absent");
+    int rc = launch(4, "async", "MXP_KV_NUM_SERVERS=2 MXP_KV_BIGARRAY_BOUND=1000", "async", NULL);
+    expect_ok_run(rc, "async");
+    size_t l0, l1;
+    char *w0 = rank_out(0, &l0), *w1 = rank_out(1, &l1);
+    cr_expect_eq(l0, (size_t)(1500 + 7 + 300) * 4, "worker 0 wrote %zu bytes", l0);
+    cr_expect(l0 == l1 && !memcmp(w0, w1, l0), "the two workers pulled different weights");
+    free(w0);
+    free(w1);
+}
+
+Test(kvstore_dist, async_needs_a_server_and_a_worker) {
+    if (!have_mpi()) cr_skip_test("Open MPI or the kvstore-dist pack is absent");
+    expect_ok_run(launch(1, "async_alone", NULL, "async-alone", NULL), "async-alone");
+}
+
+/* A stopped worker: the server names it and ends the job. */
+Test(kvstore_dist, async_stopped_worker_is_named_by_the_server) {
+    if (!have_mpi()) cr_skip_test("Open MPI or the kvstore-dist pack is absent");
+    expect_fault_reported_by(3, "async_fault", "MXP_KV_TIMEOUT=4 MXP_KVTEST_VICTIM=1", "async-stop-worker", 1);
+}
+
+/* A stopped server: the workers' pulls time out naming it. */
+Test(kvstore_dist, async_stopped_server_is_named_by_the_workers) {
+    if (!have_mpi()) cr_skip_test("Open MPI or the kvstore-dist pack is absent");
+    expect_fault_reported_by(3, "async_fault", "MXP_KV_TIMEOUT=4 MXP_KVTEST_VICTIM=2", "async-stop-server", 2);
 }
 
 /* dist_sync with 2 workers x batch 32 on the halves of each batch of 64 ==
