@@ -169,7 +169,10 @@ $(BUILD)/obj/tests/%.o: tests/%.c | deps $(CONFIG_H)
 
 $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(TEST_SUPPORT_OBJS) $(SAN_SUPPORT_OBJS) $(BUILD)/lib/libmxplug.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDSAN) -o $@ $< $(TEST_SUPPORT_OBJS) $(SAN_SUPPORT_OBJS) $(BUILD)/lib/libmxplug.a $(TEST_LIBS)
+	$(CC) $(LDSAN) $(TEST_LDFLAGS_$(notdir $*)) -o $@ $< $(TEST_SUPPORT_OBJS) $(SAN_SUPPORT_OBJS) $(BUILD)/lib/libmxplug.a $(TEST_LIBS)
+# Per-test link flags: the allocation-failure test routes the runtime's
+# allocations through its own counters.
+TEST_LDFLAGS_test_alloc_fail := $(foreach f,malloc calloc realloc strdup strndup aligned_alloc posix_memalign,-Wl,--wrap=$(f))
 
 # Fixture packs: tests/fixtures/packs/<case>/*.c -> $(BUILD)/tests/fixtures/<case>.so,
 # compiled like packs (one object per source, so header changes are tracked).

@@ -168,7 +168,8 @@ static int backward_held(mxp_executor *ex, int n_head_grads, mxp_ndarray *const 
 int mxp_executor_wait(mxp_executor *ex) {
     if (!ex) return mxp__error(MXP_EMISUSE, "mxp_executor_wait: NULL executor");
     const mxp__program *p = ex->prog;
-    if (!p) return MXP_OK;
+    /* A bind that failed part-way frees an executor without its arrays. */
+    if (!p || !ex->arr) return MXP_OK;
     int first = MXP_OK;
     char msg[1024] = "";
     int wr[256];
@@ -191,7 +192,7 @@ int mxp_executor_wait(mxp_executor *ex) {
             }
         }
     }
-    for (int h = 0; h < ex->g->n_heads; h++) {
+    for (int h = 0; ex->outs && h < ex->g->n_heads; h++) {
         int rc = ex->outs[h] ? mxp_ndarray_wait_to_read(ex->outs[h]) : MXP_OK;
         if (rc && first == MXP_OK) {
             first = rc;

@@ -261,7 +261,7 @@ int mxp__program_build(const mxp__igraph *g, const mxp_shape *shapes, const int3
     }
     p->n_fwd_steps = p->n_steps;
     int any_grad = 0;
-    for (int i = 0; i < g->n_args; i++) any_grad |= p->arg_grad_req[i] != MXP_REQ_NULL;
+    for (int i = 0; !rc && i < g->n_args; i++) any_grad |= p->arg_grad_req[i] != MXP_REQ_NULL;
 
     /* Pass 1: count contributions (head gradients first). */
     for (int h = 0; h < g->n_heads && !rc && any_grad; h++) {
@@ -282,7 +282,7 @@ int mxp__program_build(const mxp__igraph *g, const mxp_shape *shapes, const int3
         for (int k = 0; k < n->n_args; k++)
             if (needs[n->in[k]]) count[n->in[k]]++;
     }
-    for (int e = 0; e < ne; e++) remaining[e] = count[e];
+    for (int e = 0; e < ne && !rc; e++) remaining[e] = count[e];
 
     /* Pass 2: emit.  A helper closes an entry once all its contributions
      * are in: single -> that value; several -> a SUM step. */
@@ -398,8 +398,9 @@ int mxp__program_build(const mxp__igraph *g, const mxp_shape *shapes, const int3
         }
     }
 #undef CLOSE_ENTRY
-    for (int i = 0; i < nn; i++) mxp__opinfo_close(&oi[i]);
-    for (int e = 0; e < ne; e++) free(con[e].v);
+    /* Any of these may be NULL after an allocation failure above. */
+    for (int i = 0; oi && i < nn; i++) mxp__opinfo_close(&oi[i]);
+    for (int e = 0; con && e < ne; e++) free(con[e].v);
     free(oi);
     free(con);
     free(deps);

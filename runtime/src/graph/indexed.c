@@ -56,7 +56,9 @@ static int pmap_grow(pmap *m, size_t need) {
 
 void mxp__igraph_free(mxp__igraph *g) {
     if (!g) return;
-    for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i].in);
+    /* n_nodes is counted before nodes is allocated: a failed build may
+     * have nodes NULL with n_nodes > 0. */
+    for (int i = 0; g->nodes && i < g->n_nodes; i++) free(g->nodes[i].in);
     free(g->nodes);
     free(g->entry_node);
     free(g->heads);

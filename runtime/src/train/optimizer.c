@@ -364,6 +364,11 @@ static int i64_array(const int64_t *v, int n, mxp_ndarray **out) {
     mxp_device cpu = {MXP_DEV_CPU, 0};
     int rc = mxp_ndarray_create(shp, 1, MXP_DTYPE_I64, cpu, out);
     if (rc == MXP_OK) rc = mxp_ndarray_sync_copy_from(*out, v, (size_t)n * sizeof *v);
+    if (rc && *out) {
+        /* The caller counts only arrays that were filled. */
+        mxp_ndarray_release(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
