@@ -630,7 +630,11 @@ static eng_opr *internal_opr(eng_engine *e, int kind, mxp_var *v, const char *na
     o->vars[0] = v;
     if (write) o->n_mutate = 1; else o->n_const = 1;
     o->name = o->name_buf;
-    snprintf(o->name_buf, sizeof o->name_buf, "%s", name);
+    /* Not snprintf: this runs for every array freed (~1000 instructions). */
+    size_t len = strlen(name);
+    if (len >= sizeof o->name_buf) len = sizeof o->name_buf - 1;
+    memcpy(o->name_buf, name, len);
+    o->name_buf[len] = '\0';
     return o;
 }
 

@@ -1,16 +1,22 @@
 /* invoke.c — imperative invoke (mxp_invoke / mxp_invoke_ex) and the host
- * table's invoke slot, both thin wrappers over a temporary node (op.h).
+ * table's invoke slot, both thin wrappers over a node (op.h).
  *
- * mxp_invoke: create node (kwargs validated) -> infer from the arrays given
- * -> allocate missing outputs on the run device -> node_forward (bind +
- * push) -> free the node (pushed work keeps what it needs).  Hidden outputs
- * (beyond n_visible_outputs) and absent aux states are temporaries.
- * No cache of nodes across calls: a cached node would keep impl refs (and
- * so pack pins) while idle, which would stall a pack reload until its
- * timeout; creating a node is a registry lookup and a kwargs parse.
- * host.invoke: same, but synchronous on caller tensors (mxp__node_run_tensors),
- * safe to call from inside an engine worker. */
+ * mxp_invoke: look the call's signature up in the thread's cache
+ * (invoke_cache.c: op, kwargs, device, training flag, array shapes and
+ * dtypes); on a hit the cached node is ready (inferred and bound), else
+ * create a node (kwargs validated) -> infer from the arrays given.  Then
+ * allocate missing outputs on the run device -> node_forward (bind + push)
+ * -> offer a new node to the cache -> drop this call's reference (pushed
+ * work keeps what it needs).  Hidden outputs (beyond n_visible_outputs)
+ * and absent aux states are temporaries.  A hit does in the call what the
+ * first call did (the same checks of given outputs and aux states happen
+ * at the push), so errors are the same, worded by the push's checks.
+ * host.invoke: uncached, synchronous on caller tensors
+ * (mxp__node_run_tensors), safe to call from inside an engine worker. */
 #include "op/op.h"
+
+#include "op/exec.h"
+#include "op/invoke_cache.h"
 
 #include "autograd/autograd.h"
 #include "plugin/plugin.h"
@@ -40,23 +46,72 @@ int mxp_invoke(const char *op_name, int n_in, mxp_ndarray *const *inputs, int *n
     return mxp_invoke_ex(op_name, n_in, inputs, n_out, outputs, n_kwargs, keys, vals, NULL);
 }
 
-static int invoke_scoped(const char *op_name, int n_in, mxp_ndarray *const *inputs, int *n_out,
-                         mxp_ndarray **outputs, int n_kwargs, const char *const *keys, const char *const *vals,
-                         const mxp_invoke_opts *opts);
+static int invoke_scoped(mxp__invoke_cache *c, const char *op_name, int n_in, mxp_ndarray *const *inputs,
+                         int *n_out, mxp_ndarray **outputs, int n_kwargs, const char *const *keys,
+                         const char *const *vals, const mxp_invoke_opts *opts);
 
-/* One pin scope (plugin.h) per call: the temporary node pins the op's def,
- * then its impl; a reload in between waits for the call to finish. */
+/* One pin scope (plugin.h) per call: the node pins the op's def, then its
+ * impl; a reload in between waits for the call to finish.  With the
+ * thread's cache, the scope is its holder's (a reload pending releases the
+ * cache first). */
 int mxp_invoke_ex(const char *op_name, int n_in, mxp_ndarray *const *inputs, int *n_out, mxp_ndarray **outputs,
                   int n_kwargs, const char *const *keys, const char *const *vals, const mxp_invoke_opts *opts) {
-    mxp__pin_scope_enter(1);
-    int rc = invoke_scoped(op_name, n_in, inputs, n_out, outputs, n_kwargs, keys, vals, opts);
-    mxp__pin_scope_leave();
+    mxp__invoke_cache *c = mxp__invoke_cache_get();
+    if (c) mxp__invoke_cache_enter(c);
+    else mxp__pin_scope_enter(1);
+    int rc = invoke_scoped(c, op_name, n_in, inputs, n_out, outputs, n_kwargs, keys, vals, opts);
+    if (c) mxp__invoke_cache_leave(c);
+    else mxp__pin_scope_leave();
     return rc;
 }
 
-static int invoke_scoped(const char *op_name, int n_in, mxp_ndarray *const *inputs, int *n_out,
-                         mxp_ndarray **outputs, int n_kwargs, const char *const *keys, const char *const *vals,
-                         const mxp_invoke_opts *opts) {
+/* The cache key of a call (invoke_cache.c), or k->ok = 0 when the call is
+ * not to be cached (a NULL or none array: the uncached path reports it). */
+static void make_key(mxp__invoke_key *k, const char *op_name, int n_in, mxp_ndarray *const *inputs, int cap,
+                     mxp_ndarray *const *outputs, int n_kwargs, const char *const *keys, const char *const *vals,
+                     const mxp_invoke_opts *opts, mxp_device dev, int is_train) {
+    mxp__invoke_key_init(k);
+    mxp__invoke_key_str(k, op_name);
+    int32_t head[6] = {n_in, n_kwargs, dev.type, dev.id, is_train, opts->n_aux};
+    mxp__invoke_key_bytes(k, head, sizeof head);
+    for (int i = 0; i < n_kwargs && k->ok; i++) {
+        if (!keys[i] || !vals[i]) {
+            k->ok = 0;
+            return;
+        }
+        mxp__invoke_key_str(k, keys[i]);
+        mxp__invoke_key_str(k, vals[i]);
+    }
+    for (int i = 0; i < n_in && k->ok; i++) {
+        if (!inputs[i] || mxp_ndarray_is_none(inputs[i])) {
+            k->ok = 0;
+            return;
+        }
+        mxp__invoke_key_array(k, i, inputs[i]);
+    }
+    for (int i = 0; i < cap && k->ok; i++)
+        if (outputs[i]) {
+            if (mxp_ndarray_is_none(outputs[i])) {
+                k->ok = 0;
+                return;
+            }
+            mxp__invoke_key_array(k, i, outputs[i]);
+        }
+    mxp__invoke_key_int(k, -1); /* outputs | aux */
+    for (int i = 0; i < opts->n_aux && k->ok; i++) {
+        if (!opts->aux || !opts->aux[i] || mxp_ndarray_is_none(opts->aux[i])) {
+            k->ok = 0;
+            return;
+        }
+        mxp__invoke_key_array(k, i, opts->aux[i]);
+    }
+}
+
+#define SMALL 16 /* signature entries kept on the stack */
+
+static int invoke_scoped(mxp__invoke_cache *c, const char *op_name, int n_in, mxp_ndarray *const *inputs,
+                         int *n_out, mxp_ndarray **outputs, int n_kwargs, const char *const *keys,
+                         const char *const *vals, const mxp_invoke_opts *opts) {
     if (!op_name || !n_out || n_in < 0 || (n_in && !inputs) || *n_out < 0 || (*n_out && !outputs))
         return mxp__error(MXP_EINVAL, "mxp_invoke('%s'): bad argument", op_name ? op_name : "NULL");
     /* A copy of the caller's options at this library's size (absent
@@ -65,13 +120,34 @@ static int invoke_scoped(const char *op_name, int n_in, mxp_ndarray *const *inpu
     mxp__app_struct_in(&o, sizeof o, opts, MXP__SIZE_THROUGH(mxp_invoke_opts, aux));
     opts = &o;
     mxp__invoke_install_host();
+    int cap = *n_out;
+    /* Under autograd recording (and training mode) the op runs in training
+     * mode and, when an input needs a gradient, the node and arrays go on
+     * the tape (autograd.c), which then holds a reference on the node. */
+    int is_train = opts->is_train || mxp__autograd_training() ? 1 : 0;
+    int ok_inputs = 1;
+    for (int i = 0; i < n_in && ok_inputs; i++) ok_inputs = inputs[i] && !mxp_ndarray_is_none(inputs[i]);
+    mxp_device key_dev = opts->has_device ? opts->device
+                         : n_in && ok_inputs ? mxp_ndarray_device(inputs[0])
+                         : cap && outputs[0] && !mxp_ndarray_is_none(outputs[0]) ? mxp_ndarray_device(outputs[0])
+                                                                                : (mxp_device){MXP_DEV_CPU, 0};
+    mxp__invoke_key key;
+    uint64_t hash = 0;
     mxp__node *n = NULL;
-    int rc = mxp__node_create(op_name, n_kwargs, keys, vals, &n);
-    if (rc) return rc;
+    int hit = 0;
+    if (c && n_kwargs >= 0 && (!n_kwargs || (keys && vals))) {
+        make_key(&key, op_name, n_in, inputs, cap, outputs, n_kwargs, keys, vals, opts, key_dev, is_train);
+        n = mxp__invoke_cache_find(c, &key, &hash);
+        if (n) {
+            mxp__node_retain(n);
+            hit = 1;
+        }
+    }
+    int rc = MXP_OK;
+    if (!n && (rc = mxp__node_create(op_name, n_kwargs, keys, vals, &n))) return rc;
     const char *op = mxp__node_op_name(n);
     int ni = mxp__node_num_inputs(n), no = mxp__node_num_outputs(n), nv = mxp__node_num_visible_outputs(n),
         na = mxp__node_num_aux(n);
-    int cap = *n_out;
     if (n_in != ni) {
         char names[512] = "";
         size_t off = 0;
@@ -94,49 +170,65 @@ static int invoke_scoped(const char *op_name, int n_in, mxp_ndarray *const *inpu
         mxp__node_free(n);
         return rc;
     }
+    /* Per-call scratch: on the stack for the usual few entries. */
     int tot = ni + no + na;
-    mxp_shape *s = calloc((size_t)tot + 1, sizeof *s);
-    int32_t *t = calloc((size_t)tot + 1, sizeof *t);
-    mxp_ndarray **outs = calloc((size_t)no + 1, sizeof *outs);
-    mxp_ndarray **aux = calloc((size_t)na + 1, sizeof *aux);
-    int *req = calloc((size_t)no + 1, sizeof *req);
-    uint8_t *mine = calloc((size_t)no + 1, 1);      /* outputs we allocated */
+    mxp_shape s_small[SMALL];
+    int32_t t_small[SMALL];
+    mxp_ndarray *outs_small[SMALL], *aux_small[SMALL];
+    int req_small[SMALL];
+    uint8_t mine_small[SMALL];
+    int heap = tot >= SMALL;
+    mxp_shape *s = heap ? calloc((size_t)tot + 1, sizeof *s) : s_small;
+    int32_t *t = heap ? calloc((size_t)tot + 1, sizeof *t) : t_small;
+    mxp_ndarray **outs = heap ? calloc((size_t)no + 1, sizeof *outs) : outs_small;
+    mxp_ndarray **aux = heap ? calloc((size_t)na + 1, sizeof *aux) : aux_small;
+    int *req = heap ? calloc((size_t)no + 1, sizeof *req) : req_small;
+    uint8_t *mine = heap ? calloc((size_t)no + 1, 1) : mine_small; /* outputs we allocated */
     if (!s || !t || !outs || !aux || !req || !mine) {
         rc = mxp__error_oom("invoke");
         goto out;
     }
-    for (int i = 0; i < tot; i++) {
-        s[i].ndim = -1;
-        t[i] = MXP_DTYPE_UNKNOWN;
-    }
-    for (int i = 0; i < ni; i++) {
-        s[i].ndim = mxp_ndarray_ndim(inputs[i]);
-        memcpy(s[i].dims, mxp_ndarray_shape(inputs[i]), (size_t)s[i].ndim * sizeof(int64_t));
-        t[i] = mxp_ndarray_dtype(inputs[i]);
-    }
-    for (int i = 0; i < nv; i++) {
-        mxp_ndarray *o = outputs[i];
-        if (!o) continue;
-        if (mxp_ndarray_is_none(o)) {
-            rc = mxp__error(MXP_EINVAL, "op '%s': output %d is a none array", op, i);
-            goto out;
+    memset(outs, 0, ((size_t)no + 1) * sizeof *outs);
+    memset(aux, 0, ((size_t)na + 1) * sizeof *aux);
+    memset(mine, 0, (size_t)no + 1);
+    if (hit) {
+        /* The signature is the key's: what infer found the first time. */
+        memcpy(s, mxp__node_shapes(n), (size_t)tot * sizeof *s);
+        memcpy(t, mxp__node_dtypes(n), (size_t)tot * sizeof *t);
+    } else {
+        for (int i = 0; i < tot; i++) {
+            s[i].ndim = -1;
+            t[i] = MXP_DTYPE_UNKNOWN;
         }
-        s[ni + i].ndim = mxp_ndarray_ndim(o);
-        memcpy(s[ni + i].dims, mxp_ndarray_shape(o), (size_t)s[ni + i].ndim * sizeof(int64_t));
-        t[ni + i] = mxp_ndarray_dtype(o);
-    }
-    for (int i = 0; i < opts->n_aux; i++) {
-        mxp_ndarray *a = opts->aux[i];
-        if (!a || mxp_ndarray_is_none(a)) {
-            rc = mxp__error(MXP_EINVAL, "op '%s': aux state %d is %s", op, i, a ? "a none array" : "NULL");
-            goto out;
+        for (int i = 0; i < ni; i++) {
+            s[i].ndim = mxp_ndarray_ndim(inputs[i]);
+            memcpy(s[i].dims, mxp_ndarray_shape(inputs[i]), (size_t)s[i].ndim * sizeof(int64_t));
+            t[i] = mxp_ndarray_dtype(inputs[i]);
         }
-        s[ni + no + i].ndim = mxp_ndarray_ndim(a);
-        memcpy(s[ni + no + i].dims, mxp_ndarray_shape(a), (size_t)s[ni + no + i].ndim * sizeof(int64_t));
-        t[ni + no + i] = mxp_ndarray_dtype(a);
+        for (int i = 0; i < nv; i++) {
+            mxp_ndarray *o = outputs[i];
+            if (!o) continue;
+            if (mxp_ndarray_is_none(o)) {
+                rc = mxp__error(MXP_EINVAL, "op '%s': output %d is a none array", op, i);
+                goto out;
+            }
+            s[ni + i].ndim = mxp_ndarray_ndim(o);
+            memcpy(s[ni + i].dims, mxp_ndarray_shape(o), (size_t)s[ni + i].ndim * sizeof(int64_t));
+            t[ni + i] = mxp_ndarray_dtype(o);
+        }
+        for (int i = 0; i < opts->n_aux; i++) {
+            mxp_ndarray *a = opts->aux[i];
+            if (!a || mxp_ndarray_is_none(a)) {
+                rc = mxp__error(MXP_EINVAL, "op '%s': aux state %d is %s", op, i, a ? "a none array" : "NULL");
+                goto out;
+            }
+            s[ni + no + i].ndim = mxp_ndarray_ndim(a);
+            memcpy(s[ni + no + i].dims, mxp_ndarray_shape(a), (size_t)s[ni + no + i].ndim * sizeof(int64_t));
+            t[ni + no + i] = mxp_ndarray_dtype(a);
+        }
+        rc = mxp__node_infer(n, s, t, s + ni, t + ni, s + ni + no, t + ni + no);
+        if (rc) goto out;
     }
-    rc = mxp__node_infer(n, s, t, s + ni, t + ni, s + ni + no, t + ni + no);
-    if (rc) goto out;
     mxp_device dev = opts->has_device ? opts->device
                      : ni             ? mxp_ndarray_device(inputs[0])
                      : (nv && outputs[0]) ? mxp_ndarray_device(outputs[0])
@@ -168,16 +260,14 @@ static int invoke_scoped(const char *op_name, int n_in, mxp_ndarray *const *inpu
             goto out;
         }
     }
-    /* Under autograd recording (and training mode) the op runs in training
-     * mode and, when an input needs a gradient, the node and arrays go on
-     * the tape (autograd.c), which then owns the node. */
     int record = mxp__autograd_wants(n_in, inputs);
-    rc = mxp__node_forward(n, inputs, outs, aux, req, opts->is_train || mxp__autograd_training());
+    rc = mxp__node_forward(n, inputs, outs, aux, req, is_train);
     if (rc) goto out;
+    if (!hit) mxp__invoke_cache_put(c, &key, hash, n);
     if (record) {
         int taken = 0;
-        rc = mxp__autograd_record_op(n, n_in, inputs, no, nv, outs, na, aux, &taken);
-        if (taken) n = NULL;
+        rc = mxp__autograd_record_op(mxp__node_retain(n), n_in, inputs, no, nv, outs, na, aux, &taken);
+        if (!taken) mxp__node_free(n);
         if (rc) goto out;
     }
     for (int i = 0; i < nv; i++)
@@ -192,12 +282,14 @@ out:
             if (mine && mine[i]) mxp_ndarray_release(outs[i]);
     if (aux && !opts->n_aux)
         for (int i = 0; i < na; i++) mxp_ndarray_release(aux[i]);
-    free(s);
-    free(t);
-    free(outs);
-    free(aux);
-    free(req);
-    free(mine);
+    if (heap) {
+        free(s);
+        free(t);
+        free(outs);
+        free(aux);
+        free(req);
+        free(mine);
+    }
     mxp__node_free(n);
     return rc;
 }

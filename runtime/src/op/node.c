@@ -21,9 +21,13 @@
 #include <string.h>
 
 #define NAMES_CAP 1024
+#define NAMES_SMALL 16 /* names listed on the stack first: most ops have a few */
 #define NODE_CACHE 4
+#define SIG_SMALL 16   /* signature entries checked on the stack in infer */
 
 struct mxp__node {
+    atomic_int refs;           /* mxp__node_retain / mxp__node_free          */
+    int frozen;                /* never refreshed (mxp__node_freeze)          */
     char name[MXP_NAME_MAX];
     char label[MXP__NODE_LABEL_MAX]; /* pushed work's name: "NODE (OP)" or OP */
     int n_kwargs;
@@ -87,13 +91,24 @@ static int load_def(mxp__node *n) {
     rc = mxp__op_params_new(def, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs,
                             &n->params);
     if (rc) return rc;
-    char(*tmp)[MXP_NAME_MAX] = calloc(NAMES_CAP, MXP_NAME_MAX);
-    if (!tmp) return mxp__error_oom("node names");
+    /* Names go through a stack buffer; only an op listing more than
+     * NAMES_SMALL of one kind (Concat with many inputs) gets a big one. */
+    char small[NAMES_SMALL][MXP_NAME_MAX];
+    char(*big)[MXP_NAME_MAX] = NULL;
     int counts[3] = {0, 0, 0};
     char(*all)[MXP_NAME_MAX] = NULL;
     for (int w = 0; w < 3 && !rc; w++) {
         int c = 0;
-        rc = mxp__op_list_names_def(def, n->params, w, tmp, NAMES_CAP, &c);
+        char(*tmp)[MXP_NAME_MAX] = big ? big : small;
+        rc = mxp__op_list_names_def(def, n->params, w, tmp, big ? NAMES_CAP : NAMES_SMALL, &c);
+        if (rc && !big) {
+            if (!(big = malloc((size_t)NAMES_CAP * MXP_NAME_MAX))) {
+                rc = mxp__error_oom("node names");
+                break;
+            }
+            tmp = big;
+            rc = mxp__op_list_names_def(def, n->params, w, tmp, NAMES_CAP, &c);
+        }
         if (rc) break;
         int before = counts[0] + counts[1] + counts[2];
         char(*grown)[MXP_NAME_MAX] = realloc(all, (size_t)(before + c + 1) * MXP_NAME_MAX);
@@ -105,7 +120,7 @@ static int load_def(mxp__node *n) {
         memcpy(all + before, tmp, (size_t)c * MXP_NAME_MAX);
         counts[w] = c;
     }
-    free(tmp);
+    free(big);
     if (rc) {
         free(all);
         return rc;
@@ -176,6 +191,7 @@ int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys,
         mxp__opdef_release(&od);
         return mxp__error_oom("node");
     }
+    atomic_init(&n->refs, 1);
     n->op = od.op;
     snprintf(n->name, sizeof n->name, "%s", od.name);
     snprintf(n->label, sizeof n->label, "%s", od.name);
@@ -214,8 +230,13 @@ int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys,
     return MXP_OK;
 }
 
+mxp__node *mxp__node_retain(mxp__node *n) {
+    if (n) atomic_fetch_add_explicit(&n->refs, 1, memory_order_relaxed);
+    return n;
+}
+
 void mxp__node_free(mxp__node *n) {
-    if (!n) return;
+    if (!n || atomic_fetch_sub_explicit(&n->refs, 1, memory_order_acq_rel) != 1) return;
     drop_instances(n);
     drop_def(n);
     free_kwargs(n);
@@ -226,6 +247,11 @@ void mxp__node_free(mxp__node *n) {
     free(n->dtypes);
     free(n);
 }
+
+void mxp__node_freeze(mxp__node *n) {
+    if (n) n->frozen = 1;
+}
+uint64_t mxp__node_generation(const mxp__node *n) { return n ? n->generation : 0; }
 
 const char *mxp__node_op_name(const mxp__node *n) { return n ? n->name : NULL; }
 const char *mxp__node_label(const mxp__node *n) { return n ? n->label : NULL; }
@@ -267,16 +293,18 @@ static void entry_desc(const mxp__node *n, int i, char *buf, size_t cap) {
 int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_shape *out_shapes,
                     int32_t *out_dtypes, mxp_shape *aux_shapes, int32_t *aux_dtypes) {
     if (!n) return mxp__error(MXP_EMISUSE, "node_infer: NULL node");
-    if (mxp_registry_generation() != n->generation) {
+    if (!n->frozen && mxp_registry_generation() != n->generation) {
         int rc = refresh(n);
         if (rc) return rc;
     }
     int tot = n->n_in + n->n_out + n->n_aux;
-    mxp_shape *given = calloc((size_t)tot + 1, sizeof *given);
-    int32_t *given_t = calloc((size_t)tot + 1, sizeof *given_t);
+    mxp_shape given_small[SIG_SMALL];
+    int32_t given_t_small[SIG_SMALL];
+    int heap = tot > SIG_SMALL;
+    mxp_shape *given = heap ? calloc((size_t)tot + 1, sizeof *given) : given_small;
+    int32_t *given_t = heap ? calloc((size_t)tot + 1, sizeof *given_t) : given_t_small;
     if (!given || !given_t) {
-        free(given);
-        free(given_t);
+        if (heap) free(given), free(given_t);
         return mxp__error_oom("infer");
     }
     mxp_shape *const src_s[3] = {in_shapes, out_shapes, aux_shapes};
@@ -306,14 +334,15 @@ int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_
         goto done;
     }
     for (int i = 0; i < tot; i++) {
-        entry_desc(n, i, what, sizeof what);
         if (given[i].ndim >= 0 && mxp__shape_known(&given[i]) && !mxp__shape_eq(&given[i], &n->shapes[i])) {
+            entry_desc(n, i, what, sizeof what);
             mxp__shape_str(&given[i], a, sizeof a);
             mxp__shape_str(&n->shapes[i], b, sizeof b);
             rc = mxp__error(MXP_ESHAPE, "op '%s': %s has shape %s, but the op infers %s", n->name, what, a, b);
             goto done;
         }
         if (!mxp__shape_known(&n->shapes[i])) {
+            entry_desc(n, i, what, sizeof what);
             mxp__shape_str(&n->shapes[i], a, sizeof a);
             rc = mxp__error(MXP_ESHAPE, "op '%s': cannot infer the shape of %s (got %s)", n->name, what, a);
             goto done;
@@ -333,13 +362,14 @@ int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_
         /* Without infer_type every entry took the first known dtype, so a
          * mismatching given one is an error below. */
         if (n->dtypes[i] == MXP_DTYPE_UNKNOWN) n->dtypes[i] = first;
-        entry_desc(n, i, what, sizeof what);
         if (given_t[i] != MXP_DTYPE_UNKNOWN && given_t[i] != n->dtypes[i]) {
+            entry_desc(n, i, what, sizeof what);
             rc = mxp__error(MXP_ETYPE, "op '%s': %s has dtype %s, but the op infers %s", n->name, what,
                             dtype_str(given_t[i]), dtype_str(n->dtypes[i]));
             goto done;
         }
         if (!mxp_dtype_size(n->dtypes[i])) {
+            entry_desc(n, i, what, sizeof what);
             rc = mxp__error(MXP_ETYPE, "op '%s': %s has invalid dtype %d", n->name, what, n->dtypes[i]);
             goto done;
         }
@@ -352,8 +382,7 @@ int mxp__node_infer(mxp__node *n, mxp_shape *in_shapes, int32_t *in_dtypes, mxp_
         }
     n->inferred = 1;
 done:
-    free(given);
-    free(given_t);
+    if (heap) free(given), free(given_t);
     return rc;
 }
 
@@ -369,7 +398,9 @@ static int inst_matches(const mxp__inst *in, const mxp__node *n, mxp_device dev,
 
 int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
     if (!n) return mxp__error(MXP_EMISUSE, "node_bind: NULL node");
-    if (mxp_registry_generation() != n->generation) {
+    /* A frozen node keeps what it has: its user (the invoke cache)
+     * compares generations itself and drops it instead. */
+    if (!n->frozen && mxp_registry_generation() != n->generation) {
         /* Keep the signature: it does not depend on which impl runs. */
         int tot = n->n_in + n->n_out + n->n_aux, was = n->inferred;
         mxp_shape *s = malloc(((size_t)tot + 1) * sizeof *s);

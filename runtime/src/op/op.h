@@ -43,7 +43,20 @@ typedef struct mxp__node mxp__node;
  * failures of the defining pack.  out cleared on entry. */
 int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys, const char *const *vals,
                      mxp__node **out);
+/* Nodes are reference-counted: create returns one reference; retain adds
+ * one (the invoke cache and the autograd tape share a node); free drops
+ * one and frees the node with the last.  NULL ok. */
+mxp__node *mxp__node_retain(mxp__node *n);
 void mxp__node_free(mxp__node *n);
+
+/* Freeze a node whose signature never changes again (the invoke cache's,
+ * shared with the tape): infer and bind no longer refresh it when the
+ * registry generation moves, so a backward always finds the instance its
+ * forward used; the owner compares mxp__node_generation with the
+ * registry's and drops a stale node instead of using it. */
+void mxp__node_freeze(mxp__node *n);
+/* Registry generation the node's definition and instances belong to. */
+uint64_t mxp__node_generation(const mxp__node *n);
 
 /* The op's canonical name (valid while n lives). */
 const char *mxp__node_op_name(const mxp__node *n);

@@ -458,6 +458,10 @@ void mxp_registry_shutdown(void) {
         MXP_LOGE("plugin", "mxp_registry_shutdown: %s; registry left as it is", mxp_last_error());
         return;
     }
+    /* Idle holders (bound executors, the invoke caches of threads) keep
+     * instances of the packs unloaded below: they let go now, while the
+     * packs' destroy callbacks can still run. */
+    mxp__holders_revoke_idle();
     pthread_mutex_lock(&g_init_lock);
     if (!atomic_load(&g_init_done)) {
         pthread_mutex_unlock(&g_init_lock);
