@@ -182,6 +182,7 @@ def _factory(name):
 
 MNISTIter = _factory("MNISTIter")
 ImageRecordIter = _factory("ImageRecordIter")
+CSVIter = _factory("CSVIter")
 
 
 def __getattr__(name):

@@ -15,5 +15,6 @@ extern io_image_pack io_image_pack_state;
 extern const mxp_iter_def io_image_mnist_iter_def;
 extern const mxp_iter_def io_image_rec_iter_def;     /* image_rec_iter.c */
 extern const mxp_iter_def io_image_rec_u8_iter_def;
+extern const mxp_iter_def io_image_csv_iter_def;     /* csv_iter.c */
 
 #endif /* MXP_IO_IMAGE_H */
