@@ -180,7 +180,7 @@ static uint32_t run_epoch(iter_instance *it, uint64_t epoch, uint64_t item, uint
 Test(mnist, registers_with_mxnet_schema) {
     const mxp_iter_def *d = mnist();
     cr_assert_str_eq(H.desc->name, "io-image");
-    cr_assert_eq(H.n_defs, 3); /* MNISTIter, ImageRecordIter, ImageRecordUInt8Iter */
+    cr_assert_eq(H.n_defs, 4); /* MNISTIter, ImageRecordIter, ImageRecordUInt8Iter, CSVIter */
     static const struct { const char *name, *def; int32_t type; } want[] = {
         {"image", "./train-images-idx3-ubyte", MXP_PARAM_STRING},
         {"label", "./train-labels-idx1-ubyte", MXP_PARAM_STRING},
