@@ -88,3 +88,64 @@ Test(activation, relu_f32_chunks_req, .init = setup, .fini = teardown) {
     }
     nnh_node_free(&n);
 }
+
+/* float32 tanh and sigmoid are computed without libm (activation.c): every
+ * 4099th float bit pattern over the whole line (both signs, denormals to
+ * 1e38, +-inf; NaN must stay NaN), plus the points where the tanh formula
+ * switches (|x| = 0.55, 9) and their neighbours, against libm in float64,
+ * within 4 units in the last place of the float result (sigmoid values
+ * below 1e-37, which the float result rounds to about 0, within 1e-37);
+ * then req add doubles each result exactly. */
+static double ulps(float got, double ref) {
+    float r = (float)ref;
+    double ulp = fabs((double)nextafterf(r, INFINITY) - (double)r);
+    if (ulp == 0 || !isfinite(ulp)) ulp = 1e-45;
+    return fabs((double)got - ref) / ulp;
+}
+
+Test(activation, tanh_sigmoid_f32_within_4_ulp, .init = setup, .fini = teardown) {
+    enum { N = 1048576 + 32 };
+    static float xs[N];
+    int64_t cnt = 0;
+    for (uint64_t b = 0; b < 0x100000000ull && cnt < N - 32; b += 4099) {
+        uint32_t u = (uint32_t)b;
+        float v;
+        memcpy(&v, &u, sizeof v);
+        xs[cnt++] = v;
+    }
+    const float edges[] = {0.55f, 9.0f, 87.0f, 0.0f, INFINITY};
+    for (int k = 0; k < 5; k++) {
+        xs[cnt++] = edges[k], xs[cnt++] = -edges[k];
+        xs[cnt++] = nextafterf(edges[k], 0), xs[cnt++] = nextafterf(edges[k], INFINITY);
+    }
+    xs[cnt++] = NAN;
+    const char *types[2] = {"act_type=tanh", "act_type=sigmoid"};
+    for (int t = 0; t < 2; t++) {
+        nnh_node n; int64_t d[1] = {cnt};
+        tu_node(&n, pack, "Activation", types[t], MXP_DTYPE_F32, 1, d, 1);
+        memcpy(n.in[0], xs, (size_t)cnt * sizeof(float));
+        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        const float *y = n.out[0];
+        for (int64_t i = 0; i < cnt; i++) {
+            double x = xs[i];
+            if (isnan(x)) {
+                cr_assert(isnan(y[i]), "%s(NaN) = %g", types[t], y[i]);
+                continue;
+            }
+            double ref = t == 0 ? tanh(x) : 1 / (1 + exp(-x));
+            if (t == 1 && ref < 1e-37) {
+                cr_assert_leq(fabs(y[i] - ref), 1e-37, "sigmoid(%g) = %g", x, y[i]);
+                continue;
+            }
+            double e = ulps(y[i], ref);
+            cr_assert_leq(e, 4.0, "%s(%.9g) = %.9g, libm %.9g: %.1f ulp", types[t], x, y[i], ref, e);
+        }
+        static float first[N];
+        memcpy(first, y, (size_t)cnt * sizeof(float));
+        int32_t add[1] = {MXP_REQ_ADD};
+        cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+        for (int64_t i = 0; i < cnt; i++)
+            if (!isnan(xs[i])) cr_assert_eq(y[i], 2 * first[i], "%s add at x = %g", types[t], (double)xs[i]);
+        nnh_node_free(&n);
+    }
+}
