@@ -26,8 +26,12 @@ from .base import (MXNetError, c_handle_array, c_str, c_str_array, check, dtype_
 from .context import Context
 
 _c_void_p = ctypes.c_void_p
+_c_int = ctypes.c_int
 _byref = ctypes.byref
-_invoke_ex = lib.mxp_invoke_ex
+_A1 = _c_void_p * 1
+_A2 = _c_void_p * 2
+_new = object.__new__
+_invoke_ex = _lib.raw("mxp_invoke_ex")  # hot path: no per-argument conversion
 _ndarray_free = lib.mxp_ndarray_release
 _unmark = getattr(lib, "mxp_autograd_unmark", None) if _lib.has("mxp_autograd_unmark") else None
 _REQ = {"null": 0, "write": 1, "inplace": 2, "add": 3}
@@ -53,7 +57,10 @@ class NDArray:
         self._shape = None  # a handle's shape never changes (reshape makes a new handle)
 
     def __del__(self):
-        h = getattr(self, "_h", None)
+        try:
+            h = self._h
+        except AttributeError:  # __init__ did not run to the end
+            return
         if h and _ndarray_free is not None:
             self._h = None
             if self._grad is not None and _unmark is not None:
@@ -294,22 +301,30 @@ class NDArray:
 
     # ------------------------------------------------------------ operators
     def __add__(self, o):
+        if type(o) is NDArray:  # the common case first: two arrays
+            return _invoke2("elemwise_add" if (self._shape or self.shape) == (o._shape or o.shape) else "broadcast_add", self, o)
         return _arith(self, o, "elemwise_add", "broadcast_add", "_plus_scalar")
 
     __radd__ = __add__
 
     def __sub__(self, o):
+        if type(o) is NDArray:  # the common case first: two arrays
+            return _invoke2("elemwise_sub" if (self._shape or self.shape) == (o._shape or o.shape) else "broadcast_sub", self, o)
         return _arith(self, o, "elemwise_sub", "broadcast_sub", "_minus_scalar")
 
     def __rsub__(self, o):
         return _arith(self, o, None, None, "_rminus_scalar", True)
 
     def __mul__(self, o):
+        if type(o) is NDArray:  # the common case first: two arrays
+            return _invoke2("elemwise_mul" if (self._shape or self.shape) == (o._shape or o.shape) else "broadcast_mul", self, o)
         return _arith(self, o, "elemwise_mul", "broadcast_mul", "_mul_scalar")
 
     __rmul__ = __mul__
 
     def __truediv__(self, o):
+        if type(o) is NDArray:  # the common case first: two arrays
+            return _invoke2("elemwise_div" if (self._shape or self.shape) == (o._shape or o.shape) else "broadcast_div", self, o)
         return _arith(self, o, "elemwise_div", "broadcast_div", "_div_scalar")
 
     def __rtruediv__(self, o):
@@ -479,28 +494,60 @@ def _arith(a, b, elem, bcast, scalar_op, reverse=False, out=None):
 _BINARY_NAMES = {}
 
 
+def _wrap(h):
+    """An NDArray owning handle h (non-NULL), without __init__'s checks."""
+    a = _new(NDArray)
+    a._h = h
+    a._grad = None
+    a._shape = None
+    return a
+
+
 def _invoke2(op, x, y, out=None):
     """Fast path of a two-input, one-output op without parameters."""
     bname = _BINARY_NAMES.get(op)
     if bname is None:
         bname = _BINARY_NAMES[op] = c_str(op)
-    ins = (_c_void_p * 2)(x._h, y._h)
-    outs = (_c_void_p * 1)(out._h if out is not None else None)
-    n = ctypes.c_int(1)
-    rc = _invoke_ex(bname, 2, ins, _byref(n), outs, 0, None, None, None)
+    outs = _A1()
+    if out is not None:
+        outs[0] = out._h
+    n = _c_int(1)
+    rc = _invoke_ex(bname, 2, _A2(x._h, y._h), _byref(n), outs, 0, None, None, None)
     if rc:
         check(rc)
     if out is not None:
         return out
-    return NDArray(outs[0])
+    return _wrap(outs[0])
+
+
+# (op, ((key, type, value), ...)) -> (op bytes, n, keys array, vals array,
+# key strings, value strings): a call with parameters seen before converts
+# nothing (the type is in the key: True == 1 but "True" != "1").
+_KW_CACHE = {}
+_KW_CACHE_MAX = 4096
+
+
+def _kwargs(op, params):
+    try:
+        ck = (op, tuple((k, type(v), v) for k, v in params.items()))
+        hit = _KW_CACHE.get(ck)
+    except TypeError:  # an unhashable value (a list): converted every time
+        ck = hit = None
+    if hit is None:
+        keys = tuple(k for k, v in params.items() if v is not None)
+        vals = tuple(param_str(params[k]) for k in keys)
+        hit = (c_str(op), len(keys), c_str_array(keys) if keys else None, c_str_array(vals) if keys else None,
+               keys, vals)
+        if ck is not None and len(_KW_CACHE) < _KW_CACHE_MAX:
+            _KW_CACHE[ck] = hit
+    return hit
 
 
 def _invoke(op, inputs, params, out=None, aux=None, device=None, req=None, is_train=None):
     """Run op `op` on NDArrays `inputs` with parameter values `params` (Python
     values, converted to MXNet's grammar).  out: NDArray or list to write
     into.  Returns the NDArray, or a list when the op has several outputs."""
-    keys = [k for k, v in params.items() if v is not None]
-    vals = [param_str(params[k]) for k in keys]
+    bop, nk, ckeys, cvals, _, _ = _kwargs(op, params)
     for i, x in enumerate(inputs):
         if not isinstance(x, NDArray):
             raise TypeError("op '%s': input %d is a %s, not an NDArray" % (op, i, type(x).__name__))
@@ -509,9 +556,9 @@ def _invoke(op, inputs, params, out=None, aux=None, device=None, req=None, is_tr
         if not isinstance(o, NDArray):
             raise TypeError("op '%s': out must be an NDArray, got %s" % (op, type(o).__name__))
     cap = _b.max(len(outs_given), 8)
-    ins = c_handle_array([x._h for x in inputs])
+    ins = (_c_void_p * _b.max(len(inputs), 1))(*[x._h for x in inputs])
     outs = (_c_void_p * cap)(*[o._h for o in outs_given])
-    n = ctypes.c_int(cap)
+    n = _c_int(cap)
     opts = None
     if aux is not None or device is not None or req is not None or is_train:
         opts = _lib.InvokeOpts()
@@ -527,16 +574,17 @@ def _invoke(op, inputs, params, out=None, aux=None, device=None, req=None, is_tr
             r = (ctypes.c_int * _b.max(len(req), 1))(*[_REQ[x] if isinstance(x, str) else int(x) for x in req])
             opts.req = ctypes.cast(r, ctypes.POINTER(ctypes.c_int))
         opts = _byref(opts)
-    rc = _invoke_ex(c_str(op), len(inputs), ins, _byref(n), outs, len(keys), c_str_array(keys),
-                    c_str_array(vals), opts)
+    rc = _invoke_ex(bop, len(inputs), ins, _byref(n), outs, nk, ckeys, cvals, opts)
     if rc:
         check(rc)
+    if n.value == 1 and not outs_given:
+        return _wrap(outs[0])
     res = []
     for i in range(n.value):
         if i < len(outs_given):
             res.append(outs_given[i])
         else:
-            res.append(NDArray(outs[i]))
+            res.append(_wrap(outs[i]))
     if out is not None and not isinstance(out, (list, tuple)):
         return res[0]
     return res[0] if len(res) == 1 else res
@@ -562,8 +610,8 @@ def _make_op_function(info):
             params[info.var_args_key] = len(inputs)
         aux = None
         if named or not info.var_args_key:
-            keys = sorted(params)
-            argn, auxn = info.input_names(keys, [param_str(params[k]) for k in keys])
+            ks, vs = _kwargs(info.name, params)[4:]
+            argn, auxn = info.input_names(ks, vs)
             if named or len(inputs) > len(argn):
                 slots = dict(zip(argn + auxn, inputs))
                 for k, v in named.items():
