@@ -9,7 +9,7 @@ mx.sym.<Op>).  Pure Python with ctypes; numpy is the only dependency.
 from . import _lib
 from . import base
 from .base import MXNetError
-from .context import Context, cpu, gpu, cpu_pinned, current_context
+from .context import Context, cpu, gpu, cpu_pinned, current_context, num_gpus
 from . import ndarray
 from . import ndarray as nd
 from . import symbol

@@ -118,6 +118,8 @@ _DECLS = {
     "mxp_registry_init": (c_int, []),
     "mxp_registry_generation": (c_uint64, []),
     "mxp_registry_add_manifest": (c_int, [c_char_p]),
+    "mxp_device_count": (c_int, [c_char_p, _PINT]),
+    "mxp_device_check": (c_int, [Device]),
     "mxp_pack_count": (c_int, []),
     "mxp_pack_at": (_HP, [c_int]),
     "mxp_pack_find": (_HP, [c_char_p]),

@@ -72,4 +72,15 @@ def current_context():
     return Context.default_ctx
 
 
+def num_gpus():
+    """Number of GPUs (MXNet's mx.context.num_gpus()): 0 on a machine without
+    a GPU or driver, or when no pack provides the gpu device."""
+    from ._lib import lib
+    import ctypes
+    n = ctypes.c_int(0)
+    if lib.mxp_device_count(b"gpu", ctypes.byref(n)) != 0:
+        return 0
+    return n.value
+
+
 Context.default_ctx = Context("cpu", 0)

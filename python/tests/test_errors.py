@@ -45,3 +45,15 @@ def test_wrong_dtype_and_handles_are_safe():
     assert h
     with pytest.raises(mx.MXNetError):
         mx.nd.NDArray(None)
+
+
+def test_gpu_context_without_a_gpu_is_a_clear_error():
+    n = mx.context.num_gpus()
+    assert isinstance(n, int) and n >= 0
+    if n:
+        pytest.skip("a GPU is present")
+    with pytest.raises(mx.MXNetError, match=r"gpu\(0\)"):
+        mx.nd.zeros((2, 3), ctx=mx.gpu(0))
+    x = mx.sym.Variable("data")
+    with pytest.raises(mx.MXNetError, match=r"gpu"):
+        mx.sym.FullyConnected(x, num_hidden=4).simple_bind(mx.gpu(0), data=(2, 3))

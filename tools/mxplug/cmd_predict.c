@@ -13,6 +13,7 @@
  * nothing fits the error names the shapes.  Samples run in batches of
  * --batch-size (the last one zero-padded; padding rows are dropped). */
 #include "model.h"
+#include "device_opt.h"
 #include "npy.h"
 
 #include <stdlib.h>
@@ -31,6 +32,7 @@ static void usage(FILE *f) {
             "  --output FILE.npy  write the raw outputs (N, classes) as float32 .npy\n"
             "  --top K            classes to print per sample (default 3)\n"
             "  --batch-size B     samples per forward pass (default 256)\n"
+            "  --device DEV       cpu (default) or gpu:N\n"
             "  --quiet            do not print per-sample lines\n");
 }
 
@@ -183,6 +185,7 @@ int cmd_predict(int argc, char **argv) {
     const char *cmd = "predict";
     const char *prefix = NULL, *inpath = NULL, *outpath = NULL, *v;
     long long epoch = -1, top = 3, bsz = 256;
+    mxp_device dev = {MXP_DEV_CPU, 0};
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         int r;
@@ -193,6 +196,9 @@ int cmd_predict(int argc, char **argv) {
 #define OPT(name) ((r = cli_opt(cmd, argc, argv, &i, name, &v)) != 0)
         if (!strcmp(argv[i], "--quiet")) quiet = 1;
         else if (OPT("--model")) { if (r < 0) return CLI_USAGE; prefix = v; }
+        else if (OPT("--device")) {
+            if (r < 0 || cli_device_parse(cmd, v, &dev)) return CLI_USAGE;
+        }
         else if (OPT("--input")) { if (r < 0) return CLI_USAGE; inpath = v; }
         else if (OPT("--output")) { if (r < 0) return CLI_USAGE; outpath = v; }
         else if (OPT("--epoch")) {
@@ -208,6 +214,7 @@ int cmd_predict(int argc, char **argv) {
     if (!prefix) return cli_usage_error(cmd, "--model PREFIX is required");
     if (epoch < 0) return cli_usage_error(cmd, "--epoch E is required");
     if (!inpath) return cli_usage_error(cmd, "--input FILE is required");
+    if (cli_device_check(cmd, dev)) return CLI_FAIL;
 
     input in;
     cli_model m;
@@ -228,6 +235,7 @@ int cmd_predict(int argc, char **argv) {
             goto done;
         }
     if (cli_model_load(prefix, (int)epoch, &m)) goto done;
+    m.dev = dev;
     int64_t n = in.shape[0], per = (int64_t)(in.count / (size_t)n);
     if (bsz > n) bsz = n;
     mxp_shape bound;

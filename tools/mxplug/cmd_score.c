@@ -6,6 +6,7 @@
  * model.c; the metrics are the training library's (mx.metric's
  * definitions). */
 #include "model.h"
+#include "device_opt.h"
 #include "progress.h"
 
 #include <string.h>
@@ -20,13 +21,15 @@ static void usage(FILE *f) {
             "  --model PREFIX   checkpoint prefix (PREFIX-symbol.json, PREFIX-%%04d.params)\n"
             "  --epoch E        checkpoint number\n"
             "  --data mnist:DIR data directory\n"
-            "  --batch-size B   samples per forward pass (default 256)\n");
+            "  --batch-size B   samples per forward pass (default 256)\n"
+            "  --device DEV     cpu (default) or gpu:N\n");
 }
 
 int cmd_score(int argc, char **argv) {
     const char *cmd = "score";
     const char *prefix = NULL, *data = NULL, *v;
     long long epoch = -1, bsz = 256;
+    mxp_device dev = {MXP_DEV_CPU, 0};
     for (int i = 1; i < argc; i++) {
         int r;
         if (cli_is_help(argv[i])) {
@@ -35,6 +38,9 @@ int cmd_score(int argc, char **argv) {
         }
 #define OPT(name) ((r = cli_opt(cmd, argc, argv, &i, name, &v)) != 0)
         if (OPT("--model")) { if (r < 0) return CLI_USAGE; prefix = v; }
+        else if (OPT("--device")) {
+            if (r < 0 || cli_device_parse(cmd, v, &dev)) return CLI_USAGE;
+        }
         else if (OPT("--data")) { if (r < 0) return CLI_USAGE; data = v; }
         else if (OPT("--epoch")) {
             if (r < 0 || cli_parse_int(cmd, "--epoch", v, 0, 100000, &epoch)) return CLI_USAGE;
@@ -47,6 +53,7 @@ int cmd_score(int argc, char **argv) {
     if (!prefix) return cli_usage_error(cmd, "--model PREFIX is required");
     if (epoch < 0) return cli_usage_error(cmd, "--epoch E is required");
     if (!data) return cli_usage_error(cmd, "--data mnist:DIR is required");
+    if (cli_device_check(cmd, dev)) return CLI_FAIL;
     char img[4096], lab[4096];
     int rc = cli_mnist_files(cmd, data, "t10k", img, lab, sizeof img);
     if (rc) return rc;
@@ -57,6 +64,7 @@ int cmd_score(int argc, char **argv) {
     int st = CLI_FAIL, flat = 0;
     double t0 = progress_now();
     if (cli_model_load(prefix, (int)epoch, &m)) goto done;
+    m.dev = dev;
     if (cli_net_input_layout(m.sym, bsz, 28, 28, &flat)) goto done;
     if (cli_mnist_iter(img, lab, bsz, flat, 0, 0, 1, &it)) goto done;
     mxp_shape s;

@@ -17,8 +17,10 @@
  * (one process each, started by mpirun) reads part `rank` of `num_workers`
  * of MNIST data and only rank 0 prints and writes checkpoints; with
  * dist_async the last MXP_KV_NUM_SERVERS ranks only serve (run_server).
- * Does not: train on a GPU. */
+ * --device gpu:N binds the module on a GPU (device_opt.c checks it first:
+ * without one, one clear error and exit status 1). */
 #include "model.h"
+#include "device_opt.h"
 #include "curves.h"
 #include "progress.h"
 #include "rec_data.h"
@@ -64,6 +66,8 @@ static void usage(FILE *f) {
             "  --impl OP=POLICY    implementation of an op for this run, e.g.\n"
             "                      Convolution=direct or Convolution=winograd,auto\n"
             "                      (repeatable; as MXP_IMPL_<OP>, checked at start)\n"
+            "  --device DEV        cpu (default) or gpu:N: where parameters, gradients and\n"
+            "                      the network's ops live (batches are copied in)\n"
             "  --kv-store TYPE     local, device, dist_sync, dist_sync_device, dist_async:\n"
             "                      train through a KVStore; with dist_* start one process\n"
             "                      per worker under mpirun (each reads its shard, --batch-size\n"
@@ -126,6 +130,7 @@ int cmd_train(int argc, char **argv) {
     int flat = -1, live = -1, allow_nan = 0;
     cli_rec_opts ro = {0};
     const char *kv_type = NULL;
+    mxp_device dev = {MXP_DEV_CPU, 0};
     for (int i = 1; i < argc; i++) {
         int r;
         if (cli_is_help(argv[i])) {
@@ -159,6 +164,9 @@ int cmd_train(int argc, char **argv) {
         else if (OPT("--plot")) { if (r < 0) return CLI_USAGE; plot = v; }
         else if (OPT("--log-json")) { if (r < 0) return CLI_USAGE; log_json = v; }
         else if (OPT("--kv-store")) { if (r < 0) return CLI_USAGE; kv_type = v; }
+        else if (OPT("--device")) {
+            if (r < 0 || cli_device_parse(cmd, v, &dev)) return CLI_USAGE;
+        }
         else if (OPT("--epochs")) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_int(cmd, "--epochs", v, 1, 100000, &epochs)) return CLI_USAGE;
@@ -229,6 +237,7 @@ int cmd_train(int argc, char **argv) {
         cli_fail(prc, "implementation policy");
         return CLI_USAGE;
     }
+    if (cli_device_check(cmd, dev)) return CLI_FAIL;
     int rec = cli_is_rec_spec(data), rc;
     int64_t n_train = 0;
     if (!rec) {
@@ -293,6 +302,11 @@ int cmd_train(int argc, char **argv) {
         cli_fail(rc, "creating the module");
         goto done;
     }
+    if (dev.type != MXP_DEV_CPU && (rc = mxp_module_set_device(mod, dev))) {
+        char dn[32];
+        cli_fail(rc, "placing the module on %s", cli_device_str(dev, dn, sizeof dn));
+        goto done;
+    }
     if (load_epoch >= 0 && (rc = mxp_module_load_checkpoint(mod, prefix, (int)load_epoch, 1))) {
         cli_fail(rc, "resuming from '%s' epoch %lld", prefix, load_epoch);
         goto done;
@@ -336,6 +350,10 @@ int cmd_train(int argc, char **argv) {
            !strcmp(opt, "sgd") ? (momentum > 0 ? " momentum" : "") : "", batch, (long long)begin + 1, epochs, prefix,
            epochs);
     if (!strcmp(opt, "sgd") && momentum > 0) fprintf(out, "train: momentum=%g wd=%g seed=%lld\n", momentum, wd, seed);
+    if (dev.type != MXP_DEV_CPU) {
+        char dn[32];
+        fprintf(out, "train: device %s\n", cli_device_str(dev, dn, sizeof dn));
+    }
     fflush(out);
     progress_epoch_begin(&ctx.prog);
     rc = mxp_module_fit(mod, train, val, &fo);

@@ -204,11 +204,11 @@ int cli_model_fits(cli_model *m, const mxp_shape *shape) {
 }
 
 int cli_model_bind(cli_model *m, const mxp_shape *shape) {
-    const mxp_device cpu = {MXP_DEV_CPU, 0};
+    const mxp_device dev = m->dev.type ? m->dev : (mxp_device){MXP_DEV_CPU, 0};
     const char *name = "data";
     mxp_executor_free(m->ex);
     m->ex = NULL;
-    int rc = mxp_executor_simple_bind(m->sym, cpu, 1, &name, shape, MXP_REQ_NULL, 0, NULL, &m->ex);
+    int rc = mxp_executor_simple_bind(m->sym, dev, 1, &name, shape, MXP_REQ_NULL, 0, NULL, &m->ex);
     if (rc) return cli_fail(rc, "binding the net to data of %d dims", shape->ndim);
     m->batch = shape->dims[0];
     int na, nx;

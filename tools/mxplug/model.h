@@ -51,6 +51,8 @@ typedef struct cli_model {
     mxp_executor *ex;            /* bound by cli_model_bind               */
     int64_t batch;
     int data_index;              /* "data" in list_arguments              */
+    mxp_device dev;              /* where cli_model_bind binds; type 0 (as
+                                    cli_model_load leaves it): cpu(0)     */
 } cli_model;
 
 /* PREFIX-symbol.json + PREFIX-%04d.params (printed errors, CLI_*). */
@@ -58,8 +60,9 @@ int cli_model_load(const char *prefix, int epoch, cli_model *m);
 /* 1 when data of `shape` is consistent with the net and the checkpoint's
  * parameter shapes (shape inference with all of them; nothing printed). */
 int cli_model_fits(cli_model *m, const mxp_shape *shape);
-/* Bind for inference with data of `shape` (batch = shape->dims[0]) and
- * copy the checkpoint's parameters in (a missing one is an error). */
+/* Bind for inference with data of `shape` (batch = shape->dims[0]) on
+ * m->dev and copy the checkpoint's parameters in (a missing one is an
+ * error). */
 int cli_model_bind(cli_model *m, const mxp_shape *shape);
 /* The executor's data input array (fill it, then forward). */
 mxp_ndarray *cli_model_data(cli_model *m);

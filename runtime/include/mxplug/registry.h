@@ -165,6 +165,13 @@ MXP_API int mxp_op_explain(const char *op_name, const char *device,
  * "gpu" is 0 on a machine without a GPU or driver.  MXP_ENOENT for a name
  * no manifest provides. */
 MXP_API int mxp_device_count(const char *name, int *out_count);
+/* MXP_OK when arrays can be made on dev: any cpu ordinal >= 0, or a unit
+ * that the device's pack counts (loading the pack on first use).  Else
+ * MXP_EDEVICE with the device's own explanation, e.g. "device gpu(0)
+ * (pack 'ops-cuda', 0 unit(s)): gpu mem_info: no CUDA device:
+ * cudaGetDeviceCount says ...", or "device gpu(0): no device named 'gpu'
+ * in any manifest or loaded pack" when no pack provides it. */
+MXP_API int mxp_device_check(mxp_device dev);
 /* The device names a pack's manifest entry provides. */
 MXP_API int mxp_pack_device_count(const mxp_pack *pack);
 MXP_API const char *mxp_pack_device_at(const mxp_pack *pack, int index); /* NULL if out of range */

@@ -261,11 +261,24 @@ typedef struct mxp_fit_opts {
 /* data_names / label_names: the symbol's inputs fed by iterators.  NULL
  * data_names with n_data 0 or 1: {"data"}; NULL label_names with n_label 1:
  * {"softmax_label"}, with n_label 0: no label; NULL names with a larger
- * count, or a negative count: MXP_EINVAL.  The module retains sym.  CPU
- * only. */
+ * count, or a negative count: MXP_EINVAL.  The module retains sym and
+ * runs on cpu(0) until mxp_module_set_device. */
 MXP_API int mxp_module_create(mxp_symbol *sym, int n_data, const char *const *data_names, int n_label,
                               const char *const *label_names, mxp_module **out);
 MXP_API void mxp_module_free(mxp_module *mod);
+
+/* Bind the module's executors on `dev` (MXNet's Module(context=...)), e.g.
+ * {MXP_DEV_GPU, 0}: parameters, gradients, optimizer states and outputs
+ * live there; batches are copied in from the iterators at each step and
+ * metrics, checks, predictions and checkpoints read copies on the host.
+ * Initial weights are drawn on the host and copied, so a seed gives the
+ * same ones on every device.  Before the first fit/score/predict only
+ * (MXP_EMISUSE after).  The device is checked now: one that does not
+ * exist is MXP_EDEVICE with mxp_device_check's message.  A kvstore is
+ * refused at fit for a module off the host (its sums run on the CPU). */
+MXP_API int mxp_module_set_device(mxp_module *mod, mxp_device dev);
+/* The module's device (cpu(0) unless set). */
+MXP_API mxp_device mxp_module_device(const mxp_module *mod);
 
 /* Train: bind to train's shapes (first call), seed, initialize parameters
  * (unless already set), apply a pending mxp_module_load_checkpoint, create

@@ -25,6 +25,7 @@ typedef mxp__exec exec;
 void mxp__exec_free(exec *x) {
     if (!x) return;
     mxp__inst_release(x->inst);
+    free(x->async_msg);
     if (x->ws_host) mxp__host_table()->free_host(x->ws_host);
     free(x);
 }
@@ -114,9 +115,23 @@ static void build_vars(exec *x, mxp_var *const *reads, int n_reads, mxp_var *con
 }
 
 /* ------------------------------------------------------------ running */
+/* The last of the two parties (the returning call, the impl's completion)
+ * tells the engine; the engine may free x from then on. */
+static void async_party_done(exec *x) {
+    if (atomic_fetch_sub_explicit(&x->async_parties, 1, memory_order_acq_rel) != 1) return;
+    char *msg = x->async_msg;
+    int32_t status = x->async_status;
+    x->async_msg = NULL;
+    mxp_engine_callback cb = x->cb;
+    cb.done(cb.token, status, msg);
+    free(msg);
+}
+
 static void ctx_complete(void *token, int32_t status, const char *message) {
     exec *x = token;
-    x->cb.done(x->cb.token, status, message);
+    x->async_status = status;
+    x->async_msg = status != MXP_OK || message ? strdup(message ? message : mxp_status_str(status)) : NULL;
+    async_party_done(x);
 }
 
 /* The run itself (ctx, args, the impl's forward/backward) is opdef.c's:
@@ -147,8 +162,15 @@ static void exec_async(void *arg, const mxp_run_ctx *rctx, mxp_engine_callback c
 void mxp__exec_async(exec *x, const mxp_run_ctx *rctx, mxp_engine_callback cb) {
     x->cb = cb;
     x->async = 1;
+    x->async_status = MXP_OK;
+    x->async_msg = NULL;
+    atomic_store_explicit(&x->async_parties, 2, memory_order_release);
     int rc = mxp__exec_call(x, rctx ? rctx->stream : NULL);
-    if (rc != MXP_OK) cb.done(cb.token, rc, mxp_last_error());
+    if (rc != MXP_OK) { /* the impl must not complete a call that failed */
+        cb.done(cb.token, rc, mxp_last_error());
+        return;
+    }
+    async_party_done(x);
 }
 
 void mxp__exec_free_fn(void *arg) { mxp__exec_free(arg); }

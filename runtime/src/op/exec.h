@@ -38,6 +38,14 @@ typedef struct mxp__exec {
     uint64_t rng_values;   /* step templates: values each push reserves (0: none) */
     mxp_op_ctx ctx;
     mxp_engine_callback cb;
+    /* Async runs finish when both the impl's forward/backward has returned
+     * and its ctx->complete was called (either order, any threads), so the
+     * engine never frees this record (and the instance it holds) under a
+     * call that is still running.  The completion's status and message wait
+     * here for the second party. */
+    atomic_int async_parties;
+    int32_t async_status;
+    char *async_msg;
     mxp_var **vars;        /* [n_const | n_mutate] */
     int n_const, n_mutate, cap_vars;
 } mxp__exec;

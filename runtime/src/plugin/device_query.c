@@ -64,6 +64,21 @@ int mxp_device_count(const char *name, int *out_count) {
     return count_of(def, out_count);
 }
 
+int mxp_device_check(mxp_device dev) {
+    if (dev.type == MXP_DEV_CPU || dev.type == MXP_DEV_CPU_PINNED || dev.type == MXP_DEV_CPU_SHARED) {
+        if (dev.id < 0) return mxp__error(MXP_EDEVICE, "device %s(%d): negative ordinal", mxp__device_name(dev.type), (int)dev.id);
+        return MXP_OK;
+    }
+    const char *name = mxp__device_name(dev.type);
+    if (!strcmp(name, "unknown"))
+        return mxp__error(MXP_EDEVICE, "device type %d (ordinal %d): no loaded pack registered it", (int)dev.type,
+                          (int)dev.id);
+    const void *def = NULL;
+    int rc = mxp__registry_feature(MXP_FEATURE_DEVICE, name, &def, NULL);
+    if (rc) return mxp__error_prefix(MXP_EDEVICE, "device %s(%d)", name, (int)dev.id);
+    return mxp__device_check(def, dev.id);
+}
+
 int mxp_pack_device_count(const mxp_pack *pack) { return pack && pack->man ? pack->man->n_devices : 0; }
 
 const char *mxp_pack_device_at(const mxp_pack *pack, int index) {

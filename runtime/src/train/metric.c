@@ -83,9 +83,21 @@ static int host_doubles(mxp_ndarray *a, double **out) {
     int rc = mxp_ndarray_wait_to_read(a);
     if (rc) return rc;
     const void *p = mxp_ndarray_data(a);
-    if (!p && n) return mxp__error(MXP_EDEVICE, "metric: array not in host memory");
+    void *copy = NULL;
+    if (!p && n) { /* a device array (a GPU output): read a host copy */
+        size_t bytes = mxp_ndarray_nbytes(a);
+        if (!(copy = malloc(bytes))) return mxp__error_oom("metric");
+        if ((rc = mxp_ndarray_sync_copy_to(a, copy, bytes))) {
+            free(copy);
+            return mxp__error_prefix(rc, "metric: reading the array back to the host");
+        }
+        p = copy;
+    }
     double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (!v) return mxp__error_oom("metric");
+    if (!v) {
+        free(copy);
+        return mxp__error_oom("metric");
+    }
     for (int64_t i = 0; i < n; i++) {
         switch (dt) {
         case MXP_DTYPE_F32: v[i] = ((const float *)p)[i]; break;
@@ -93,9 +105,10 @@ static int host_doubles(mxp_ndarray *a, double **out) {
         case MXP_DTYPE_I32: v[i] = ((const int32_t *)p)[i]; break;
         case MXP_DTYPE_I64: v[i] = (double)((const int64_t *)p)[i]; break;
         case MXP_DTYPE_U8: v[i] = ((const uint8_t *)p)[i]; break;
-        default: free(v); return mxp__error(MXP_ETYPE, "metric: unsupported dtype %s", mxp_dtype_name(dt));
+        default: free(v); free(copy); return mxp__error(MXP_ETYPE, "metric: unsupported dtype %s", mxp_dtype_name(dt));
         }
     }
+    free(copy);
     *out = v;
     return MXP_OK;
 }

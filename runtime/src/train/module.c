@@ -16,9 +16,18 @@
  * initializes as a fresh run would (so the RNG moves identically), then
  * copies the checkpoint's parameters in and restores optimizer states and
  * RNG position; the iterator is set to each epoch explicitly, so epoch e
- * sees the order of (seed, e) whether or not the run was interrupted. */
+ * sees the order of (seed, e) whether or not the run was interrupted.
+ *
+ * Device (mxp_module_set_device, MXNet's Module(context=...)): both
+ * executors are bound on it, so parameters, gradients, optimizer states
+ * and outputs live there; batches are copied in from the iterators' host
+ * arrays at every step (feed), and whatever the host reads — metrics, the
+ * finiteness checks, predictions, checkpoints — is copied back first.
+ * Initializers run on host arrays that are then copied to the device, so
+ * one seed gives the same initial weights on every device. */
 #include "train/train.h"
 #include "engine/engine.h"
+#include "plugin/plugin.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +36,7 @@
 #include <unistd.h>
 
 #include <mxplug/executor.h>
+#include <mxplug/registry.h>
 
 struct mxp_module {
     mxp_symbol *sym;
@@ -50,9 +60,12 @@ struct mxp_module {
     int load_epoch, load_states, load_pending;
     mxp_kvstore *kv;        /* the store whose keys fit initialised      */
     mxp_ndarray *kv_metric; /* float64 [2]: a metric's sum and count     */
+    mxp_device dev;         /* where the executors are bound (cpu(0))    */
 };
 
 static const mxp_device cpu0 = {MXP_DEV_CPU, 0};
+
+static int on_host(mxp_device d) { return d.type == MXP_DEV_CPU || d.type == MXP_DEV_CPU_PINNED || d.type == MXP_DEV_CPU_SHARED; }
 
 /* Copy a checkpoint array into a bound one: same dtype and the same shape,
  * not only the same element count (a transposed (784,128) weight into a
@@ -135,6 +148,7 @@ int mxp_module_create(mxp_symbol *sym, int n_data, const char *const *data_names
     mxp_module *m = calloc(1, sizeof *m);
     if (!m) return mxp__error_oom("module");
     m->sym = mxp_symbol_retain(sym);
+    m->dev = cpu0;
     m->n_data = n_data;
     m->n_label = n_label;
     m->data_names = copy_names(n_data, data_names);
@@ -175,6 +189,19 @@ int mxp_module_create(mxp_symbol *sym, int n_data, const char *const *data_names
     *out = m;
     return MXP_OK;
 }
+
+int mxp_module_set_device(mxp_module *m, mxp_device dev) {
+    if (!m) return mxp__error(MXP_EINVAL, "mxp_module_set_device: NULL module");
+    if (m->train_ex || m->infer_ex)
+        return mxp__error(MXP_EMISUSE, "mxp_module_set_device: the module is already bound on %s(%d)",
+                          mxp__device_name(m->dev.type), (int)m->dev.id);
+    int rc = mxp_device_check(dev);
+    if (rc) return rc;
+    m->dev = dev;
+    return MXP_OK;
+}
+
+mxp_device mxp_module_device(const mxp_module *m) { return m ? m->dev : cpu0; }
 
 void mxp_module_free(mxp_module *m) {
     if (!m) return;
@@ -236,7 +263,7 @@ static int bind_train(mxp_module *m, const mxp_iter *it) {
     for (int i = 0; i < m->n_data && n_ng < 32; i++) no_grad[n_ng++] = m->data_names[i];
     for (int i = 0; i < m->n_label && n_ng < 32; i++)
         if (in_list(m->arg_names, m->n_args, m->label_names[i]) >= 0) no_grad[n_ng++] = m->label_names[i];
-    rc = mxp_executor_simple_bind(m->sym, cpu0, n, names, shapes, MXP_REQ_WRITE, n_ng, no_grad, &m->train_ex);
+    rc = mxp_executor_simple_bind(m->sym, m->dev, n, names, shapes, MXP_REQ_WRITE, n_ng, no_grad, &m->train_ex);
     if (rc) return mxp__error_prefix(rc, "module: binding for training");
     m->batch = mxp_iter_batch_size(it);
     return MXP_OK;
@@ -259,14 +286,27 @@ const char *mxp_module_param_name(const mxp_module *m, int i) {
     return m && i >= 0 && i < m->n_params ? m->param_names[i] : NULL;
 }
 
+/* One initializer rule on a bound array; off the host, through a host
+ * array of the same shape (the initializers' random ops run on the CPU,
+ * and the weights do not depend on the device). */
+static int init_one(const mxp_init_rules *rules, const char *name, mxp_ndarray *dst) {
+    if (!dst || on_host(mxp_ndarray_device(dst))) return mxp_init_rules_apply(rules, name, dst);
+    mxp_ndarray *h = NULL;
+    int rc = mxp_ndarray_create(mxp_ndarray_shape(dst), mxp_ndarray_ndim(dst), mxp_ndarray_dtype(dst), cpu0, &h);
+    if (rc == MXP_OK) rc = mxp_init_rules_apply(rules, name, h);
+    if (rc == MXP_OK) rc = mxp_ndarray_copy(h, dst);
+    mxp_ndarray_release(h); /* the copy holds the chunk until it ran */
+    return rc;
+}
+
 static int init_params(mxp_module *m, const mxp_init *weight_init) {
     mxp_init def = mxp_init_uniform(0.01);
     mxp_init_rules *rules = NULL;
     int rc = mxp_init_rules_create(weight_init ? weight_init : &def, &rules);
     for (int i = 0; rc == MXP_OK && i < m->n_args; i++)
-        if (m->is_param[i]) rc = mxp_init_rules_apply(rules, m->arg_names[i], ex_arg(m->train_ex, i));
+        if (m->is_param[i]) rc = init_one(rules, m->arg_names[i], ex_arg(m->train_ex, i));
     for (int i = 0; rc == MXP_OK && i < m->n_aux; i++)
-        rc = mxp_init_rules_apply(rules, m->aux_names[i], mxp_module_param(m, m->aux_names[i]));
+        rc = init_one(rules, m->aux_names[i], mxp_module_param(m, m->aux_names[i]));
     mxp_init_rules_free(rules);
     if (rc == MXP_OK) m->initialized = 1;
     return rc;
@@ -344,7 +384,7 @@ static int bind_infer(mxp_module *m, mxp_iter *it) {
     mxp_shape shapes[32];
     int n = 0;
     int rc = iter_shapes(m, it, 0, names, shapes, &n);
-    if (rc == MXP_OK) rc = mxp_executor_simple_bind(m->sym, cpu0, n, names, shapes, MXP_REQ_NULL, 0, NULL, &m->infer_ex);
+    if (rc == MXP_OK) rc = mxp_executor_simple_bind(m->sym, m->dev, n, names, shapes, MXP_REQ_NULL, 0, NULL, &m->infer_ex);
     if (rc) return mxp__error_prefix(rc, "module: binding for inference");
     m->infer_batch = b;
     return MXP_OK;
@@ -479,7 +519,16 @@ static int pred_batch(void *ctx, mxp_ndarray *out, mxp_iter *it) {
         p->buf = nb;
         p->cap = cap;
     }
-    memcpy(p->buf + p->used, mxp_ndarray_data(out), (size_t)keep * p->row);
+    if (mxp_ndarray_data(out)) {
+        memcpy(p->buf + p->used, mxp_ndarray_data(out), (size_t)keep * p->row);
+    } else { /* device output: the whole batch to the host, the kept rows appended */
+        char *all = malloc(mxp_ndarray_nbytes(out) ? mxp_ndarray_nbytes(out) : 1);
+        if (!all) return mxp__error_oom("predict");
+        rc = mxp_ndarray_sync_copy_to(out, all, mxp_ndarray_nbytes(out));
+        if (rc == MXP_OK) memcpy(p->buf + p->used, all, (size_t)keep * p->row);
+        free(all);
+        if (rc) return rc;
+    }
     p->used = need;
     p->rows += keep;
     return MXP_OK;
@@ -561,6 +610,10 @@ static const char *const metric_key = "__mxp_metric__";
 static int kv_setup(mxp_module *m, mxp_kvstore *kv, const char *opt_type, int n_kw, const char *const *keys,
                     const char *const *vals) {
     if (m->kv == kv) return MXP_OK;
+    if (!on_host(m->dev))
+        return mxp__error(MXP_EUNSUPPORTED, "mxp_module_fit: kvstore '%s' with the module on %s(%d): KVStore sums run "
+                          "on the CPU, GPU arrays (NCCL) are not supported yet; train without a kvstore on one GPU",
+                          mxp_kvstore_type(kv), mxp__device_name(m->dev.type), (int)m->dev.id);
     if (m->kv) return mxp__error(MXP_EINVAL, "mxp_module_fit: this module was trained with another kvstore");
     const char **names = calloc((size_t)m->n_args + 1, sizeof *names);
     mxp_ndarray **w = calloc((size_t)m->n_args + 1, sizeof *w);
@@ -682,12 +735,23 @@ static int64_t first_non_finite(mxp_ndarray *a) {
     const void *p = mxp_ndarray_data(a);
     int64_t n = mxp_ndarray_size(a);
     int dt = mxp_ndarray_dtype(a);
-    if (!p) return -1;
-    for (int64_t i = 0; i < n; i++) {
-        double v = dt == MXP_DTYPE_F32 ? ((const float *)p)[i] : dt == MXP_DTYPE_F64 ? ((const double *)p)[i] : 0.0;
-        if (!isfinite(v)) return i;
+    if (dt != MXP_DTYPE_F32 && dt != MXP_DTYPE_F64) return -1;
+    void *copy = NULL;
+    if (!p && n) { /* a device array: look at a host copy */
+        copy = malloc(mxp_ndarray_nbytes(a));
+        if (!copy || mxp_ndarray_sync_copy_to(a, copy, mxp_ndarray_nbytes(a))) {
+            free(copy);
+            return -1; /* the copy's error stays for the next wait */
+        }
+        p = copy;
     }
-    return -1;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
+        double v = dt == MXP_DTYPE_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
+        if (!isfinite(v)) bad = i;
+    }
+    free(copy);
+    return bad;
 }
 
 /* A diverged run stops here instead of saving NaN weights with exit 0:
