@@ -6,6 +6,16 @@
  * the chosen algorithms need; the workspace comes from the host's temp
  * space resource (ctx->workspace).  Math is CUDNN_FMA_MATH (true float32,
  * no TF32), so results match the CPU impls within float rounding.
+ * Algorithm choice follows MXNet's `cudnn_tune`: 'off' uses the
+ * heuristics; 'limited_workspace' times every algorithm with
+ * cudnnFind*Algorithm (cudnn_tune=fastest in MXNet's sense: measured, not
+ * guessed) and keeps the fastest within the node's `workspace` (MB);
+ * 'fastest' the fastest within CONV_WS_LIMIT.  'None' (the default) reads
+ * MXP_CUDNN_AUTOTUNE_DEFAULT: 0 heuristics (the default), 1
+ * limited_workspace, 2 fastest (MXNet's MXNET_CUDNN_AUTOTUNE_DEFAULT).
+ * Timed choices are kept per (geometry, device, mode, limit) for the life
+ * of the pack, so `workspace` and `create` — and every later node of that
+ * shape — agree on one choice and the host's temp space fits it.
  * The state holds the descriptors and the three algorithms; it is made on
  * the node's device in create.  Every cuDNN status is checked. */
 #include "conv_cfg.h"
@@ -66,6 +76,106 @@ static int make_descs(conv_state *s) {
     if (n != c->n || ch != c->f || h != c->oh || w != c->ow)
         return g_cu_host->set_error(MXP_ESHAPE, "%s: cuDNN computes output (%d, %d, %d, %d), the node has (%d, %d, %d, %d)",
                                     where, n, ch, h, w, c->n, c->f, c->oh, c->ow);
+    return MXP_OK;
+}
+
+/* How the algorithms are chosen (cudnn_tune). */
+enum { TUNE_HEURISTIC = 0, TUNE_LIMITED = 1, TUNE_FASTEST = 2 };
+
+static int tune_mode(const mxp_op_params *p, size_t *limit) {
+    const char *t = NULL;
+    int64_t ws_mb = 1024;
+    *limit = CONV_WS_LIMIT;
+    if (mxp_param_get_enum(g_cu_host, p, "cudnn_tune", &t) != MXP_OK) t = NULL;
+    if (mxp_param_get_int(g_cu_host, p, "workspace", &ws_mb) != MXP_OK) ws_mb = 1024;
+    int mode;
+    if (t && !strcmp(t, "off")) mode = TUNE_HEURISTIC;
+    else if (t && !strcmp(t, "limited_workspace")) mode = TUNE_LIMITED;
+    else if (t && !strcmp(t, "fastest")) mode = TUNE_FASTEST;
+    else {
+        const char *e = getenv("MXP_CUDNN_AUTOTUNE_DEFAULT");
+        mode = e && (e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : TUNE_HEURISTIC;
+    }
+    if (mode == TUNE_LIMITED && ws_mb > 0 && (size_t)ws_mb << 20 < *limit) *limit = (size_t)ws_mb << 20;
+    return mode;
+}
+
+/* Timed choices (cudnnFind*), one per configuration; under g_query_mu. */
+typedef struct found_algos {
+    conv_cfg cfg;
+    int32_t dev;
+    int mode;
+    size_t limit;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t ws_bytes;
+} found_algos;
+
+enum { MAX_FOUND = 256 };
+static found_algos g_found[MAX_FOUND];
+static int g_n_found, g_next_found;
+
+static found_algos *found_lookup(const conv_state *s, int mode, size_t limit) {
+    for (int i = 0; i < g_n_found; i++) {
+        found_algos *f = &g_found[i];
+        if (f->dev == s->dev && f->mode == mode && f->limit == limit && !memcmp(&f->cfg, &s->cfg, sizeof f->cfg)) return f;
+    }
+    return NULL;
+}
+
+/* cuDNN times every algorithm (its own buffers); results come fastest
+ * first: keep the first that succeeded within the limit. */
+static int find_algos(conv_state *s, cudnnHandle_t h, int mode, size_t limit) {
+    const char *where = "gpu op 'Convolution' (cudnn) algorithm timing (cudnnFind)";
+    found_algos *hit = found_lookup(s, mode, limit);
+    if (hit) {
+        s->fwd = hit->fwd;
+        s->bwd_data = hit->bwd_data;
+        s->bwd_filter = hit->bwd_filter;
+        s->ws_bytes = hit->ws_bytes;
+        return MXP_OK;
+    }
+    enum { MAXA = 16 };
+    int got = 0, found;
+    size_t need = 0;
+    cudnnConvolutionFwdAlgoPerf_t fp[MAXA];
+    CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(h, s->x, s->w, s->conv, s->y, MAXA, &got, fp), where);
+    found = 0;
+    for (int i = 0; i < got && !found; i++)
+        if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= limit) {
+            s->fwd = fp[i].algo;
+            need = fp[i].memory;
+            found = 1;
+        }
+    if (!found) return g_cu_host->set_error(MXP_EUNSUPPORTED, "%s: no forward algorithm within %zu bytes", where, limit);
+    cudnnConvolutionBwdDataAlgoPerf_t dp[MAXA];
+    CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(h, s->w, s->y, s->conv, s->x, MAXA, &got, dp), where);
+    found = 0;
+    for (int i = 0; i < got && !found; i++)
+        if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= limit) {
+            s->bwd_data = dp[i].algo;
+            if (dp[i].memory > need) need = dp[i].memory;
+            found = 1;
+        }
+    if (!found)
+        return g_cu_host->set_error(MXP_EUNSUPPORTED, "%s: no backward-data algorithm within %zu bytes", where, limit);
+    cudnnConvolutionBwdFilterAlgoPerf_t wp[MAXA];
+    CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(h, s->x, s->y, s->conv, s->w, MAXA, &got, wp), where);
+    found = 0;
+    for (int i = 0; i < got && !found; i++)
+        if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= limit) {
+            s->bwd_filter = wp[i].algo;
+            if (wp[i].memory > need) need = wp[i].memory;
+            found = 1;
+        }
+    if (!found)
+        return g_cu_host->set_error(MXP_EUNSUPPORTED, "%s: no backward-filter algorithm within %zu bytes", where, limit);
+    s->ws_bytes = need;
+    found_algos *f = &g_found[g_next_found];
+    g_next_found = (g_next_found + 1) % MAX_FOUND; /* oldest replaced when full */
+    if (g_n_found < MAX_FOUND) g_n_found++;
+    *f = (found_algos){s->cfg, s->dev, mode, limit, s->fwd, s->bwd_data, s->bwd_filter, s->ws_bytes};
     return MXP_OK;
 }
 
@@ -131,9 +241,11 @@ static int state_for(const mxp_impl_query_args *a, conv_state **out) {
     cudnnHandle_t h = NULL;
     if (!rc) rc = make_descs(s);
     if (!rc) {
+        size_t limit;
+        int mode = tune_mode(mxp_impl_query_op_params(a), &limit);
         pthread_mutex_lock(&g_query_mu);
         rc = cu_dnn_handle(s->dev, NULL, &h);
-        if (!rc) rc = pick_algos(s, h);
+        if (!rc) rc = mode == TUNE_HEURISTIC ? pick_algos(s, h) : find_algos(s, h, mode, limit);
         pthread_mutex_unlock(&g_query_mu);
     }
     if (rc) {

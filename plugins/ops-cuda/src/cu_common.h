@@ -3,14 +3,19 @@
  * the place, checking that a device exists, and finishing an op's work on
  * its stream.
  *
- * Execution model (why ops are synchronous): the host runs each GPU op on
- * an engine worker that owns one CUDA stream (ctx->stream).  The host's
- * dependency tracking treats an op as done when its forward/backward
- * returns, so every impl enqueues its kernels on ctx->stream and then waits
- * for that stream (cu_finish) before returning.  Work of one op is never
- * left in flight, so a later op on another worker's stream cannot read
- * memory that is still being written.  This costs a CPU thread per running
- * GPU op; it keeps ordering obviously correct.
+ * Execution model: the host runs each GPU op on an engine worker that owns
+ * one CUDA stream (ctx->stream).  Each impl is written as if synchronous:
+ * it enqueues its kernels on ctx->stream and returns through cu_finish.
+ * At registration every impl is wrapped (cu_async_registrar, completion.c)
+ * into an MXP_IMPL_ASYNC impl: the wrapper runs the impl with cu_finish
+ * deferred, then records an event and lets the completion thread call
+ * ctx->complete when the GPU is done.  Only then does the engine let
+ * readers of the op's outputs run, so a later op on another worker's
+ * stream, or the host, never reads memory still being written, and no CPU
+ * thread waits on a stream.  Every return path of an impl is covered (an
+ * early "nothing to do" return completes at once).  Called without
+ * ctx->complete (tune's timing runs, host.invoke) the wrapper waits for
+ * the stream instead.
  * Only float32 tensors run on the GPU; impls refuse other dtypes in
  * `supports` with the reason. */
 #ifndef OPS_CUDA_CU_COMMON_H
@@ -43,9 +48,20 @@ int cu_device_count(void);
  * not exist: 2 CUDA device(s)". */
 int cu_require_device(int32_t dev_id, const char *what);
 
-/* After enqueueing an op's kernels on `stream`: check the launch status,
- * wait for the stream, check the kernels' status.  `what` names the op. */
+/* After enqueueing an op's kernels on `stream`: check the launch status;
+ * inside the async wrapper return at once (the wrapper completes the op
+ * when the stream gets there), otherwise wait for the stream and check
+ * the kernels' status.  `what` names the op. */
 int cu_finish(void *stream, const char *what);
+
+/* completion.c.  cu_async_registrar: a registrar whose add_impl registers
+ * an asynchronous wrapper of the impl through `real` (the wrappers live
+ * until cu_completion_stop).  cu_completion_deferred: 1 while the calling
+ * thread runs a wrapped impl.  cu_completion_stop (at fini): completes
+ * what is in flight, joins the thread, frees events and wrappers. */
+void cu_async_registrar(mxp_registrar *real, mxp_registrar *out);
+int cu_completion_deferred(void);
+void cu_completion_stop(void);
 
 /* Status of a kernel launcher (the .cu side returns cudaError_t as int). */
 int cu_check_launch(int cuda_status, const char *kernel, const char *op);
@@ -74,5 +90,6 @@ int cu_reg_softmax(mxp_registrar *r);
 int cu_reg_dropout(mxp_registrar *r);
 int cu_reg_dot(mxp_registrar *r);
 int cu_reg_batchnorm(mxp_registrar *r);
+int cu_reg_sum_n(mxp_registrar *r);
 
 #endif /* OPS_CUDA_CU_COMMON_H */

@@ -35,6 +35,7 @@ int cu_check_launch(int cuda_status, const char *kernel, const char *op) {
 
 int cu_finish(void *stream, const char *what) {
     CU_TRY(cudaGetLastError(), what);
+    if (cu_completion_deferred()) return MXP_OK; /* the async wrapper completes it (completion.c) */
     CU_TRY(cudaStreamSynchronize((cudaStream_t)stream), what);
     return MXP_OK;
 }

@@ -12,13 +12,15 @@ const mxp_host *g_cu_host;
 
 static int cu_init(const mxp_plugin_init_args *a) {
     g_cu_host = a->host;
+    mxp_registrar async_reg; /* every impl registered as an async wrapper (completion.c) */
+    cu_async_registrar(a->registrar, &async_reg);
     int (*const regs[])(mxp_registrar *) = {
         cu_reg_device, cu_reg_elemwise, cu_reg_copy, cu_reg_optim, cu_reg_fc, cu_reg_conv_cudnn,
         cu_reg_conv_direct, cu_reg_activation, cu_reg_pooling, cu_reg_softmax, cu_reg_dropout,
-        cu_reg_dot, cu_reg_batchnorm,
+        cu_reg_dot, cu_reg_batchnorm, cu_reg_sum_n,
     };
     for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
-        int rc = regs[i](a->registrar);
+        int rc = regs[i](&async_reg);
         if (rc) return rc;
     }
     return MXP_OK;
@@ -26,6 +28,7 @@ static int cu_init(const mxp_plugin_init_args *a) {
 
 static void cu_fini(const mxp_plugin_fini_args *a) {
     (void)a;
+    cu_completion_stop();
     cu_handles_release();
     g_cu_host = NULL;
 }

@@ -40,6 +40,7 @@
  * outside it (two threads may time the same signature; both results agree
  * in kind and the later write wins). */
 #include "plugin/opdef.h"
+#include "plugin/tune_device.h"
 #include "base/env.h"
 #include "plugin/yaml_guard.h"
 
@@ -489,15 +490,19 @@ static void fill_values(void *p, int32_t dt, int64_t n, double constant, uint64_
 
 /* Median forward (training: forward + backward) time of one candidate in
  * ms (MXP_OK), or an error.  The instance and the runs are the node
- * runtime's (opdef.h); only the tensors are scratch. */
+ * runtime's (opdef.h); only the tensors are scratch — on a device the host
+ * cannot reach (a GPU), copied into the device's memory, with a stream and
+ * waiting for asynchronous impls to complete (tune_device.c). */
 static int time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms) {
     *out_ms = 0;
     mxp__inst *inst = NULL;
     int rc = mxp__inst_create(mxp__impl_ref_retain(ref), q, (void *)q->params, 0, &inst);
     if (rc) return rc;
-    if (mxp__inst_is_async(inst)) {
+    mxp__tune_dev td;
+    rc = mxp__tune_dev_begin(q->device, &td);
+    if (rc) {
         mxp__inst_release(inst);
-        return mxp__error(MXP_EUNSUPPORTED, "asynchronous impl: not timed");
+        return rc;
     }
     const mxp_op_def *def = mxp__inst_def(inst);
     uint32_t n_in = q->n_in, n_out = q->n_out, n_aux = q->n_aux, nt = n_in + n_out + n_aux;
@@ -527,6 +532,7 @@ static int time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_que
         t[i].version = 1;
         if (i < n_in) fill_values(t[i].data, dt, numel, -1, i + 1);
         else if (i >= n_in + n_out) fill_values(t[i].data, dt, numel, 1.0, 0);
+        rc = mxp__tune_dev_move(&td, &t[i].data, (size_t)numel * es + 64);
     }
     for (uint32_t i = 0; i < n_out && req; i++) req[i] = MXP_REQ_WRITE;
     /* Training signature: time forward + backward (all gradients), since
@@ -547,11 +553,13 @@ static int time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_que
         *g = *like;
         if (!(g->data = calloc(bytes + 64, 1))) rc = mxp__error_oom("tune scratch");
         else if (i < n_out) fill_values(g->data, like->dtype, mxp_tensor_numel(like), -1, 100 + i);
+        if (g->data && !rc) rc = mxp__tune_dev_move(&td, &g->data, bytes + 64);
     }
     for (uint32_t i = 0; breq && i < n_in; i++) breq[i] = MXP_REQ_WRITE;
     void *ws = NULL;
     uint64_t ws_bytes = inst->workspace_bytes;
     if (!rc && ws_bytes && !(ws = aligned_alloc(64, (ws_bytes + 63) / 64 * 64))) rc = mxp__error_oom("tune workspace");
+    if (!rc && ws) rc = mxp__tune_dev_move(&td, &ws, (ws_bytes + 63) / 64 * 64);
     mxp_rng rng;
     memset(&rng, 0, sizeof rng);
     int has_rng = 0;
@@ -564,6 +572,7 @@ static int time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_que
     if (!rc) {
         mxp__run fr = {.is_train = q->is_train ? 1 : 0,
                        .dev = q->device,
+                       .stream = td.stream,
                        .t = t,
                        .req = req,
                        .ws = ws,
@@ -578,8 +587,8 @@ static int time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_que
         int total = 1 + TUNE_RUNS;
         for (int r = 0; r < total && !rc; r++) {
             double t0 = now_ms();
-            rc = mxp__inst_run(inst, &fr, &ctx);
-            if (!rc && bwd) rc = mxp__inst_run(inst, &br, &ctx);
+            rc = mxp__tune_run(inst, &fr, &ctx);
+            if (!rc && bwd) rc = mxp__tune_run(inst, &br, &ctx);
             double dt = now_ms() - t0;
             atomic_fetch_add(&g_timing_runs, 1);
             if (rc) break;
@@ -595,6 +604,7 @@ static int time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_que
         }
     }
     mxp__inst_release(inst);
+    mxp__tune_dev_end(&td); /* host pointers back in t, bt and ws */
     free(ws);
     for (uint32_t i = 0; bt && i < n_out; i++) free(bt[i].data);
     for (uint32_t i = 0; bt && i < n_in; i++) free(bt[2 * n_out + n_in + i].data);
@@ -653,10 +663,9 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     free(note.buf);
     note = (mxp__strbuf){0};
     const char *dev = q->device_name ? q->device_name : mxp__device_name(q->device.type);
-    if (timing_forbidden() || q->device.type != MXP_DEV_CPU || n == 1) {
-        const char *why = n == 1 ? "only one candidate accepts"
-                          : q->device.type != MXP_DEV_CPU ? "timing runs on the CPU only"
-                                                          : "timing forbidden by MXP_TUNE_NO_TIMING";
+    /* Any device: scratch, stream and completion come from tune_device.c. */
+    if (timing_forbidden() || n == 1) {
+        const char *why = n == 1 ? "only one candidate accepts" : "timing forbidden by MXP_TUNE_NO_TIMING";
         mxp__strbuf_addf(&note, "tune: not timed (%s, device %s): '%s' as auto", why, dev, refs[0]->entry->name);
         free(sig);
         if (out_note) *out_note = note.buf; else free(note.buf);
