@@ -91,5 +91,6 @@ int cu_reg_dropout(mxp_registrar *r);
 int cu_reg_dot(mxp_registrar *r);
 int cu_reg_batchnorm(mxp_registrar *r);
 int cu_reg_sum_n(mxp_registrar *r);
+int cu_reg_reduce(mxp_registrar *r);
 
 #endif /* OPS_CUDA_CU_COMMON_H */

@@ -17,7 +17,7 @@ static int cu_init(const mxp_plugin_init_args *a) {
     int (*const regs[])(mxp_registrar *) = {
         cu_reg_device, cu_reg_elemwise, cu_reg_copy, cu_reg_optim, cu_reg_fc, cu_reg_conv_cudnn,
         cu_reg_conv_direct, cu_reg_activation, cu_reg_pooling, cu_reg_softmax, cu_reg_dropout,
-        cu_reg_dot, cu_reg_batchnorm, cu_reg_sum_n,
+        cu_reg_dot, cu_reg_batchnorm, cu_reg_sum_n, cu_reg_reduce,
     };
     for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
         int rc = regs[i](&async_reg);
@@ -36,8 +36,8 @@ static void cu_fini(const mxp_plugin_fini_args *a) {
 static const mxp_plugin_desc cu_desc = {
     MXP_HEADER(mxp_plugin_desc), 1, 0, 0, "ops-cuda", "0.1.0",
     "The gpu device (CUDA runtime) and GPU implementations: CUDA elementwise, broadcast, copy and "
-    "optimizer kernels, Philox Dropout, BatchNorm, cuBLAS FullyConnected and dot, cuDNN Convolution/Pooling/softmax, "
-    "a direct CUDA Convolution",
+    "optimizer kernels, reductions and clip, ElementWiseSum, Philox Dropout, BatchNorm, cuBLAS FullyConnected and dot, "
+    "cuDNN Convolution/Pooling/softmax, a direct CUDA Convolution; ops complete asynchronously",
     "Apache-2.0", cu_init, cu_fini,
 };
 

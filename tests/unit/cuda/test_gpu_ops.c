@@ -275,6 +275,17 @@ static const opcase k_cases[] = {
      -2, 2, 1, 10, 1, 1e-6, 1e-5},
     {"SoftmaxOutput", KW("multi_output", "True", "normalization", "batch"), 2, {SH(2, 5, 3, 4), SH(2, 3, 4)}, -2, 2, 1,
      5, 1, 1e-6, 1e-5},
+    {"ElementWiseSum", KW("num_args", "3"), 3, {SH(4, 5), SH(4, 5), SH(4, 5)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
+    {"sum", KW("axis", "(1,)", "keepdims", "True"), 1, {SH(3, 4, 5)}, -2, 2, -1, 0, 0, 1e-5, 1e-5},
+    {"sum", KW(NULL), 1, {SH(3, 4, 5)}, -2, 2, -1, 0, 0, 1e-5, 1e-5},
+    {"mean", KW("axis", "(0, 2)"), 1, {SH(3, 4, 5)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
+    {"mean", KW("axis", "(1,)", "exclude", "True"), 1, {SH(3, 4, 5)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
+    {"max", KW("axis", "(0,)"), 1, {SH(6, 7)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
+    {"min", KW("axis", "(1,)"), 1, {SH(6, 7)}, -2, 2, -1, 0, 0, 1e-6, 1e-5},
+    {"prod", KW("axis", "(1,)"), 1, {SH(4, 3)}, 0.5, 2, -1, 0, 0, 1e-6, 1e-5},
+    {"norm", KW(NULL), 1, {SH(4, 6)}, -2, 2, -1, 0, 0, 1e-5, 1e-5},
+    {"norm", KW("ord", "1", "axis", "(1,)"), 1, {SH(4, 6)}, -2, 2, -1, 0, 0, 1e-5, 1e-5},
+    {"clip", KW("a_min", "-0.5", "a_max", "0.7"), 1, {SH(5, 7)}, -2, 2, -1, 0, 0, 0, 0},
 };
 
 Test(gpu_ops, every_op_matches_the_cpu_forward_and_backward) {
@@ -290,6 +301,11 @@ static const opcase k_convs[] = {
      2, {SH(2, 4, 11, 11), SH(6, 2, 3, 3)}, -1, 1, -1, 0, 0, 1e-4, 1e-4},
     {"Convolution", KW("kernel", "(5,5)", "num_filter", "8"), 3, {SH(3, 1, 12, 12), SH(8, 1, 5, 5), SH(8)}, -1, 1, -1,
      0, 0, 1e-4, 1e-4},
+    /* cuDNN's algorithms timed (cudnnFind); the direct impl ignores it. */
+    {"Convolution", KW("kernel", "(3,3)", "num_filter", "8", "pad", "(1,1)", "cudnn_tune", "fastest"), 3,
+     {SH(4, 3, 16, 16), SH(8, 3, 3, 3), SH(8)}, -1, 1, -1, 0, 0, 1e-4, 1e-4},
+    {"Convolution", KW("kernel", "(3,3)", "num_filter", "8", "cudnn_tune", "limited_workspace", "workspace", "1"), 3,
+     {SH(4, 3, 16, 16), SH(8, 3, 3, 3), SH(8)}, -1, 1, -1, 0, 0, 1e-4, 1e-4},
 };
 
 Test(gpu_ops, convolution_cudnn_and_direct_match_the_cpu) {
