@@ -191,6 +191,13 @@ int main(int argc, char **argv) {
     uint64_t seed = argc > 4 ? strtoull(argv[4], NULL, 10) : 1;
     mxp_symbol *sym;
     if (mxp_symbol_load_file(json, &sym)) die(json);
+    const char *dtype = getenv("BENCH_DTYPE"); /* bfloat16: as mxplug train --dtype bfloat16 */
+    if (dtype && !strcmp(dtype, "bfloat16")) {
+        mxp_symbol *amp = NULL;
+        if (mxp_symbol_amp_convert(sym, MXP_DTYPE_BF16, 0, NULL, &amp)) die("bfloat16 conversion");
+        mxp_symbol_release(sym);
+        sym = amp;
+    }
     /* Flat input if the net infers with (64, 784) (the MLP), else images. */
     const char *dn = "data";
     mxp_shape s;

@@ -21,14 +21,18 @@
 # it): each convolution layer gets the implementation timed fastest on its
 # own shapes, the counterpart of PyTorch's best settings; the tune cache
 # starts empty in a scratch directory, so tuning is part of the timed loop.
-# Env: BUILD (absolute build dir, set by make), EPOCHS, DATA, NETS ("lenet mlp"), SEED.
+# NET-bf16 (e.g. lenet-bf16): the same net in bfloat16 mixed precision,
+# mxplug as `train --dtype bfloat16` (BENCH_DTYPE=bfloat16) next to
+# PyTorch's torch.autocast("cpu", dtype=torch.bfloat16) (TORCH_AUTOCAST=bf16);
+# its line compares with the fp32 line of NET in the same run.
+# Env: BUILD (absolute build dir, set by make), EPOCHS, DATA, NETS ("lenet mlp lenet-bf16"), SEED.
 # Last lines, one per net:
 #   train <lenet|mlp> mxplug_sps=<x> torch_sps=<y> mxplug_acc=<a> torch_acc=<b>
 set -eu
 BUILD=${BUILD:?set BUILD to the build directory}
 EPOCHS=${EPOCHS:-10}
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
-NETS=${NETS:-lenet mlp}
+NETS=${NETS:-lenet mlp lenet-bf16}
 SEED=${SEED:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -44,11 +48,13 @@ export XDG_CACHE_HOME="$tmp/cache"
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
 echo "bench-train: $EPOCHS epochs, batch 64, SGD momentum 0.9 lr 0.01 (x0.1 from epoch 9), 2 threads, Convolution impl policy $MXP_IMPL_Convolution, data $DATA"
 for net in $NETS; do
-    json="$root/examples/$net/$net-symbol.json"
+    base=${net%-bf16} dt= ac=
+    [ "$base" = "$net" ] || { dt=bfloat16; ac=bf16; }
+    json="$root/examples/$base/$base-symbol.json"
     mkdir -p "$tmp/share-$net"
     export BENCH_SHARE_DIR="$tmp/share-$net"
-    MXP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$bin" "$json" "$DATA" "$EPOCHS" "$SEED" | tee "$tmp/$net.mx" | sed "s/^/$net: /"
-    THREADS=2 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/torch_train.py" "$net" "$DATA" "$EPOCHS" "$SEED" \
+    BENCH_DTYPE=$dt MXP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$bin" "$json" "$DATA" "$EPOCHS" "$SEED" | tee "$tmp/$net.mx" | sed "s/^/$net: /"
+    TORCH_AUTOCAST=$ac THREADS=2 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/torch_train.py" "$base" "$DATA" "$EPOCHS" "$SEED" \
         | tee "$tmp/$net.torch" | sed "s/^/$net: /"
     p=$(field mem_planned "$tmp/$net.mx"); n=$(field mem_naive "$tmp/$net.mx")
     awk -v p="$p" -v n="$n" -v net="$net" 'BEGIN { if (n > 0) printf "%s: training memory (batch 64, intermediates) planned %.2f MiB vs naive %.2f MiB (%.0f%%)\n", net, p/1048576, n/1048576, 100*p/n }'

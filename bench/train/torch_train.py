@@ -24,6 +24,7 @@ usage: torch_train.py lenet|mlp DATA_DIR EPOCHS [SEED]
 prints: torch <net> sps=<samples/s> acc=<test accuracy> time=<s> train_acc=<last epoch>
 """
 import gzip
+import contextlib
 import os
 import sys
 import time
@@ -120,6 +121,10 @@ def main():
         sys.exit("torch_train.py: %s/order.bin has %d sample indices, %d epochs need %d"
                  % (share, len(order), epochs, epochs * nb * bs))
     g = torch.Generator().manual_seed(seed)
+    # TORCH_AUTOCAST=bf16: PyTorch's own CPU mixed precision (bf16 conv and
+    # linear, fp32 weights and optimizer), the peer of mxplug's --dtype bfloat16.
+    bf16 = os.environ.get("TORCH_AUTOCAST") == "bf16"
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     model.train()
     t0 = time.perf_counter()
     for ep in range(epochs):
@@ -134,8 +139,9 @@ def main():
             i = perm[b * bs:(b + 1) * bs]
             x, y = xtr[i], ytr[i]
             opt.zero_grad(set_to_none=True)
-            out = model(x)
-            loss = lossf(out, y)
+            with autocast():
+                out = model(x)
+                loss = lossf(out, y)
             loss.backward()
             opt.step()
             correct += (out.argmax(1) == y).sum()
@@ -145,7 +151,8 @@ def main():
     with torch.no_grad():
         hit = 0
         for b in range(0, len(xte), 1000):
-            hit += (model(xte[b:b + 1000]).argmax(1) == yte[b:b + 1000]).sum().item()
+            with autocast():
+                hit += (model(xte[b:b + 1000]).argmax(1) == yte[b:b + 1000]).sum().item()
     print("torch %s sps=%.0f acc=%.4f time=%.1f train_acc=%.4f" % (name, epochs * nb * bs / t, hit / len(xte), t, train_acc))
 
 

@@ -68,6 +68,10 @@ static void usage(FILE *f) {
             "                      (repeatable; as MXP_IMPL_<OP>, checked at start)\n"
             "  --device DEV        cpu (default) or gpu:N: where parameters, gradients and\n"
             "                      the network's ops live (batches are copied in)\n"
+            "  --dtype T           float32 (default) or bfloat16: Convolution and\n"
+            "                      FullyConnected on bf16 activations and weights (amp_cast\n"
+            "                      around them), fp32 master weights, optimizer and the\n"
+            "                      other ops; kernel path by CPUID or MXP_BF16_KERNEL\n"
             "  --kv-store TYPE     local, device, dist_sync, dist_sync_device, dist_async:\n"
             "                      train through a KVStore; with dist_* start one process\n"
             "                      per worker under mpirun (each reads its shard, --batch-size\n"
@@ -131,6 +135,7 @@ int cmd_train(int argc, char **argv) {
     cli_rec_opts ro = {0};
     const char *kv_type = NULL;
     mxp_device dev = {MXP_DEV_CPU, 0};
+    const char *dtype_name = "float32";
     for (int i = 1; i < argc; i++) {
         int r;
         if (cli_is_help(argv[i])) {
@@ -167,6 +172,7 @@ int cmd_train(int argc, char **argv) {
         else if (OPT("--device")) {
             if (r < 0 || cli_device_parse(cmd, v, &dev)) return CLI_USAGE;
         }
+        else if (OPT("--dtype")) { if (r < 0) return CLI_USAGE; dtype_name = v; }
         else if (OPT("--epochs")) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_int(cmd, "--epochs", v, 1, 100000, &epochs)) return CLI_USAGE;
@@ -204,6 +210,8 @@ int cmd_train(int argc, char **argv) {
 #undef OPT
     }
     if (!net) return cli_usage_error(cmd, "--net FILE.json is required");
+    if (strcmp(dtype_name, "float32") && strcmp(dtype_name, "bfloat16"))
+        return cli_usage_error(cmd, "--dtype '%s': use float32 or bfloat16", dtype_name);
     if (!data) return cli_usage_error(cmd, "--data mnist:DIR is required");
     if (strcmp(opt, "sgd") && strcmp(opt, "adam"))
         return cli_usage_error(cmd, "--optimizer '%s': use sgd or adam", opt);
@@ -288,6 +296,15 @@ int cmd_train(int argc, char **argv) {
     if ((rc = mxp_symbol_load_file(net, &sym))) {
         cli_fail(rc, "loading net '%s'", net);
         goto done;
+    }
+    if (!strcmp(dtype_name, "bfloat16")) { /* mixed precision: amp_cast around Conv/FC */
+        mxp_symbol *amp = NULL;
+        if ((rc = mxp_symbol_amp_convert(sym, MXP_DTYPE_BF16, 0, NULL, &amp))) {
+            cli_fail(rc, "converting '%s' to bfloat16", net);
+            goto done;
+        }
+        mxp_symbol_release(sym);
+        sym = amp;
     }
     if (rec) {
         flat = 0;

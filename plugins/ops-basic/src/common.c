@@ -72,6 +72,18 @@ static uint16_t float_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
+/* A double to bfloat16, rounded once: (float)v rounds first, and when that
+ * lands exactly on a bf16 midpoint the true value is on one side of it, so
+ * the second rounding must go that way instead of to even. */
+static uint16_t double_to_bf16(double v) {
+    float f = (float)v;
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0xffffu) == 0x8000u && (x & 0x7f800000u) != 0x7f800000u && (double)f != v)
+        return (uint16_t)((x >> 16) + (fabs(v) > fabs((double)f) ? 1u : 0u));
+    return float_to_bf16(f);
+}
+
 double ob_load(const void *p, int32_t dtype) {
     switch (dtype) {
     case MXP_DTYPE_F32: return *(const float *)p;
@@ -111,7 +123,7 @@ void ob_store(void *p, int32_t dtype, double v) {
     case MXP_DTYPE_U16: SAT(uint16_t, 0, UINT16_MAX); break;
     case MXP_DTYPE_U32: SAT(uint32_t, 0, UINT32_MAX); break;
     case MXP_DTYPE_U64: SAT(uint64_t, 0, UINT64_MAX); break;
-    case MXP_DTYPE_BF16: *(uint16_t *)p = float_to_bf16((float)v); break;
+    case MXP_DTYPE_BF16: *(uint16_t *)p = double_to_bf16(v); break;
     default: break;
     }
 }
@@ -178,6 +190,17 @@ int ob_copy(const mxp_tensor *src, const mxp_tensor *dst, int req) {
         mxp_tensor_is_contiguous(dst)) {
         if (ob_base(src) != ob_base(dst)) memmove(ob_base(dst), ob_base(src), (size_t)n * es);
         return MXP_OK;
+    }
+    if (req != MXP_REQ_ADD && mxp_tensor_is_contiguous(src) && mxp_tensor_is_contiguous(dst) &&
+        ob_base(src) != ob_base(dst)) { /* the mixed-precision casts: vectorised */
+        if (src->dtype == MXP_DTYPE_F32 && dst->dtype == MXP_DTYPE_BF16) {
+            ob_f32_to_bf16_n(ob_base(src), ob_base(dst), n);
+            return MXP_OK;
+        }
+        if (src->dtype == MXP_DTYPE_BF16 && dst->dtype == MXP_DTYPE_F32) {
+            ob_bf16_to_f32_n(ob_base(src), ob_base(dst), n);
+            return MXP_OK;
+        }
     }
     ob_it a, b;
     ob_it_init(&a, src, 0);

@@ -73,6 +73,10 @@ static inline void ob_it_next(ob_it *it) {
 /* dst (in its own row-major order) = src (in its own row-major order);
  * numel must match; converts dtypes; req write/inplace/add/null. */
 int ob_copy(const mxp_tensor *src, const mxp_tensor *dst, int req);
+/* Contiguous float32 <-> bfloat16 of n elements (bf16_convert.c); src and
+ * dst must not overlap. */
+void ob_f32_to_bf16_n(const void *src, void *dst, int64_t n);
+void ob_bf16_to_f32_n(const void *src, void *dst, int64_t n);
 /* dst = v (write/inplace) or dst += v (add). */
 int ob_fill(const mxp_tensor *dst, double v, int req);
 

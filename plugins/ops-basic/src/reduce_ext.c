@@ -167,20 +167,21 @@ static int same_shape(mxp_infer_shape_args *a) {
     a->out[0] = a->in[0];
     return MXP_OK;
 }
+/* Both ways, as MXNet's elementwise shape: a weight's shape inferred by the
+ * op that reads the cast (Convolution) reaches the fp32 variable behind it. */
+static int amp_shape(mxp_infer_shape_args *a) {
+    if (!ob_shape_known(&a->in[0]) && ob_shape_known(&a->out[0])) a->in[0] = a->out[0];
+    return same_shape(a);
+}
 static int amp_type(mxp_infer_type_args *a) {
     const amp_param *p = a->params;
     a->out[0] = p->dtype;
     return a->in[0] < 0 ? MXP_EINCOMPLETE : MXP_OK;
 }
-static int copy_f(xop_io *io) {
-    memcpy(io->out[0].v, io->in[0].v, (size_t)io->in[0].n * sizeof(double));
-    return MXP_OK;
-}
-static int copy_b(xop_io *io) {
-    memcpy(io->ig[0].v, io->og[0].v, (size_t)io->og[0].n * sizeof(double));
-    return MXP_OK;
-}
-static const xop_info amp_info = {copy_f, copy_b};
+/* Straight dtype copies (ob_copy: vectorised between float32 and bfloat16,
+ * the mixed-precision training path), not through the float64 driver. */
+static int amp_fwd(const mxp_forward_args *a) { return ob_copy(&a->in[0], &a->out[0], a->req[0]); }
+static int amp_bwd(const mxp_backward_args *a) { return ob_copy(&a->out_grad[0], &a->in_grad[0], a->req[0]); }
 
 /* ---------------------------------------------------- _contrib_div_sqrt_dim */
 static int dsd_f(xop_io *io) {
@@ -262,7 +263,7 @@ static const mxp_op_def defs[] = {
       .output_names = mom_outputs, .infer_shape = mom_shape, .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA },
     { .hdr = MXP_HEADER(mxp_op_def), .name = "amp_cast", .doc = "Cast function between low precision float/FP32 used by AMP.",
       .params = amp_params, .n_params = NP_(amp_params), .params_size = sizeof(amp_param), .arg_names = data_arg,
-      .infer_shape = same_shape, .infer_type = amp_type, .backward_deps = MXP_BWD_OUT_GRAD },
+      .infer_shape = amp_shape, .infer_type = amp_type, .backward_deps = MXP_BWD_OUT_GRAD },
     { .hdr = MXP_HEADER(mxp_op_def), .name = "_contrib_div_sqrt_dim", .doc = "Rescale the input by the square root of the channel dimension.",
       .arg_names = data_arg, .infer_shape = same_shape, .backward_deps = MXP_BWD_OUT_GRAD },
     { .hdr = MXP_HEADER(mxp_op_def), .name = "_contrib_arange_like", .doc = "Return an array with evenly spaced values, shaped like the input.",
@@ -271,7 +272,7 @@ static const mxp_op_def defs[] = {
 };
 static const mxp_op_impl impls[] = {
     XOP_IMPL("nansum", nansum_info), XOP_IMPL("nanprod", nanprod_info), XOP_IMPL("moments", mom_info),
-    XOP_IMPL("amp_cast", amp_info), XOP_IMPL("_contrib_div_sqrt_dim", dsd_info),
+    OB_IMPL("amp_cast", amp_fwd, amp_bwd), XOP_IMPL("_contrib_div_sqrt_dim", dsd_info),
     XOP_IMPL("_contrib_arange_like", al_info),
 };
 

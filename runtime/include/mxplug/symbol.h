@@ -106,6 +106,22 @@ MXP_API int mxp_symbol_save_file(const mxp_symbol *sym, const char *path);
 MXP_API int mxp_symbol_load_json(const char *json, mxp_symbol **out);
 MXP_API int mxp_symbol_load_file(const char *path, mxp_symbol **out);
 
+/* ============================================================ mixed precision */
+
+/* Mixed precision, as MXNet's amp.convert_symbol: a copy of sym in which
+ * every node whose op is in ops[0..n_ops) (n_ops 0: Convolution and
+ * FullyConnected) reads its arguments through amp_cast(dtype=target) and
+ * every other consumer (and every head) reads its outputs through
+ * amp_cast(dtype=float32); two such ops in a row pass the low-precision
+ * value directly.  Variables keep their names and stay float32, so the
+ * weights bound to them are fp32 master copies whose gradients arrive as
+ * float32 through amp_cast's backward.  target: MXP_DTYPE_BF16 or
+ * MXP_DTYPE_F16.  Cast nodes are named "{entry}_{dtype}" (conv1_weight_bfloat16,
+ * conv1_output_float32).  out: new symbol; sym is not modified.
+ * Errors: MXP_EINVAL (target not a low-precision float, NULL op name). */
+MXP_API int mxp_symbol_amp_convert(const mxp_symbol *sym, int target, int n_ops, const char *const *ops,
+                                   mxp_symbol **out);
+
 /* ============================================================ inference */
 
 /* Shape inference, forward and backward to a fixpoint (ops may fill

@@ -12,7 +12,10 @@
  *               fp32 by shifts and two FMAs (any AVX-512F CPU);
  *   fp32        convert both operands to fp32 and call the fp32 GEMM
  *               (OpenBLAS sgemm through nn_gemm_par): any x86-64.
- * "auto" (the default) takes amx, else avx512bf16, else fp32.  A path the
+ * "auto" (the default) takes the first the CPU has in that order (avx512f
+ * before fp32: on a Sapphire-Rapids-class CPU without avx512_bf16 it ran
+ * LeNet's FC layers ~2x and its convolutions ~1.2-1.3x faster than widening
+ * to fp32 for OpenBLAS, CPU time measured side by side).  A path the
  * CPU lacks is never executed: forcing it fails with MXP_EUNSUPPORTED and a
  * message naming the missing feature.
  *

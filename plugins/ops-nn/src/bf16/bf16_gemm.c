@@ -5,8 +5,8 @@
  * NR = 32 columns; in a panel, row q holds for each column j the pair
  * (B[2q][j], B[2q+1][j]) as one 32-bit word (low half first), which is the
  * operand layout of VDPBF16PS and of AMX's TDPBF16PS ("VNNI" pairs).  The
- * number of pair rows KP is k/2 rounded up to a multiple of 16 (one AMX
- * tile); the padding is zero, so it adds nothing to a sum.  A is packed per
+ * number of pair rows KP is k/2 rounded up, and for AMX up to a multiple of
+ * 16 (one tile); the padding is zero, so it adds nothing to a sum.  A is packed per
  * panel of MR rows: pairs for the AVX-512 kernels (word [q][r]), plain rows
  * of 2·KP bf16 for AMX.  Every kernel writes an MR×NR fp32 tile that the
  * driver adds to or stores into C, clipped to m×n.
@@ -239,7 +239,8 @@ int nn_bf16_gemm(const mxp_op_ctx *ctx, int path, int ta, int tb, int64_t m, int
     if (!nn_bf16_path_available(path, &why))
         return NN_ERR(MXP_EUNSUPPORTED, "bf16 gemm: path %s: %s", nn_bf16_path_name(path), why);
     if (path == NN_BF16_FP32) return gemm_fp32(ctx, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
-    int64_t kp = ((k + 1) / 2 + 15) / 16 * 16, np = (n + NR - 1) / NR;
+    int64_t kp = (k + 1) / 2, np = (n + NR - 1) / NR;
+    if (path == NN_BF16_AMX) kp = (kp + 15) / 16 * 16; /* whole tiles of 16 pair rows */
     uint32_t *bp = nn_alloc((uint64_t)(np * kp * NR) * 4u);
     if (!bp) return NN_ERR(MXP_ENOMEM, "bf16 gemm: out of memory packing B (%lld x %lld)", (long long)k, (long long)n);
     pack_b(b, tb, ldb, k, n, kp, bp);

@@ -74,7 +74,10 @@ int nn_bf16_path_select(int *out_path) {
     pthread_once(&g_once, detect);
     const char *env = getenv("MXP_BF16_KERNEL");
     if (!env || !*env || !strcasecmp(env, "auto")) {
-        *out_path = g_avail[NN_BF16_AMX] ? NN_BF16_AMX : g_avail[NN_BF16_AVX512BF16] ? NN_BF16_AVX512BF16 : NN_BF16_FP32;
+        *out_path = g_avail[NN_BF16_AMX]          ? NN_BF16_AMX
+                    : g_avail[NN_BF16_AVX512BF16] ? NN_BF16_AVX512BF16
+                    : g_avail[NN_BF16_AVX512F]    ? NN_BF16_AVX512F
+                                                  : NN_BF16_FP32;
         return MXP_OK;
     }
     for (int p = 0; p < NN_BF16_N_PATHS; p++)

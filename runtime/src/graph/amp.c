@@ -1,0 +1,141 @@
+/* graph/amp.c — mixed-precision conversion of a symbol (MXNet's
+ * amp.convert_symbol for a list of low-precision ops): amp_cast nodes are
+ * inserted around the listed ops of a deep copy, so those ops run on
+ * bfloat16 (or float16) values while every other op, every variable and
+ * every head stays float32.  Not here: choosing kernels (ops pick impls by
+ * dtype) or loss scaling (bfloat16 has float32's exponent range).
+ * Invariant: the input symbol is never modified; each (entry, dtype) gets
+ * at most one cast node, shared by all its consumers. */
+#include "graph/graph.h"
+
+#include <mxplug/symbol.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cast_memo {
+    gnode *src;
+    int index, dtype;
+    gnode *cast; /* one reference held by the memo */
+} cast_memo;
+
+typedef struct amp_ctx {
+    int target, n_ops;
+    const char *const *ops;
+    gnode **order; /* op and variable nodes of the copy, post-order */
+    int n_order, cap_order;
+    cast_memo *memo;
+    int n_memo, cap_memo;
+    int mark;
+} amp_ctx;
+
+static const char *const g_default_ops[] = {"Convolution", "FullyConnected"};
+
+static int is_low(const amp_ctx *c, const gnode *n) {
+    if (!n->op) return 0;
+    for (int i = 0; i < c->n_ops; i++)
+        if (!strcmp(n->op, c->ops[i])) return 1;
+    return 0;
+}
+
+static int collect(amp_ctx *c, gnode *n) {
+    if (n->mark == c->mark) return MXP_OK;
+    n->mark = c->mark;
+    for (int i = 0; i < n->n_inputs; i++) {
+        int rc = collect(c, n->inputs[i].node);
+        if (rc) return rc;
+    }
+    if (c->n_order == c->cap_order) {
+        int cap = c->cap_order ? 2 * c->cap_order : 32;
+        gnode **o = realloc(c->order, (size_t)cap * sizeof *o);
+        if (!o) return mxp__error_oom("amp convert");
+        c->order = o;
+        c->cap_order = cap;
+    }
+    c->order[c->n_order++] = n;
+    return MXP_OK;
+}
+
+/* The entry (src, index) cast to dtype: an existing cast node or a new one. */
+static int cast_of(amp_ctx *c, gentry e, int dtype, gentry *out) {
+    for (int i = 0; i < c->n_memo; i++)
+        if (c->memo[i].src == e.node && c->memo[i].index == e.index && c->memo[i].dtype == dtype) {
+            *out = (gentry){c->memo[i].cast, 0, 0};
+            return MXP_OK;
+        }
+    if (c->n_memo == c->cap_memo) {
+        int cap = c->cap_memo ? 2 * c->cap_memo : 16;
+        cast_memo *m = realloc(c->memo, (size_t)cap * sizeof *m);
+        if (!m) return mxp__error_oom("amp convert");
+        c->memo = m;
+        c->cap_memo = cap;
+    }
+    char src[MXP_NAME_MAX * 2 + 2], name[MXP_NAME_MAX * 2 + 32];
+    mxp__entry_name(&e, src, sizeof src);
+    const char *dn = mxp_dtype_name(dtype);
+    snprintf(name, sizeof name, "%s_%s", src, dn);
+    const char *key = "dtype";
+    gnode *n = NULL;
+    int rc = mxp__gnode_op("amp_cast", name, 1, &key, &dn, &n);
+    if (rc) return mxp__error_prefix(rc, "amp convert: creating cast '%s'", name);
+    n->inputs = calloc(1, sizeof *n->inputs);
+    if (!n->inputs) {
+        mxp__gnode_release(n);
+        return mxp__error_oom("amp convert");
+    }
+    n->inputs[0] = e;
+    mxp__gnode_retain(e.node);
+    n->n_inputs = 1;
+    c->memo[c->n_memo++] = (cast_memo){e.node, e.index, dtype, n};
+    *out = (gentry){n, 0, 0};
+    return MXP_OK;
+}
+
+/* Replace *slot by its cast to dtype (the slot's reference moves). */
+static int recast(amp_ctx *c, gentry *slot, int dtype) {
+    gentry ce;
+    int rc = cast_of(c, *slot, dtype, &ce);
+    if (rc) return rc;
+    mxp__gnode_release(slot->node);
+    *slot = ce;
+    mxp__gnode_retain(ce.node);
+    return MXP_OK;
+}
+
+static int g_amp_mark = -1000000; /* distinct from symbol.c's marks (positive) */
+
+int mxp_symbol_amp_convert(const mxp_symbol *sym, int target, int n_ops, const char *const *ops, mxp_symbol **out) {
+    if (out) *out = NULL;
+    if (!sym || !out || n_ops < 0 || (n_ops && !ops)) return mxp__error(MXP_EMISUSE, "mxp_symbol_amp_convert: bad argument");
+    if (target != MXP_DTYPE_BF16 && target != MXP_DTYPE_F16)
+        return mxp__error(MXP_EINVAL, "amp convert: target dtype %s is not bfloat16 or float16", mxp_dtype_name(target));
+    for (int i = 0; i < n_ops; i++)
+        if (!ops[i]) return mxp__error(MXP_EINVAL, "amp convert: op name %d is NULL", i);
+    amp_ctx c = {.target = target, .n_ops = n_ops ? n_ops : 2, .ops = n_ops ? ops : g_default_ops};
+    mxp_symbol *copy = NULL;
+    int rc = mxp_symbol_copy(sym, &copy);
+    if (rc) return rc;
+    c.mark = __atomic_sub_fetch(&g_amp_mark, 1, __ATOMIC_RELAXED); /* the copy is private: any unique mark */
+    for (int i = 0; i < copy->n_out && !rc; i++) rc = collect(&c, copy->outs[i].node);
+    for (int k = 0; k < c.n_order && !rc; k++) {
+        gnode *n = c.order[k];
+        int low = is_low(&c, n);
+        for (int i = 0; i < n->n_inputs && !rc; i++) {
+            int from_low = is_low(&c, n->inputs[i].node);
+            if (low && i < n->n_args && !from_low) rc = recast(&c, &n->inputs[i], target);
+            else if ((!low || i >= n->n_args) && from_low) rc = recast(&c, &n->inputs[i], MXP_DTYPE_F32);
+        }
+    }
+    for (int i = 0; i < copy->n_out && !rc; i++)
+        if (is_low(&c, copy->outs[i].node)) rc = recast(&c, &copy->outs[i], MXP_DTYPE_F32);
+    for (int i = 0; i < c.n_memo; i++) mxp__gnode_release(c.memo[i].cast);
+    free(c.memo);
+    free(c.order);
+    if (rc) {
+        mxp_symbol_release(copy);
+        return rc;
+    }
+    *out = copy;
+    return MXP_OK;
+}
