@@ -75,6 +75,20 @@ int nn_bf16_gemm(const mxp_op_ctx *ctx, int path, int ta, int tb, int64_t m, int
                  const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int beta, float *c,
                  int64_t ldc);
 
+/* A packed once for several products (a convolution's weight, used by
+ * every sample): init packs op(A) (m×k) for `path`, gemm_apacked computes
+ * C = A·op(B) (beta 0) or C += A·op(B) (beta 1) with B k×n (n×k when tb).
+ * Errors: ENOMEM, EUNSUPPORTED (path unavailable). */
+typedef struct nn_bf16_apack {
+    int path;
+    int64_t m, k;
+    void *data;
+} nn_bf16_apack;
+int nn_bf16_apack_init(nn_bf16_apack *p, int path, int ta, int64_t m, int64_t k, const uint16_t *a, int64_t lda);
+void nn_bf16_apack_free(nn_bf16_apack *p);
+int nn_bf16_gemm_apacked(const mxp_op_ctx *ctx, const nn_bf16_apack *a, int tb, int64_t n, const uint16_t *b,
+                         int64_t ldb, int beta, float *c, int64_t ldc);
+
 /* Registration of the bf16 Convolution and FullyConnected impls (rank 512,
  * bfloat16 inputs only), called from pack.c. */
 int nn_register_bf16(mxp_registrar *r);

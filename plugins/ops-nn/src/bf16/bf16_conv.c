@@ -7,8 +7,9 @@
  *             dx = col2im(Wᵀ · dy_n)                      fp32, rounded once
  * Samples are split into chunks on ctx->parallel_for; each chunk keeps its
  * own fp32 partial dW/db, summed in chunk order afterwards, so the result
- * does not depend on the thread count.  Scratch comes from nn_alloc (the
- * host pool), not from a declared workspace. */
+ * does not depend on the thread count.  Each group's weight is packed once
+ * per call for the GEMM path in use (nn_bf16_apack).  Scratch comes from
+ * nn_alloc (the host pool), not from a declared workspace. */
 #include "bf16/bf16.h"
 #include "conv/conv.h"
 
@@ -83,6 +84,7 @@ typedef struct cjob {
     uint16_t *y, *dx;
     int32_t req_y, req_dx, want_dw, want_db;
     float *dw_part, *db_part;   /* [chunks][M*K], [chunks][M] */
+    nn_bf16_apack *wpack;       /* [G]: W_g (forward) or W_gᵀ (backward), packed once */
     atomic_int rc;
 } cjob;
 
@@ -102,8 +104,7 @@ static void fwd_chunk(void *arg, int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1 && col && y && !atomic_load(&j->rc); n++) {
         for (int64_t gi = 0; gi < g->G; gi++) {
             im2col_bf16(g, j->x + (n * g->C + gi * g->Cg) * g->H * g->W, col);
-            int rc = nn_bf16_gemm(NULL, j->path, 0, 0, g->Mg, g->P, g->K, j->w + gi * g->Mg * g->K, g->K, col, g->P, 0,
-                                  y + gi * g->Mg * g->P, g->P);
+            int rc = nn_bf16_gemm_apacked(NULL, &j->wpack[gi], 0, g->P, col, g->P, 0, y + gi * g->Mg * g->P, g->P);
             if (rc) {
                 fail(j, rc);
                 break;
@@ -132,7 +133,7 @@ static void bwd_chunk(void *arg, int64_t c0, int64_t c1) {
             const uint16_t *dyn = j->dy + n * g->M * g->P;
             if (j->dx) memset(dx, 0, (size_t)(g->C * g->H * g->W) * sizeof(float));
             for (int64_t gi = 0; gi < g->G; gi++) {
-                const uint16_t *dyg = dyn + gi * g->Mg * g->P, *wg = j->w + gi * g->Mg * g->K;
+                const uint16_t *dyg = dyn + gi * g->Mg * g->P;
                 int rc = MXP_OK;
                 if (j->want_dw) {
                     im2col_bf16(g, j->x + (n * g->C + gi * g->Cg) * g->H * g->W, col);
@@ -140,7 +141,7 @@ static void bwd_chunk(void *arg, int64_t c0, int64_t c1) {
                                       dw + gi * g->Mg * g->K, g->K);
                 }
                 if (!rc && j->dx) {
-                    rc = nn_bf16_gemm(NULL, j->path, 1, 0, g->K, g->P, g->Mg, wg, g->K, dyg, g->P, 0, dcol, g->P);
+                    rc = nn_bf16_gemm_apacked(NULL, &j->wpack[gi], 0, g->P, dyg, g->P, 0, dcol, g->P);
                     if (!rc) col2im_f32(g, dcol, dx + gi * g->Cg * g->H * g->W);
                 }
                 if (rc) {
@@ -161,6 +162,28 @@ static void bwd_chunk(void *arg, int64_t c0, int64_t c1) {
     nn_free(dcol);
 }
 
+/* Each group's weight packed once for all samples: W_g (Mg×K) for the
+ * forward product, W_gᵀ (K×Mg) for the data gradient. */
+static int pack_weights(cjob *j, int transposed) {
+    const conv_geom *g = &j->g;
+    j->wpack = calloc((size_t)g->G, sizeof *j->wpack);
+    if (!j->wpack) return NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory");
+    for (int64_t gi = 0; gi < g->G; gi++) {
+        const uint16_t *wg = j->w + gi * g->Mg * g->K;
+        int rc = transposed ? nn_bf16_apack_init(&j->wpack[gi], j->path, 1, g->K, g->Mg, wg, g->K)
+                            : nn_bf16_apack_init(&j->wpack[gi], j->path, 0, g->Mg, g->K, wg, g->K);
+        if (rc) return rc; /* free_weights releases what was packed */
+    }
+    return MXP_OK;
+}
+
+static void free_weights(cjob *j) {
+    if (!j->wpack) return;
+    for (int64_t gi = 0; gi < j->g.G; gi++) nn_bf16_apack_free(&j->wpack[gi]);
+    free(j->wpack);
+    j->wpack = NULL;
+}
+
 static int conv_forward(const mxp_forward_args *a) {
     int path, rc = check(a->in, a->n_in);
     if (!rc) rc = check(a->out, 1);
@@ -177,7 +200,12 @@ static int conv_forward(const mxp_forward_args *a) {
     j.y = nn_ptr(&a->out[0]);
     j.req_y = a->req[0];
     atomic_init(&j.rc, MXP_OK);
+    if ((rc = pack_weights(&j, 0)) != MXP_OK) {
+        free_weights(&j);
+        return rc;
+    }
     rc = nn_parallel(a->ctx, j.g.N, 1, fwd_chunk, &j);
+    free_weights(&j);
     return rc ? rc : atomic_load(&j.rc);
 }
 
@@ -206,7 +234,13 @@ static int conv_backward(const mxp_backward_args *a) {
     if (!j.dw_part) return NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory for weight gradients");
     memset(j.dw_part, 0, (size_t)(j.chunks * (g->M * g->K + g->M)) * sizeof(float));
     j.db_part = j.dw_part + j.chunks * g->M * g->K;
+    if (j.dx && (rc = pack_weights(&j, 1)) != MXP_OK) {
+        free_weights(&j);
+        nn_free(j.dw_part);
+        return rc;
+    }
     rc = nn_parallel(a->ctx, j.chunks, 1, bwd_chunk, &j);
+    free_weights(&j);
     if (!rc) rc = atomic_load(&j.rc);
     for (int64_t c = 1; c < j.chunks && !rc; c++) { /* chunk order: thread-count independent */
         for (int64_t i = 0; i < g->M * g->K; i++) j.dw_part[i] += j.dw_part[c * g->M * g->K + i];

@@ -179,6 +179,7 @@ typedef struct gjob {
     int path, ta, tb, beta, mr;
     int64_t m, n, k, kp, lda, ldc;
     const uint16_t *a;
+    const void *apacked; /* all row panels of A packed, or NULL */
     const uint32_t *bp;
     float *c;
     atomic_int rc;
@@ -187,15 +188,16 @@ typedef struct gjob {
 static void run_panels(void *arg, int64_t p0, int64_t p1) {
     gjob *j = arg;
     int64_t np = (j->n + NR - 1) / NR;
-    void *ap = nn_alloc((uint64_t)j->kp * (uint64_t)j->mr * 4u);
+    void *own = j->apacked ? NULL : nn_alloc((uint64_t)j->kp * (uint64_t)j->mr * 4u), *ap = own;
     float tile[MR_AMX * NR];
-    if (!ap) {
+    if (!j->apacked && !own) {
         atomic_store(&j->rc, MXP_ENOMEM);
         return;
     }
     for (int64_t rp = p0; rp < p1; rp++) {
         int64_t i0 = rp * j->mr, rows = j->m - i0 < j->mr ? j->m - i0 : j->mr;
-        if (j->path == NN_BF16_AMX) pack_a_rows(j->a, j->ta, j->lda, j->m, j->k, j->kp, i0, ap);
+        if (j->apacked) ap = (char *)j->apacked + (size_t)(rp * j->kp * j->mr) * 4u;
+        else if (j->path == NN_BF16_AMX) pack_a_rows(j->a, j->ta, j->lda, j->m, j->k, j->kp, i0, ap);
         else pack_a_pairs(j->a, j->ta, j->lda, j->m, j->k, j->kp, i0, ap);
         for (int64_t p = 0; p < np; p++) {
             const uint32_t *bp = j->bp + p * j->kp * NR;
@@ -211,7 +213,7 @@ static void run_panels(void *arg, int64_t p0, int64_t p1) {
             }
         }
     }
-    nn_free(ap);
+    nn_free(own);
 }
 
 static int gemm_fp32(const mxp_op_ctx *ctx, int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a,
@@ -227,25 +229,20 @@ static int gemm_fp32(const mxp_op_ctx *ctx, int ta, int tb, int64_t m, int64_t n
     return rc;
 }
 
-int nn_bf16_gemm(const mxp_op_ctx *ctx, int path, int ta, int tb, int64_t m, int64_t n, int64_t k,
-                 const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int beta, float *c,
-                 int64_t ldc) {
-    if (m <= 0 || n <= 0) return MXP_OK;
-    if (k <= 0) {
-        if (!beta) for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
-        return MXP_OK;
-    }
-    const char *why = NULL;
-    if (!nn_bf16_path_available(path, &why))
-        return NN_ERR(MXP_EUNSUPPORTED, "bf16 gemm: path %s: %s", nn_bf16_path_name(path), why);
-    if (path == NN_BF16_FP32) return gemm_fp32(ctx, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
-    int64_t kp = (k + 1) / 2, np = (n + NR - 1) / NR;
-    if (path == NN_BF16_AMX) kp = (kp + 15) / 16 * 16; /* whole tiles of 16 pair rows */
+static int64_t pair_rows(int path, int64_t k) {
+    int64_t kp = (k + 1) / 2;
+    return path == NN_BF16_AMX ? (kp + 15) / 16 * 16 : kp; /* AMX: whole tiles of 16 pair rows */
+}
+
+static int gemm_packed_paths(const mxp_op_ctx *ctx, int path, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                             const uint16_t *a, int64_t lda, const void *apacked, const uint16_t *b, int64_t ldb,
+                             int beta, float *c, int64_t ldc) {
+    int64_t kp = pair_rows(path, k), np = (n + NR - 1) / NR;
     uint32_t *bp = nn_alloc((uint64_t)(np * kp * NR) * 4u);
     if (!bp) return NN_ERR(MXP_ENOMEM, "bf16 gemm: out of memory packing B (%lld x %lld)", (long long)k, (long long)n);
     pack_b(b, tb, ldb, k, n, kp, bp);
     gjob j = {.path = path, .ta = ta, .tb = tb, .beta = beta, .mr = path == NN_BF16_AMX ? MR_AMX : MR_AVX,
-              .m = m, .n = n, .k = k, .kp = kp, .lda = lda, .ldc = ldc, .a = a, .bp = bp, .c = c};
+              .m = m, .n = n, .k = k, .kp = kp, .lda = lda, .ldc = ldc, .a = a, .apacked = apacked, .bp = bp, .c = c};
     atomic_init(&j.rc, MXP_OK);
     int64_t panels = (m + j.mr - 1) / j.mr;
     double flops_per_panel = 2.0 * (double)j.mr * (double)(np * NR) * (double)(2 * kp);
@@ -255,4 +252,78 @@ int nn_bf16_gemm(const mxp_op_ctx *ctx, int path, int ta, int tb, int64_t m, int
     if (rc) return rc;
     rc = atomic_load(&j.rc);
     return rc ? NN_ERR(rc, "bf16 gemm: out of memory packing A") : MXP_OK;
+}
+
+static int trivial(int64_t m, int64_t n, int64_t k, int beta, float *c, int64_t ldc) {
+    if (m <= 0 || n <= 0) return 1;
+    if (k > 0) return 0;
+    if (!beta) for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+    return 1;
+}
+
+static int check_path(int path) {
+    const char *why = NULL;
+    if (!nn_bf16_path_available(path, &why))
+        return NN_ERR(MXP_EUNSUPPORTED, "bf16 gemm: path %s: %s", nn_bf16_path_name(path), why);
+    return MXP_OK;
+}
+
+int nn_bf16_gemm(const mxp_op_ctx *ctx, int path, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                 const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int beta, float *c,
+                 int64_t ldc) {
+    if (trivial(m, n, k, beta, c, ldc)) return MXP_OK;
+    int rc = check_path(path);
+    if (rc) return rc;
+    if (path == NN_BF16_FP32) return gemm_fp32(ctx, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return gemm_packed_paths(ctx, path, ta, tb, m, n, k, a, lda, NULL, b, ldb, beta, c, ldc);
+}
+
+/* ------------------------------------------------------------ packed A */
+int nn_bf16_apack_init(nn_bf16_apack *p, int path, int ta, int64_t m, int64_t k, const uint16_t *a, int64_t lda) {
+    memset(p, 0, sizeof *p);
+    int rc = check_path(path);
+    if (rc) return rc;
+    p->path = path;
+    p->m = m;
+    p->k = k;
+    if (path == NN_BF16_FP32) { /* A widened to fp32, row-major m×k */
+        float *f = nn_alloc((uint64_t)(m * k) * sizeof(float) + 64);
+        if (!f) return NN_ERR(MXP_ENOMEM, "bf16 gemm: out of memory widening A (%lld x %lld)", (long long)m, (long long)k);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t q = 0; q < k; q++) f[i * k + q] = nn_bf16_to_f32(at(a, ta, lda, i, q));
+        p->data = f;
+        return MXP_OK;
+    }
+    int mr = path == NN_BF16_AMX ? MR_AMX : MR_AVX;
+    int64_t kp = pair_rows(path, k), panels = (m + mr - 1) / mr;
+    void *d = nn_alloc((uint64_t)(panels * kp * mr) * 4u);
+    if (!d) return NN_ERR(MXP_ENOMEM, "bf16 gemm: out of memory packing A (%lld x %lld)", (long long)m, (long long)k);
+    for (int64_t rp = 0; rp < panels; rp++) {
+        void *dst = (char *)d + (size_t)(rp * kp * mr) * 4u;
+        if (path == NN_BF16_AMX) pack_a_rows(a, ta, lda, m, k, kp, rp * mr, dst);
+        else pack_a_pairs(a, ta, lda, m, k, kp, rp * mr, dst);
+    }
+    p->data = d;
+    return MXP_OK;
+}
+
+void nn_bf16_apack_free(nn_bf16_apack *p) {
+    if (!p) return;
+    nn_free(p->data);
+    p->data = NULL;
+}
+
+int nn_bf16_gemm_apacked(const mxp_op_ctx *ctx, const nn_bf16_apack *a, int tb, int64_t n, const uint16_t *b,
+                         int64_t ldb, int beta, float *c, int64_t ldc) {
+    int64_t m = a->m, k = a->k;
+    if (trivial(m, n, k, beta, c, ldc)) return MXP_OK;
+    if (a->path != NN_BF16_FP32)
+        return gemm_packed_paths(ctx, a->path, 0, tb, m, n, k, NULL, 0, a->data, b, ldb, beta, c, ldc);
+    int64_t br = tb ? n : k, bc = tb ? k : n;
+    float *bf = nn_alloc((uint64_t)(br * bc) * sizeof(float) + 64);
+    if (!bf) return NN_ERR(MXP_ENOMEM, "bf16 gemm: out of memory for %lld fp32 values", (long long)(br * bc));
+    for (int64_t r = 0; r < br; r++) nn_bf16_widen(b + r * ldb, bf + r * bc, bc);
+    int rc = nn_gemm_par(ctx, MXP_DTYPE_F32, 0, tb, m, n, k, 1.0, a->data, k, bf, bc, beta ? 1.0 : 0.0, c, ldc);
+    nn_free(bf);
+    return rc;
 }
