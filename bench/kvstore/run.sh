@@ -1,7 +1,9 @@
 #!/bin/sh
 # bench/kvstore/run.sh — `make bench-kvstore`: dist_sync pushpull against a raw
-# MPI_Allreduce of the same bytes (2 ranks, one host, TCP on loopback), one
-# LeNet parameter set as a step, and LeNet training with 1 and 2 workers.
+# MPI_Allreduce of the same bytes (2 ranks, one host, TCP on loopback) for
+# small arrays (4 KiB, 64 KiB: latency-bound) and large ones (4, 16, 64 MiB:
+# bandwidth-bound), one LeNet parameter set as a step, and LeNet training
+# with 1 and 2 workers.
 # Closing lines (the format other tools parse):
 #   kvstore pushpull_<size> mxplug_gbps=<x> mpi_gbps=<y>
 #   kvstore train_lenet workers=2 sps=<x> single_sps=<y>
@@ -24,12 +26,14 @@ MPI="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none --mca btl s
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" | head -1; }
 echo "bench-kvstore: 2 ranks on $(hostname) ($(nproc) cores), TCP loopback, median of $REPS"
 lines=""
-for mib in 4 16 64; do
-    kv=$($MPI "$BIN" pushpull $mib "$REPS")
-    raw=$($MPI "$BIN" raw $mib "$REPS")
+# label:MiB:repetitions (small arrays are cheap: more repetitions)
+for case in 4KiB:0.00390625:$((REPS * 20)) 64KiB:0.0625:$((REPS * 10)) 4MiB:4:$REPS 16MiB:16:$REPS 64MiB:64:$REPS; do
+    label=${case%%:*}; rest=${case#*:}; mib=${rest%%:*}; reps=${rest#*:}
+    kv=$($MPI "$BIN" pushpull "$mib" "$reps")
+    raw=$($MPI "$BIN" raw "$mib" "$reps")
     echo "  $kv"; echo "  $raw"
     lines="$lines
-kvstore pushpull_${mib}MiB mxplug_gbps=$(echo "$kv" | field gbps) mpi_gbps=$(echo "$raw" | field gbps)"
+kvstore pushpull_${label} mxplug_gbps=$(echo "$kv" | field gbps) mpi_gbps=$(echo "$raw" | field gbps)"
 done
 step=$($MPI "$BIN" lenet $((REPS * 5)))
 echo "  $step  (one LeNet step: 8 keys pushed and pulled)"

@@ -17,6 +17,16 @@ typedef struct kvd_comm {
     int bucket_cap;
     void *scratch;           /* fusion buffer + receive space              */
     size_t scratch_bytes;
+    /* dist_sync's cached key set (comm.c): the keys agreed together last
+     * time, small enough to ride along with the negotiation. */
+    int *cache;              /* dense key indices, ascending               */
+    int64_t *cache_bytes;    /* [n_cache] bytes of each                    */
+    int n_cache, cap_cache;
+    int64_t cache_total;     /* bytes of all of them                       */
+    int idle_cycles;         /* cycles in a row where no rank had work     */
+    int misses;              /* cycles in a row that carried it in vain    */
+    uint64_t *cand;          /* the last agreed key bitmap (a candidate)   */
+    int cand_words, cand_cap;
     MPI_Comm ps;             /* dist_async requests and replies            */
     MPI_Comm workers;        /* dist_async: the workers only (barrier)     */
 } kvd_comm;

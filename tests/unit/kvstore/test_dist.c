@@ -153,6 +153,23 @@ static int worker_sums(FILE *out) {
         for (int k = 0; k < N_INT_KEYS; k++) mxp_ndarray_release(vals[k][0]), mxp_ndarray_release(vals[k][1]);
         for (int dev = 0; dev < 2; dev++) mxp_ndarray_release(dv[dev]), mxp_ndarray_release(iv[dev]);
     }
+    /* One small key pushed alone again and again: after two rounds its sum
+     * rides along with the negotiation (comm.c's cached key set); the sums
+     * must stay exact. */
+    for (int round = 0; round < 8; round++) {
+        mxp_ndarray *g = warr(int_sizes[2], MXP_DTYPE_F32);
+        float *d = wdata(g);
+        for (int64_t i = 0; i < int_sizes[2]; i++) d[i] = fval(me, 70, 0, round, i);
+        WOK(mxp_kvstore_pushpull(kv, 1, &ikeys[2], &g, &g, 0));
+        const float *got = wdata(g);
+        for (int64_t i = 0; i < int_sizes[2]; i++) {
+            float exact = fval(0, 70, 0, round, i);
+            for (int r = 1; r < n; r++) exact += fval(r, 70, 0, round, i);
+            WCHECK(got[i] == exact, "repeated key, round %d [%lld]: %.9g, expected exactly %.9g", round, (long long)i,
+                   got[i], exact);
+        }
+        mxp_ndarray_release(g);
+    }
     /* SGD on every worker from identical sums: weights stay bit-identical. */
     const char *ok[] = {"learning_rate", "momentum", "wd", "rescale_grad"};
     const char *ov[] = {"0.05", "0.9", "0.001", "0.5"};
