@@ -274,6 +274,9 @@ _DECLS = {
     "mxp_kvstore_save_optimizer_states": (c_int, [_HP, c_char_p]),
     "mxp_kvstore_load_optimizer_states": (c_int, [_HP, c_char_p]),
     "mxp_kvstore_barrier": (c_int, [_HP]),
+    "mxp_kvstore_is_server": (c_int, [_HP]),
+    "mxp_kvstore_updates_on_servers": (c_int, [_HP]),
+    "mxp_kvstore_run_server": (c_int, [_HP]),
 }
 
 _OPTIONAL_PREFIXES = ("mxp_autograd_", "mxp_kvstore_")

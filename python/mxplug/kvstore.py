@@ -1,5 +1,10 @@
-"""kvstore — mx.kv: create(type) and KVStore (init / push / pull / barrier /
-set_optimizer) over the runtime's KVStore front end (<mxplug/kvstore.h>).
+"""kvstore — mx.kv: create(type) and KVStore (init / push / pull / pushpull /
+barrier / set_optimizer) over the runtime's KVStore front end
+(<mxplug/kvstore.h>).
+
+dist_async: on a server rank (the last MXP_KV_NUM_SERVERS ranks of the
+mpirun job) create() serves until every worker has finished and then ends
+the process, as MXNet's server processes do; workers get a KVStore.
 
 Keys are ints or strings (one call uses one kind); a list of arrays for
 one key is summed, as MXNet's per-device lists.  When the loaded
@@ -73,6 +78,16 @@ class KVStore:
             raise MXNetError("pull: out is required")
         self._call(lib.mxp_kvstore_pull, lib.mxp_kvstore_pull_str, key, out, int(priority))
 
+    def pushpull(self, key, value, out=None, priority=0):
+        self.push(key, value, priority)
+        self.pull(key, value if out is None else out, priority)
+
+    @property
+    def updates_on_servers(self):
+        """True when the servers run the optimizer (dist_async): push
+        gradients, pull weights."""
+        return bool(_lib.has("mxp_kvstore_updates_on_servers") and lib.mxp_kvstore_updates_on_servers(self._h))
+
     def set_optimizer(self, optimizer):
         keys = list(optimizer.kwargs)
         vals = [repr(float(optimizer.kwargs[k])) for k in keys]
@@ -96,4 +111,14 @@ def create(name="local"):
         raise MXNetError("mx.kv.create: this libmxplug (%s) has no KVStore front end" % _lib.path)
     out = ctypes.c_void_p()
     check(lib.mxp_kvstore_create(c_str(name), 0, None, None, ctypes.byref(out)))
+    if _lib.has("mxp_kvstore_is_server") and lib.mxp_kvstore_is_server(out.value):
+        import os
+        import sys
+        rc = lib.mxp_kvstore_run_server(out.value)
+        if rc:
+            sys.stderr.write("mx.kv: %s server: %s\n" % (name, py_str(lib.mxp_last_error())))
+            sys.stderr.flush()
+            os._exit(1)  # freeing the store would wait for the workers
+        lib.mxp_kvstore_free(out.value)
+        sys.exit(0)
     return KVStore(out.value)

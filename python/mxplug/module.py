@@ -8,6 +8,16 @@ size.  Parameters are the arguments other than data and labels, in
 list_arguments order, which is also the optimizer's index (as MXNet's).
 rescale_grad defaults to 1/batch_size as in MXNet's Module.  CPU contexts;
 a list of contexts (data parallelism) is refused.
+
+kvstore (init_optimizer / fit): "local" and "device" change nothing with
+one context.  A dist store ("dist_sync", "dist_async" or a KVStore from
+mx.kv.create), one process per worker under mpirun: every parameter becomes
+a key (worker 0's initial values win).  With dist_sync each gradient is
+summed over the workers before this module's optimizer updates
+(rescale_grad 1/(batch * workers)); with dist_async the optimizer is sent
+to the servers, update() pushes the gradients and pulls the weights
+(rescale_grad 1/batch).  Give each worker its own part of the data, as
+with MXNet (MNISTIter(num_parts=kv.num_workers, part_index=kv.rank)).
 """
 import logging
 import time
@@ -15,6 +25,7 @@ import time
 import numpy as np
 
 from . import initializer as init_mod
+from . import kvstore as kvs_mod
 from . import metric as metric_mod
 from . import model as model_mod
 from . import ndarray as nd
@@ -57,6 +68,7 @@ class Module:
         self.logger = logger
         self.binded = self.params_initialized = self.optimizer_initialized = False
         self._exec = None
+        self._kv = None
         self._arg_params = self._aux_params = None
         self._optimizer = None
         self.for_training = False
@@ -150,17 +162,37 @@ class Module:
                        force_init=False):
         if self.optimizer_initialized and not force_init:
             return
+        if not (self.binded and self.params_initialized):
+            raise MXNetError("Module: bind and init_params before init_optimizer")
+        kv = None
+        if isinstance(kvstore, kvs_mod.KVStore):
+            kv = kvstore
+        elif isinstance(kvstore, str) and kvstore.startswith("dist"):
+            kv = kvs_mod.create(kvstore)
+        elif kvstore not in (None, "local", "device"):
+            raise MXNetError("Module: kvstore %r: expected local, device, a dist_* type or a KVStore" % (kvstore,))
+        if kv is not None and not kv.type.startswith("dist"):
+            kv = None  # a local store of one context sums nothing
+        on_servers = kv is not None and kv.updates_on_servers
         params = dict(optimizer_params)
         if isinstance(optimizer, str):
-            params.setdefault("rescale_grad", 1.0 / max(self._batch, 1))
+            workers = kv.num_workers if kv is not None and not on_servers else 1
+            params.setdefault("rescale_grad", 1.0 / max(self._batch * workers, 1))
             idx2name = dict(enumerate(self._param_names))
             optimizer = opt_mod.create(optimizer, param_idx2name=idx2name, **params)
         else:
             optimizer.set_param_names(dict(enumerate(self._param_names)))
         self._optimizer = optimizer
+        if kv is not None:
+            names = [n for n in self._param_names if n not in self._fixed]
+            arrays = [self._exec.arg_dict[n] for n in names]
+            kv.init(names, arrays)
+            kv.pull(names, out=arrays)
+            if on_servers:
+                kv.set_optimizer(optimizer)
+        self._kv = kv
+        self._kv_on_servers = on_servers
         self.optimizer_initialized = True
-        if kvstore not in (None, "local", "device"):
-            self.logger.warning("Module: kvstore %r ignored (a single context)", kvstore)
 
     # ------------------------------------------------------------ steps
     def _feed(self, data_batch):
@@ -197,9 +229,18 @@ class Module:
         if not self.optimizer_initialized:
             raise MXNetError("Module: call init_optimizer() before update()")
         grads = self._exec.grad_dict
+        kv = self._kv
         for i, name in enumerate(self._param_names):
             g = grads.get(name)
-            if g is not None:
+            if g is None or (kv is not None and name in self._fixed):
+                continue
+            if kv is None:
+                self._optimizer.update(i, self._exec.arg_dict[name], g, name=name)
+            elif self._kv_on_servers:  # dist_async: the servers update
+                kv.push(name, g, priority=-i)
+                kv.pull(name, out=self._exec.arg_dict[name], priority=-i)
+            else:  # dist_sync: the sum over workers, then this worker's update
+                kv.pushpull(name, g, priority=-i)
                 self._optimizer.update(i, self._exec.arg_dict[name], g, name=name)
 
     def get_outputs(self, merge_multi_context=True):

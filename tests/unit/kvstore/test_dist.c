@@ -344,7 +344,7 @@ static int worker_async(FILE *out) {
  * server from a thread while it serves. */
 static void *stop_later(void *arg) {
     (void)arg;
-    struct timespec ts = {1, 500000000L};
+    struct timespec ts = {0, 500000000L};
     nanosleep(&ts, NULL);
     raise(SIGSTOP);
     return NULL;
