@@ -324,7 +324,10 @@ int cmd_train(int argc, char **argv) {
         cli_fail(rc, "placing the module on %s", cli_device_str(dev, dn, sizeof dn));
         goto done;
     }
-    if (load_epoch >= 0 && (rc = mxp_module_load_checkpoint(mod, prefix, (int)load_epoch, 1))) {
+    /* dist_async: the optimizer states live on the servers, which start
+     * from zero states; the parameters resume. */
+    int load_states = !(kv && mxp_kvstore_updates_on_servers(kv));
+    if (load_epoch >= 0 && (rc = mxp_module_load_checkpoint(mod, prefix, (int)load_epoch, load_states))) {
         cli_fail(rc, "resuming from '%s' epoch %lld", prefix, load_epoch);
         goto done;
     }
