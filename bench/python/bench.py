@@ -2,7 +2,10 @@
 
 1. Imperative op overhead: a 1-element `c = a + b` in a Python loop
    (mxplug NDArray, PyTorch eager tensor, numpy array), microseconds per op,
-   mxplug's loop waiting once at the end (work is asynchronous).
+   mxplug's loop waiting once at the end (work is asynchronous); the wall
+   time is the closing line's, the calling thread's CPU time is printed
+   beside it (on a loaded machine the wall time includes waiting for a
+   core, for mxplug's engine workers too).
 2. LeNet trained with Gluon + autograd, imperative and hybridized, against
    the same PyTorch loop: same architecture, same initial weights (copied
    from the Gluon net), same Fashion-MNIST batches, SGD momentum 0.9,
@@ -40,37 +43,40 @@ torch.set_flush_denormal(True)  # mxplug's engine threads run with flush-to-zero
 D = "/usr/share/datasets/fashion-mnist/"
 
 
+# Each returns (wall us per op, CPU us per op of the calling thread): on a
+# loaded machine the wall time also holds what other processes took, and
+# for mxplug what its engine worker threads waited for a core.
 def op_overhead_mxplug(n):
     a, b = mx.nd.ones((1,)), mx.nd.ones((1,))
     for _ in range(100):
         c = a + b
     mx.nd.waitall()
-    t = time.perf_counter()
+    t, c0 = time.perf_counter(), time.thread_time()
     for _ in range(n):
         c = a + b
     c.wait_to_read()
     mx.nd.waitall()
-    return (time.perf_counter() - t) / n * 1e6
+    return (time.perf_counter() - t) / n * 1e6, (time.thread_time() - c0) / n * 1e6
 
 
 def op_overhead_torch(n):
     a, b = torch.ones(1), torch.ones(1)
     for _ in range(100):
         c = a + b
-    t = time.perf_counter()
+    t, c0 = time.perf_counter(), time.thread_time()
     for _ in range(n):
         c = a + b
     del c
-    return (time.perf_counter() - t) / n * 1e6
+    return (time.perf_counter() - t) / n * 1e6, (time.thread_time() - c0) / n * 1e6
 
 
 def op_overhead_numpy(n):
     a, b = np.ones(1, np.float32), np.ones(1, np.float32)
-    t = time.perf_counter()
+    t, c0 = time.perf_counter(), time.thread_time()
     for _ in range(n):
         c = a + b
     del c
-    return (time.perf_counter() - t) / n * 1e6
+    return (time.perf_counter() - t) / n * 1e6, (time.thread_time() - c0) / n * 1e6
 
 
 def batches(n):
@@ -168,7 +174,9 @@ def main():
         ops["torch"].append(op_overhead_torch(OPS))
         ops["numpy"].append(op_overhead_numpy(OPS))
     for k, v in ops.items():
-        print("op_overhead %s rounds_us=%s" % (k, " ".join("%.2f" % x for x in v)))
+        print("op_overhead %s rounds_us=%s calling_thread_cpu_us=%s" % (
+            k, " ".join("%.2f" % x[0] for x in v), " ".join("%.2f" % x[1] for x in v)))
+    ops = {k: [x[0] for x in v] for k, v in ops.items()}
     data = batches(WARMUP + STEPS)
     mx.random.seed(1)
     ref = gluon_lenet()

@@ -6,6 +6,11 @@
 # PyTorch runs with OMP_WAIT_POLICY=passive unless the environment sets it
 # (as bench/train: on a shared, loaded machine libgomp's spinning threads
 # made PyTorch's LeNet step several times slower).
+# mxplug runs with MXP_IMPL_Convolution=tune (unless the environment sets
+# it), as bench/train and the CLI numbers it is compared with: each
+# convolution layer gets the implementation timed fastest on its own
+# shapes, the tune cache starting empty in a scratch directory (tuning is
+# in the warm-up steps).
 # Env: BUILD (absolute build dir, set by make); BENCH_PY_* (bench.py).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +19,10 @@ export MXP_MANIFEST="$BUILD/plugins/manifest.yaml" MXPLUG_LIBRARY="$BUILD/lib/li
 unset MXP_PLUGIN_PATH MXP_PACKS || true
 export MXP_NUM_THREADS="${MXP_NUM_THREADS:-2}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+export MXP_IMPL_Convolution="${MXP_IMPL_Convolution:-tune}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export XDG_CACHE_HOME="$tmp/cache"
 "$BUILD/bench/python" 100000
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench/python: needs python3-torch" >&2; exit 1; }
-exec /usr/bin/python3 "$here/bench.py"
+/usr/bin/python3 "$here/bench.py"
