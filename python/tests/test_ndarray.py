@@ -148,3 +148,25 @@ def test_ndarray_lifetime_does_not_leak():
     grown = sum(s.size_diff for s in snap1.compare_to(snap0, "filename"))
     assert grown < 64 * 1024, "Python memory grew by %d bytes over 10,000 arrays" % grown
     assert in_use() <= base, "runtime storage in use grew from %d to %d bytes" % (base, in_use())
+
+
+def test_repeated_calls_with_changing_parameters_and_shapes():
+    # Op kwargs are converted once per distinct (op, values) in Python and
+    # the runtime caches a prepared node per signature: a changed value,
+    # a value of another type that compares equal (True == 1) or another
+    # shape must never reuse what an earlier call prepared.
+    x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    a = mx.nd.array(x)
+    for hi in (1.0, 2.0, 1.0, 0.5):
+        np.testing.assert_allclose(mx.nd.clip(a, a_min=-1.0, a_max=hi).asnumpy(), np.clip(x, -1.0, hi))
+    np.testing.assert_allclose(mx.nd.sum(a, axis=1, keepdims=True).asnumpy(), x.sum(axis=1, keepdims=True),
+                               atol=1e-5)
+    np.testing.assert_allclose(mx.nd.sum(a, axis=1).asnumpy(), x.sum(axis=1), atol=1e-5)
+    with pytest.raises(mx.MXNetError, match="cannot parse 'True'"):  # "True", not a cached "1"
+        mx.nd.sum(a, axis=True)
+    np.testing.assert_allclose(mx.nd.sum(a, axis=0).asnumpy(), x.sum(axis=0), atol=1e-5)
+    for shape in ((3, 4), (4, 3), (3, 4), (12,)):
+        y = np.arange(12, dtype=np.float32).reshape(shape)
+        np.testing.assert_array_equal((mx.nd.array(y) + mx.nd.array(y)).asnumpy(), y + y)
+    b = mx.nd.array(np.ones((1, 4), np.float32))
+    np.testing.assert_allclose((a + b).asnumpy(), x + 1)  # broadcast_add after elemwise_add of (3, 4)
