@@ -27,5 +27,6 @@
 #include <mxplug/kvstore.h>  /* KVStore: push/pull, local and distributed */
 #include <mxplug/autograd.h> /* imperative autograd: record, backward      */
 #include <mxplug/fileio.h>   /* regular-file reads, atomic writes, checked sizes */
+#include <mxplug/profiler.h> /* Chrome-trace profiles, per-op tables    */
 
 #endif /* MXPLUG_H */

@@ -62,12 +62,37 @@ has "$TMP/out" "accuracy=$val "
 has "$TMP/out" "samples=10000"
 has "$TMP/out" "cross-entropy="
 
-# resume from epoch 1: trains epoch 2 only, writes the epoch-2 checkpoint
+# resume from epoch 1: trains epoch 2 only, writes the epoch-2 checkpoint;
+# --profile / --profile-summary: a Chrome trace whose op events the table
+# counts (the sums themselves: tests/unit/profiler), lanes named after the
+# engine workers and the iterator's prefetch thread.
 run 0 "$MXPLUG" train --net "$NET" --data "mnist:$DATA" --epochs 2 --seed 3 --model-prefix "$TMP/mlp" \
-    --load-epoch 1
+    --load-epoch 1 --profile "$TMP/trace.json" --profile-summary
 has "$TMP/out" "epoch 2/2"
 hasnt "$TMP/out" "epoch 1/2"
 [ -s "$TMP/mlp-0002.params" ] || fail "resumed run wrote no mlp-0002.params"
+has "$TMP/out" "profile written to $TMP/trace.json"
+$PY - "$TMP/trace.json" "$TMP/out" <<'PYEOF' || fail "--profile trace and --profile-summary table disagree"
+import json, re, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+lanes = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+assert any(n.startswith("cpu(0) worker") for n in lanes.values()), lanes
+assert any(n == "MNISTIter prefetch" for n in lanes.values()), lanes
+ops = [e for e in ev if e.get("cat") == "op"]
+calls = {}
+for e in ops:
+    assert e["tid"] in lanes and e["dur"] >= 0, e
+    k = (e["name"], e["args"]["impl"])
+    calls[k] = calls.get(k, 0) + 1
+# 937 batches of 64: each of the 3 FullyConnected nodes runs backward once
+# per training batch.
+assert calls[("_backward_FullyConnected", "default")] >= 2 * 937, calls
+rows = {}
+for l in open(sys.argv[2]):
+    m = re.match(r"^(\S+)\s+(\S+)\s+(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+$", l)
+    if m: rows[(m.group(1), m.group(2))] = int(m.group(3))
+assert rows == calls, (rows, calls)
+PYEOF
 
 # --- .npy inputs written with the standard library ----------------------------
 $PY - "$DATA" "$TMP" <<'EOF'
@@ -94,7 +119,13 @@ with open(tmp + "/labels.txt", "w") as f:
 EOF
 
 # --- predict -----------------------------------------------------------------
-run 0 "$MXPLUG" predict --model "$TMP/mlp" --epoch 1 --input "$TMP/x_f32.npy" --output "$TMP/y_f32.npy" --top 3
+# (under MXP_PROFILE: the trace is written when the process exits)
+run 0 env MXP_PROFILE="$TMP/predict-%p.json" "$MXPLUG" predict --model "$TMP/mlp" --epoch 1 --input "$TMP/x_f32.npy" \
+    --output "$TMP/y_f32.npy" --top 3
+ls "$TMP"/predict-*.json >/dev/null 2>&1 || fail "MXP_PROFILE wrote no trace"
+$PY -c 'import json, sys; ev = json.load(open(sys.argv[1]))["traceEvents"]
+assert [e["name"] for e in ev if e.get("cat") == "op" and e["args"]["node"] == "fc1"] == ["FullyConnected"], ev' \
+    "$TMP"/predict-*.json || fail "MXP_PROFILE trace of predict: want one fc1 forward"
 has "$TMP/out" "8 samples"
 [ "$(grep -c '^[0-9]*:  [0-9]* (' "$TMP/out")" -eq 8 ] || fail "expected 8 per-sample lines"
 cp "$TMP/out" "$TMP/pred_f32.txt"

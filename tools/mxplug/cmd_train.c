@@ -61,6 +61,11 @@ static void usage(FILE *f) {
             "  --flat | --no-flat  force (N,784) / (N,1,28,28) input (default: inferred)\n"
             "  --no-progress       no live progress bar even on a terminal\n"
             "  --stats             at the end, calls and time per implementation\n"
+            "  --profile FILE      write a Chrome-trace JSON of the training (chrome://tracing,\n"
+            "                      ui.perfetto.dev): ops per engine worker, queue waits,\n"
+            "                      copies, memory, data loading; other ranks: FILE.rankN\n"
+            "  --profile-summary   at the end, the per-op table (calls, total/mean/min/max\n"
+            "                      ms, %% of wall time per op and implementation)\n"
             "  --frequent N        without a terminal: a Speedometer line every N batches\n"
             "                      (default 50; also every 10 s; 0: none)\n"
             "  --impl OP=POLICY    implementation of an op for this run, e.g.\n"
@@ -122,6 +127,32 @@ static int prefix_overwrites_net(const char *prefix, const char *net) {
     return strcmp(a, b) == 0;
 }
 
+/* --profile FILE (rank r > 0 of several: FILE.rankR) and --profile-summary. */
+static int profile_report(FILE *out, const char *file, int summary, int rank, int workers) {
+    int st = CLI_OK, rc;
+    if (file) {
+        char path[4096];
+        if (workers > 1 && rank > 0) snprintf(path, sizeof path, "%s.rank%d", file, rank);
+        else snprintf(path, sizeof path, "%s", file);
+        if ((rc = mxp_profiler_dump_file(path))) {
+            cli_fail(rc, "writing the profile");
+            st = CLI_FAIL;
+        } else {
+            fprintf(out, "train: profile written to %s (open it in chrome://tracing or ui.perfetto.dev)\n", path);
+        }
+    }
+    if (summary) {
+        char *table = NULL;
+        if ((rc = mxp_profiler_dumps(0, &table))) {
+            cli_fail(rc, "the profile table");
+            return CLI_FAIL;
+        }
+        fputs(table, out);
+        mxp_free(table);
+    }
+    return st;
+}
+
 int cmd_train(int argc, char **argv) {
     const char *cmd = "train";
     const char *net = NULL, *data = NULL, *opt = "sgd", *prefix = NULL, *v;
@@ -130,7 +161,8 @@ int cmd_train(int argc, char **argv) {
     double lr = NAN, momentum = 0.9, wd = 0;
     const char *impls[32];
     int n_impl = 0;
-    int stats = 0;
+    int stats = 0, profile_summary = 0;
+    const char *profile = NULL;
     int flat = -1, live = -1, allow_nan = 0;
     cli_rec_opts ro = {0};
     const char *kv_type = NULL;
@@ -147,6 +179,8 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-flat")) flat = 0;
         else if (!strcmp(argv[i], "--no-progress")) live = 0;
         else if (!strcmp(argv[i], "--stats")) stats = 1;
+        else if (!strcmp(argv[i], "--profile-summary")) profile_summary = 1;
+        else if (OPT("--profile")) { if (r < 0) return CLI_USAGE; profile = v; }
         else if (!strcmp(argv[i], "--allow-nan")) allow_nan = 1;
         else if (!strcmp(argv[i], "--rand-crop")) ro.rand_crop = 1;
         else if (!strcmp(argv[i], "--rand-mirror")) ro.rand_mirror = 1;
@@ -376,8 +410,20 @@ int cmd_train(int argc, char **argv) {
     }
     fflush(out);
     progress_epoch_begin(&ctx.prog);
+    if ((profile || profile_summary) && (rc = mxp_profiler_start())) {
+        cli_fail(rc, "starting the profiler");
+        goto done;
+    }
     rc = mxp_module_fit(mod, train, val, &fo);
     progress_clear(&ctx.prog);
+    if (profile || profile_summary) {
+        mxp_engine_wait_for_all();
+        mxp_profiler_stop();
+        if (profile_report(out, profile, profile_summary, rank, workers) != CLI_OK && !rc) {
+            st = CLI_FAIL;
+            goto done;
+        }
+    }
     if (rc) {
         /* The runtime says which epoch, batch and iterator; the files are
          * known only here. */

@@ -492,6 +492,7 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     b->lane = l;
     b->eng = e;
     b->naive_done = NULL;
+    b->prof_ready = 0;
     atomic_store_explicit(&b->wait, o->n_const + o->n_mutate + 1, memory_order_relaxed);
     gate_enter();
     atomic_fetch_add_explicit(&e->pushed, 1, memory_order_relaxed);

@@ -90,6 +90,7 @@ struct eng_blk {
     atomic_int *naive_done;  /* naive engine: set when an async run completes */
     void *arg;           /* what the function gets: the opr's arg, or a push's own */
     mxp_engine_free_fn release; /* per-push arg's release (push_op_arg), or NULL */
+    int64_t prof_ready;  /* profiler: when the wait counter reached 0 (ns), 0 when not profiling */
 };
 
 struct eng_opr {

@@ -16,6 +16,7 @@
  * thread-budget slot (parallel.h) only while they have work.
  * Not here: the var state machine (var.c), the public API (engine.c). */
 #include "engine_impl.h"
+#include "profiler/profiler.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -231,6 +232,7 @@ static void run_inline(eng_blk *b, eng_engine *e) {
 
 void mxp__eng_blk_decr(eng_blk *b, eng_engine *e) {
     if (atomic_fetch_sub_explicit(&b->wait, 1, memory_order_acq_rel) != 1) return;
+    if (mxp__prof_on(MXP__PROF_API)) b->prof_ready = mxp__prof_now(); /* the one check per op when off */
     if (b->opr->kind != ENG_KIND_USER || e->type == ENGINE_NAIVE) {
         run_inline(b, e);
         return;
@@ -288,17 +290,24 @@ void mxp__eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx) {
             return;
         }
     }
+    int64_t t_ready = b->prof_ready, t_run = t_ready ? mxp__prof_now() : 0;
     tl_depth++;
     if (o->sync_fn) {
         mxp__error_clear();
         int rc = o->sync_fn(b->arg, ctx);
         if (rc != MXP_OK) set_failure(b, rc, mxp_last_error());
         tl_depth--;
+        if (t_ready) mxp__prof_engine(o->name, o->lane_kind == LANE_COPY, t_ready, t_run, mxp__prof_now());
         mxp__eng_blk_complete(b, e);
     } else {
+        /* The op may complete (and be freed) inside async_fn: keep its name. */
+        char name[48] = "";
+        if (t_ready) snprintf(name, sizeof name, "%s", o->name);
+        int copy = o->lane_kind == LANE_COPY;
         mxp_engine_callback cb = {async_done, b};
         o->async_fn(b->arg, ctx, cb);
         tl_depth--;
+        if (t_ready) mxp__prof_engine(name, copy, t_ready, t_run, mxp__prof_now());
     }
 }
 
@@ -360,6 +369,9 @@ static void *worker_main(void *p) {
     mxp__parallel_set_ftz();
     mxp__engine_run_worker_init();
     mxp_run_ctx ctx = {sizeof(mxp_run_ctx), l->dev, NULL, l->worker_base + wa.idx, 0};
+    static const char *const lane_names[LANE_COUNT] = {"worker", "priority worker", "copy worker"};
+    mxp__prof_thread_name("%s(%d) %s %d", l->dev.type == MXP_DEV_CPU ? "cpu" : l->dev.type == MXP_DEV_GPU ? "gpu" : "device",
+                          (int)l->dev.id, lane_names[l->kind], wa.idx);
     const mxp__engine_device_hooks *hooks = mxp__engine_device_hooks_for(l->dev.type);
     if (hooks && hooks->stream_create) {
         void *stream = NULL;

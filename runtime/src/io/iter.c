@@ -35,6 +35,7 @@
 
 #include "ndarray/ndarray.h"
 #include "plugin/plugin.h"
+#include "profiler/profiler.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -121,7 +122,9 @@ static int fill(mxp_iter *it, int s, int *out_has) {
     a.index = sl->index;
     a.index_capacity = (uint32_t)it->batch;
     mxp__error_clear();
+    int64_t t0 = mxp__prof_on(MXP__PROF_IO) ? mxp__prof_now() : 0;
     int rc = it->def->next(&a);
+    if (t0) mxp__prof_span("io", "iter next", it->name, t0, mxp__prof_now());
     if (rc != MXP_OK) {
         const char *m = mxp_last_error();
         if (m && *m) return mxp__error_prefix(rc, "iterator '%s': next", it->name);
@@ -148,6 +151,7 @@ static int fill(mxp_iter *it, int s, int *out_has) {
 
 static void *prefetch_main(void *arg) {
     mxp_iter *it = arg;
+    mxp__prof_thread_name("%.24s prefetch", it->name);
     pthread_mutex_lock(&it->mu);
     for (;;) {
         while (!it->quit && (it->paused || it->eof || it->err || it->used >= it->n_slots))
@@ -560,7 +564,9 @@ int mxp_iter_next(mxp_iter *it, int *out_has_batch) {
         it->held = 0;
         pthread_cond_broadcast(&it->cv_prod);
     }
+    int64_t t_wait = it->used == 0 && mxp__prof_on(MXP__PROF_IO) ? mxp__prof_now() : 0;
     while (it->used == 0 && !it->eof && !it->err) pthread_cond_wait(&it->cv_cons, &it->mu);
+    if (t_wait) mxp__prof_span("io", "iter wait", it->name, t_wait, mxp__prof_now());
     int rc = MXP_OK;
     if (it->used > 0) {
         it->held = 1;

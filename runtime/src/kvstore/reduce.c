@@ -14,6 +14,7 @@
 #include "kvstore/kvstore_impl.h"
 
 #include "ndarray/ndarray.h"
+#include "profiler/profiler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,7 +139,24 @@ typedef struct transport_arg {
     char *skey;
     int64_t shape[MXP_MAX_NDIM];
     mxp_tensor t;
+    int64_t prof_t0;             /* profiler: when the transport got the key */
+    mxp_engine_callback prof_cb; /* profiler: the engine's completion, called after recording */
 } transport_arg;
+
+/* The transport's completion while profiling: a span on the "kvstore"
+ * track from the hand-off to here, then the engine's completion. */
+static void transport_done_profiled(void *token, int32_t status, const char *message) {
+    transport_arg *a = token;
+    char name[64], detail[64];
+    const char *what = a->kind == MXP__KV_PUSH ? "push" : a->kind == MXP__KV_PULL ? "pull" : "pushpull";
+    if (a->is_str) snprintf(name, sizeof name, "%s '%s'", what, a->skey);
+    else snprintf(name, sizeof name, "%s %lld", what, (long long)a->ikey);
+    snprintf(detail, sizeof detail, "%s, %llu bytes%s", a->def->name,
+             (unsigned long long)mxp_tensor_numel(&a->t) * mxp_dtype_size(a->t.dtype), status ? ", failed" : "");
+    mxp__prof_async("kvstore", name, detail, a->prof_t0, mxp__prof_now());
+    mxp_engine_callback cb = a->prof_cb; /* a is freed inside done */
+    cb.done(cb.token, status, message);
+}
 
 static void free_transport(void *arg) {
     transport_arg *a = arg;
@@ -163,6 +181,12 @@ static void run_transport(void *arg, const mxp_run_ctx *ctx, mxp_engine_callback
     ka.outs = &a->t;
     ka.complete = (mxp_complete_fn)cb.done;
     ka.complete_token = cb.token;
+    if (mxp__prof_on(MXP__PROF_IO)) {
+        a->prof_t0 = mxp__prof_now();
+        a->prof_cb = cb;
+        ka.complete = transport_done_profiled;
+        ka.complete_token = a;
+    }
     int (*call)(mxp_kv_args *) = a->kind == MXP__KV_PUSH ? a->def->push
                                  : a->kind == MXP__KV_PULL ? a->def->pull
                                                            : a->def->pushpull;

@@ -10,6 +10,7 @@
  * Devices whose memory the host cannot touch are written through the copy
  * registry: fill builds the pattern in host memory and copies it over. */
 #include "ndarray_impl.h"
+#include "profiler/profiler.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -228,7 +229,11 @@ typedef struct copy_arg {
 static int copy_fn(void *arg, const mxp_run_ctx *rctx) {
     copy_arg *c = arg;
     if (!c->bytes) return MXP_OK;
-    return c->fn(c->ctx, c->dst, c->dst_dev, c->src, c->src_dev, c->bytes, rctx);
+    if (!mxp__prof_on(MXP__PROF_API)) return c->fn(c->ctx, c->dst, c->dst_dev, c->src, c->src_dev, c->bytes, rctx);
+    int64_t t0 = mxp__prof_now();
+    int rc = c->fn(c->ctx, c->dst, c->dst_dev, c->src, c->src_dev, c->bytes, rctx);
+    mxp__prof_copy(c->bytes, c->src_dev.type, c->src_dev.id, c->dst_dev.type, c->dst_dev.id, t0, mxp__prof_now());
+    return rc;
 }
 
 /* Push a copy op.  src_var NULL: source is host memory owned by the caller

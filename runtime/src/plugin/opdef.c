@@ -12,6 +12,7 @@
 #include "plugin/opdef.h"
 
 #include "engine/parallel.h"
+#include "profiler/profiler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -496,6 +497,9 @@ int mxp__inst_run(const mxp__inst *in, const mxp__run *r, mxp_op_ctx *c) {
     atomic_fetch_add_explicit(&e->nanos[k],
                               (unsigned long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)),
                               memory_order_relaxed);
+    if (mxp__prof_on(MXP__PROF_OPS))
+        mxp__prof_op(in->ref->def->name, r->backward, r->label, e->name, r->t, n_in, n_out, n_aux,
+                     t0.tv_sec * 1000000000LL + t0.tv_nsec, t1.tv_sec * 1000000000LL + t1.tv_nsec);
     if (rc != MXP_OK) {
         if (rc > 0) rc = MXP_EPLUGIN;
         if (!mxp_last_error()[0])

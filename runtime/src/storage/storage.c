@@ -17,6 +17,7 @@
  * Not here: engine-ordered freeing (ndarray frees through the engine),
  * cross-device copies (ndarray/copy.c), shared memory. */
 #include "storage.h"
+#include "profiler/profiler.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -262,7 +263,9 @@ int mxp__storage_alloc(mxp_device dev, size_t bytes, mxp_storage_block *out) {
         p->st.bytes_in_use += cls;
         if (p->st.bytes_in_use > p->st.bytes_peak) p->st.bytes_peak = p->st.bytes_in_use;
         p->st.n_hits++;
+        uint64_t in_use = p->st.bytes_in_use, pooled = p->st.bytes_pooled;
         pthread_mutex_unlock(&p->mu);
+        if (mxp__prof_on(MXP__PROF_MEMORY)) mxp__prof_memory(dev.type, dev.id, in_use, pooled);
         return MXP_OK;
     }
     p->st.n_misses++;
@@ -298,7 +301,9 @@ int mxp__storage_alloc(mxp_device dev, size_t bytes, mxp_storage_block *out) {
     }
     p->st.bytes_in_use += cls;
     if (p->st.bytes_in_use > p->st.bytes_peak) p->st.bytes_peak = p->st.bytes_in_use;
+    uint64_t in_use = p->st.bytes_in_use, pooled = p->st.bytes_pooled;
     pthread_mutex_unlock(&p->mu);
+    if (mxp__prof_on(MXP__PROF_MEMORY)) mxp__prof_memory(dev.type, dev.id, in_use, pooled);
     out->ptr = ptr;
     out->size = cls;
     return MXP_OK;
@@ -331,7 +336,9 @@ void mxp__storage_free(const mxp_storage_block *block) {
         }
     }
     if (!cached) p->st.n_releases++;
+    uint64_t in_use = p->st.bytes_in_use, pooled = p->st.bytes_pooled;
     pthread_mutex_unlock(&p->mu);
+    if (mxp__prof_on(MXP__PROF_MEMORY)) mxp__prof_memory(block->dev.type, block->dev.id, in_use, pooled);
     if (!cached) be->free(be->ctx, block->dev.id, block->ptr, cls);
 }
 
