@@ -6,7 +6,8 @@
 # (28-5+1 = 24, /2 = 12, 12-5+1 = 8, /2 = 4, 50*4*4 = 800);
 # --show-params adds the learned variables; -o .svg runs Graphviz; without
 # Graphviz on PATH the .dot still comes out and the exit status says the
-# picture was not drawn; bad input fails with a clear message.
+# picture was not drawn; --plan draws the memory plan; bad input fails
+# with a clear message.
 . "$(dirname "$0")/lib/common.sh"
 export MXP_MANIFEST="$BUILD/plugins/manifest.yaml"
 NET="$ROOT/examples/lenet/lenet-symbol.json"
@@ -61,6 +62,32 @@ has "$TMP/err" "$TMP/nodot/net.dot"
 [ -s "$TMP/nodot/net.dot" ] || fail "no .dot written without Graphviz"
 [ ! -e "$TMP/nodot/net.png" ] || fail "a .png appeared without Graphviz"
 [ -z "$(ls "$TMP/nodot" | grep tmp || true)" ] || fail "temporary left behind"
+
+# --plan: LeNet's memory plan as an SVG written by mxplug (no Graphviz): a
+# well-formed document with one bar per planned value (LeNet at batch 2 has
+# 11 ops; its outputs except the loss head and their gradients are planned,
+# at least 16 values), the planned and naive totals in the title and on
+# stdout, planned below naive.
+run 0 env PATH="$TMP/nodot" "$MXPLUG" viz "$NET" --plan --shape data=2,1,28,28 -o "$TMP/plan.svg"
+has "$TMP/out" "planned"
+python3 - "$TMP/plan.svg" "$TMP/out" <<'PYEOF' || fail "viz --plan picture"
+import re, sys
+import xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+bars = [g for g in root.iter(ns + "g") if g.find(ns + "title") is not None and g.find(ns + "rect") is not None]
+assert len(bars) >= 16, len(bars)
+assert any(b.find(ns + "title").text.startswith("conv1_output:") for b in bars)
+assert any(b.find(ns + "title").text.startswith("grad of fc1_output:") for b in bars)
+title = "".join(t.text or "" for t in root.iter(ns + "text"))
+assert "planned" in title and "naive" in title, title
+m = re.search(r"planned (\d+) bytes in \d+ blocks, naive (\d+) bytes", open(sys.argv[2]).read())
+assert m and 0 < int(m.group(1)) < int(m.group(2)), open(sys.argv[2]).read()
+PYEOF
+run 2 "$MXPLUG" viz "$NET" --plan
+has "$TMP/err" "--shape"
+run 2 "$MXPLUG" viz "$NET" --plan --shape data=2,1,28,28 -o "$TMP/plan.png"
+has "$TMP/err" ".svg"
 
 # Bad input.
 run 1 "$MXPLUG" viz "$TMP/missing.json"

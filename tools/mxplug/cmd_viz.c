@@ -16,6 +16,7 @@
  * (curves.c).  Every output file is written atomically
  * (mxp_file_write_atomic): a failed render leaves no partial picture. */
 #include "cli.h"
+#include "viz_plan.h"
 
 #include <jansson.h>
 
@@ -32,6 +33,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mxplug viz NET.json [--shape NAME=D1,D2,...]... [-o FILE] [--show-params]\n"
+            "       mxplug viz NET.json --plan --shape NAME=D1,D2,... [-o FILE.svg]\n"
             "\n"
             "Draw the network NET.json (MXNet symbol JSON) as MXNet's plot_network does:\n"
             "one box per op, edges labelled with inferred shapes (without the batch dim).\n"
@@ -42,6 +44,9 @@ static void usage(FILE *f) {
             "                     drawn by Graphviz's 'dot' (Debian package graphviz).\n"
             "                     Without -o the DOT text goes to stdout.\n"
             "  --show-params      also draw weights, biases and other learned variables\n"
+            "  --plan             draw the executor's memory plan instead (bound for training\n"
+            "                     with the --shape inputs): storage blocks over the steps,\n"
+            "                     planned vs naive bytes; an SVG written by mxplug\n"
             "\n"
             "Without Graphviz, a picture cannot be drawn: the DOT text is written beside it\n"
             "(FILE.dot) and the command exits 1, saying so.\n");
@@ -50,7 +55,7 @@ static void usage(FILE *f) {
 /* ------------------------------------------------------------ options */
 typedef struct viz_opts {
     const char *net, *out;
-    int show_params;
+    int show_params, plan;
     int n_shapes;
     const char *shape_names[VIZ_MAX_SHAPES];
     char shape_name_buf[VIZ_MAX_SHAPES][128];
@@ -97,6 +102,8 @@ static int parse_args(int argc, char **argv, viz_opts *o) {
             return -1;
         } else if (strcmp(a, "--show-params") == 0) {
             o->show_params = 1;
+        } else if (strcmp(a, "--plan") == 0) {
+            o->plan = 1;
         } else if (strcmp(a, "--shape") == 0 || strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             if (i + 1 >= argc) return cli_usage_error("viz", "%s needs a value", a);
             const char *v = argv[++i];
@@ -499,6 +506,7 @@ int cmd_viz(int argc, char **argv) {
     if (prc < 0) return CLI_OK;
     if (prc) return prc;
 
+    if (o.plan) return viz_plan(o.net, o.n_shapes, o.shape_names, o.shapes, o.out);
     const char *ext = o.out ? extension(o.out) : NULL;
     int render = 0;
     if (o.out) {

@@ -86,6 +86,18 @@ MXP_API int mxp_executor_set_monitor(mxp_executor *ex, mxp_monitor_fn fn, void *
  * separately would take.  Any pointer may be NULL. */
 MXP_API int mxp_executor_memory(const mxp_executor *ex, uint64_t *out_planned, uint64_t *out_naive);
 
+/* The memory plan as JSON, for drawing it (`mxplug viz --plan`):
+ *   {"planned_bytes": N, "naive_bytes": N, "n_forward_steps": K,
+ *    "steps": ["conv1 (Convolution)", ..., "conv1 (_backward_Convolution)", ...],
+ *    "blocks": [{"bytes": N, "dtype": "float32"}, ...],
+ *    "values": [{"name": "conv1_output", "kind": "out"|"grad", "block": B,
+ *                "bytes": N, "first": S, "last": S}, ...]}
+ * Values are the planned (internal) ones; first/last are the steps that
+ * write the value first and read it last (indices into "steps").
+ * out: NUL-terminated, free with mxp_free.  Returns MXP_OK, MXP_EMISUSE,
+ * MXP_ENOMEM. */
+MXP_API int mxp_executor_memory_plan_json(const mxp_executor *ex, char **out);
+
 /* Wait for pending work, release everything.  NULL is a no-op. */
 MXP_API void mxp_executor_free(mxp_executor *ex);
 
