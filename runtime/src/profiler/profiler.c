@@ -177,6 +177,18 @@ static const char *dev_type_name(int32_t type) {
     }
 }
 
+/* Decimal digits of v at p (no snprintf: this runs per op while profiling). */
+static char *put_u64(char *p, uint64_t v) {
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) *p++ = tmp[--n];
+    return p;
+}
+
 /* "[64,1,28,28]" appended at p (< end); returns the new end of text. */
 static char *put_shape(char *p, char *end, const mxp_tensor *t) {
     if (p >= end - 1) return p;
@@ -187,7 +199,8 @@ static char *put_shape(char *p, char *end, const mxp_tensor *t) {
     }
     *p++ = '[';
     for (int d = 0; d < t->ndim && p < end - 24; d++) {
-        p += snprintf(p, (size_t)(end - p), d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        if (d) *p++ = ',';
+        p = put_u64(p, t->shape[d] > 0 ? (uint64_t)t->shape[d] : 0);
     }
     if (p < end - 1) *p++ = ']';
     *p = '\0';
@@ -197,8 +210,15 @@ static char *put_shape(char *p, char *end, const mxp_tensor *t) {
 /* "; LABEL[..] [..]" (no "; " at the start of the text). */
 static char *put_group(char *start, char *p, char *end, const char *label, const mxp_tensor *t, uint32_t n,
                        uint64_t *bytes) {
-    if (!n || p >= end - 8) return p;
-    p += snprintf(p, (size_t)(end - p), "%s%s", p == start ? "" : "; ", label);
+    size_t ll = strlen(label);
+    if (!n || p + ll + 8 >= end) return p;
+    if (p != start) {
+        *p++ = ';';
+        *p++ = ' ';
+    }
+    memcpy(p, label, ll);
+    p += ll;
+    *p = '\0';
     for (uint32_t i = 0; i < n && p < end - 2; i++) {
         if (i) *p++ = ' ';
         p = put_shape(p, end, &t[i]);
