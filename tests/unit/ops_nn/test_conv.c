@@ -1,4 +1,4 @@
-/* test_conv.c — Convolution impls (gemm, direct, winograd) against an
+/* test_conv.c — Convolution impls (gemm, direct, winograd, pointwise) against an
  * independent float64 plain-loop reference: forward, backward (data,
  * weight, bias), req add, shape inference (weight/bias filled, EINCOMPLETE
  * vs ESHAPE), float64 finite differences for gemm, and how many random
@@ -142,17 +142,22 @@ static cfg random_cfg(uint64_t *r, int i) {
     return c;
 }
 
+static int pointwise_cfg(const cfg *c) {
+    return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
+}
+
 Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout = 240) {
-    const char *impls[] = {"gemm", "direct", "winograd"};
-    const double tols[] = {1e-5, 1e-5, 1e-4};
-    int ran[3] = {0}, eligible_wino = 0;
+    const char *impls[] = {"gemm", "direct", "winograd", "pointwise"};
+    const double tols[] = {1e-5, 1e-5, 1e-4, 1e-5};
+    int ran[4] = {0}, eligible_wino = 0, eligible_pw = 0;
     const int NCFG = 36;
     uint64_t r = 42;
     for (int i = 0; i < NCFG; i++) {
         cfg c = random_cfg(&r, i);
         if (c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 && c.ph <= 2 && c.pw <= 2 && c.G == 1)
             eligible_wino++;
-        for (int k = 0; k < 3; k++) ran[k] += run_cfg(impls[k], &c, MXP_DTYPE_F32, tols[k], 1000 + (uint64_t)i);
+        eligible_pw += pointwise_cfg(&c);
+        for (int k = 0; k < 4; k++) ran[k] += run_cfg(impls[k], &c, MXP_DTYPE_F32, tols[k], 1000 + (uint64_t)i);
     }
     /* a few larger fixed layers, including the padded 3x3 and 1x1 shapes */
     cfg fixed[] = {
@@ -165,16 +170,27 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
          * last block, groups, no_bias) */
         {21, 4, 10, 11, 6, 2, 3, 2, 1, 1, 1, 0, 1, 1, 0},
         {9, 6, 12, 12, 10, 1, 5, 5, 1, 1, 0, 0, 1, 1, 1},
+        /* pointwise: a ragged last pixel strip (63 and 169 pixels), output
+         * rows not a multiple of its 12-row blocks, more than 64 output
+         * channels (two weight-gradient channel blocks, the second
+         * partial), groups, no_bias, and more chunks than parts */
+        {2, 40, 9, 7, 30, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
+        {3, 24, 6, 11, 36, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+        {2, 70, 13, 13, 80, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
+        {5, 16, 30, 31, 8, 1, 1, 1, 1, 1, 0, 0, 2, 2, 0},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         if (fixed[i].kh == 3 && fixed[i].G == 1) eligible_wino++;
-        for (int k = 0; k < 3; k++) ran[k] += run_cfg(impls[k], &fixed[i], MXP_DTYPE_F32, tols[k], 77 + i);
+        eligible_pw += pointwise_cfg(&fixed[i]);
+        for (int k = 0; k < 4; k++) ran[k] += run_cfg(impls[k], &fixed[i], MXP_DTYPE_F32, tols[k], 77 + i);
     }
     int total = NCFG + (int)(sizeof fixed / sizeof fixed[0]);
     cr_assert_eq(ran[0], total, "gemm ran %d of %d", ran[0], total);
     cr_assert_eq(ran[1], total, "direct ran %d of %d", ran[1], total);
     cr_assert_eq(ran[2], eligible_wino, "winograd ran %d, eligible %d", ran[2], eligible_wino);
+    cr_assert_eq(ran[3], eligible_pw, "pointwise ran %d, eligible %d", ran[3], eligible_pw);
     cr_assert(eligible_wino >= 12);
+    cr_assert(eligible_pw >= 10, "only %d pointwise configurations", eligible_pw);
 }
 
 Test(conv, gemm_float64, .init = setup, .fini = teardown) {

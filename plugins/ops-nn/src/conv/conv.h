@@ -50,5 +50,6 @@ void conv_mk_8x16(const float *x, int64_t plane, int64_t Cg, int64_t nk, const i
                   const float *wpk, float *out, int64_t ld);
 
 extern const mxp_op_impl conv_gemm_impl, conv_direct_impl, conv_winograd_impl;
+extern const mxp_op_impl conv_pointwise_impl; /* conv_pointwise.c: 1x1 stride 1 */
 
 #endif

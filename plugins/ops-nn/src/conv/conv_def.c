@@ -2,8 +2,8 @@
  * MXNet's names and defaults, parameter normalisation (default stride 1,
  * dilate 1, pad 0), argument lists (no_bias drops "bias") and shape
  * inference (weight (num_filter, C/num_group, kh, kw), bias (num_filter)).
- * 2-D NCHW only.  The impls live in conv_gemm.c, conv_direct.c and
- * conv_winograd.c; this file registers all of them. */
+ * 2-D NCHW only.  The impls live in conv_gemm.c, conv_direct.c,
+ * conv_pointwise.c and conv_winograd.c; this file registers all of them. */
 #include "conv.h"
 
 static const char *const tune_choices[] = {"None", "off", "limited_workspace", "fastest", NULL};
@@ -147,5 +147,6 @@ int nn_register_conv(mxp_registrar *r) {
     if ((st = r->add_op(r, &conv_def)) < 0) return st;
     if ((st = r->add_impl(r, &conv_gemm_impl)) < 0) return st;
     if ((st = r->add_impl(r, &conv_direct_impl)) < 0) return st;
+    if ((st = r->add_impl(r, &conv_pointwise_impl)) < 0) return st;
     return r->add_impl(r, &conv_winograd_impl);
 }

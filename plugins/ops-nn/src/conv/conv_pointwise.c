@@ -1,0 +1,283 @@
+/* conv_pointwise.c — Convolution impl "pointwise": 1x1 kernels, stride 1,
+ * no padding, float32 (any groups; dilation is moot for 1x1).  Such a layer
+ * is a GEMM per sample and group, Y = W X, with X already the column
+ * matrix in NCHW; this impl runs the three products on kernels tuned for
+ * that shape (conv_pointwise_kern.c) instead of im2col/BLAS or the
+ * direct impl's generic loops:
+ *
+ *   forward        Y[m][p] = b[m] + sum_c W[m][c] X[c][p]
+ *   data grad      dX[c][p] (=/+=) sum_m W[m][c] dY[m][p]
+ *   weight grad    dW[m][c] (=/+=) sum_{n,p} dY[m][p] X[c][p]; db[m] = sum dY[m][p]
+ *
+ * Forward and data gradient share one driver (the data gradient is the
+ * forward with W transposed, dY as input and no bias): items are (sample,
+ * group, block of pixels); each strip of 32 pixels of the input is packed
+ * contiguous (so it stays in L1 while every block of 12 output rows runs
+ * on it), then the 12x32 register kernel writes the output in place.
+ *
+ * The weight gradient transposes dY a chunk of pixels at a time to
+ * pixel-major (its row sums are the bias gradient) so that the kernel
+ * holds 64 output channels x 6 input channels of dW in registers over the
+ * whole chunk, broadcasting x.  The chunks are split into PW_PARTS fixed
+ * parts, each summed into its own partial, and the partials are added in
+ * part order: results are bitwise the same whatever the thread count or
+ * schedule (docs/convolution.md, "Reproducibility").
+ *
+ * Weights are repacked on every call (a 64x256 layer's weights are 64 KiB:
+ * microseconds next to the milliseconds of the products).  Scratch comes
+ * from the host pool per parallel range; no workspace. */
+#include "conv_pointwise.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define PW_ITEMS 16             /* target number of gemm items            */
+#define PW_PARTS 8              /* weight-gradient parts (fixed)          */
+#define PW_DYT_BYTES (32 << 10) /* one chunk of transposed dy: L1-sized   */
+#define PW_PF_ROWS 128          /* prefetch strips ahead from this many input rows */
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static int is_pointwise(const conv_geom *g) {
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+/* ---------------------------------------------------------- gemm passes */
+/* Weights packed for pwk_gemm, per group: rows in blocks of PW_MB, block
+ * (gr, r0) at (gr*R + r0)*K laid out [k][mbs].  Forward: rows are output
+ * channels (R = Mg, K = Cg); data gradient (transpose): rows are input
+ * channels (R = Cg, K = Mg). */
+static float *pack_a(const float *w, const conv_geom *g, int transpose) {
+    int64_t R = transpose ? g->Cg : g->Mg, K = transpose ? g->Mg : g->Cg;
+    float *p = nn_alloc((uint64_t)(g->G * R * K) * sizeof(float));
+    if (!p) return NULL;
+    for (int64_t gr = 0; gr < g->G; gr++)
+        for (int64_t r0 = 0; r0 < R; r0 += PW_MB) {
+            int64_t mbs = min64(PW_MB, R - r0);
+            float *blk = p + (gr * R + r0) * K;
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t i = 0; i < mbs; i++) {
+                    int64_t r = r0 + i;
+                    blk[k * mbs + i] = transpose ? w[(gr * g->Mg + k) * g->Cg + r] : w[(gr * g->Mg + r) * g->Cg + k];
+                }
+        }
+    return p;
+}
+
+typedef struct pwjob {
+    const float *src;  /* [N][G][K][P] */
+    const float *apk;  /* pack_a        */
+    const float *bias; /* [G*R] or NULL */
+    float *out;        /* [N][G][R][P] */
+    int64_t G, K, R, P, pb, nblk;
+    int add;
+    int stream;        /* whole aligned strips may bypass the cache (pwk_gemm add 2) */
+    atomic_int no_memory;
+} pwjob;
+
+static void gemm_range(void *arg, int64_t b, int64_t e) {
+    pwjob *j = arg;
+    float *panel = nn_alloc((uint64_t)(j->K * PW_STRIP) * sizeof(float));
+    if (!panel) { /* an item cannot return a status: the driver reports it */
+        atomic_store(&j->no_memory, 1);
+        return;
+    }
+    float tmp[PW_MB * PW_STRIP];
+    for (int64_t it = b; it < e; it++) {
+        int64_t blk = it % j->nblk, ng = it / j->nblk, gr = ng % j->G;
+        const float *src = j->src + ng * j->K * j->P;
+        float *out = j->out + ng * j->R * j->P;
+        int64_t p1 = min64(j->P, (blk + 1) * j->pb);
+        for (int64_t p = blk * j->pb; p < p1; p += PW_STRIP) {
+            int64_t np = min64(PW_STRIP, p1 - p);
+            pwk_pack(src + p, j->P, j->K, np, panel, j->K >= PW_PF_ROWS && p + 3 * PW_STRIP <= p1);
+            for (int64_t r0 = 0; r0 < j->R; r0 += PW_MB) {
+                int mbs = (int)min64(PW_MB, j->R - r0);
+                const float *a = j->apk + (gr * j->R + r0) * j->K;
+                const float *bias = j->bias ? j->bias + gr * j->R + r0 : NULL;
+                if (np == PW_STRIP) {
+                    float *o = out + r0 * j->P + p;
+                    int mode = j->add ? 1 : (j->stream && (uintptr_t)o % 64 == 0) ? 2 : 0;
+                    pwk_gemm(mbs, a, panel, j->K, o, j->P, bias, mode);
+                    continue;
+                }
+                pwk_gemm(mbs, a, panel, j->K, tmp, PW_STRIP, bias, 0); /* ragged last strip */
+                for (int i = 0; i < mbs; i++) {
+                    float *o = out + (r0 + i) * j->P + p;
+                    if (j->add) for (int64_t l = 0; l < np; l++) o[l] += tmp[i * PW_STRIP + l];
+                    else memcpy(o, tmp + i * PW_STRIP, (size_t)np * sizeof(float));
+                }
+            }
+        }
+    }
+    pwk_stream_fence();
+    nn_free(panel);
+}
+
+/* out = A src (+ bias) for every sample and group, A from pack_a. */
+static int gemm_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *src, const float *apk, const float *bias,
+                    float *out, int transpose, int add) {
+    pwjob j = {src, apk, bias, out, g->G, transpose ? g->Mg : g->Cg, transpose ? g->Cg : g->Mg, g->P, 0, 0, add,
+               pwk_have_stream() && g->P % 16 == 0, 0};
+    int64_t strips = (g->P + PW_STRIP - 1) / PW_STRIP;
+    int64_t nblk = max64(1, min64(strips, (PW_ITEMS + g->N * g->G - 1) / (g->N * g->G)));
+    j.pb = (strips + nblk - 1) / nblk * PW_STRIP;
+    j.nblk = (g->P + j.pb - 1) / j.pb;
+    int st = nn_parallel(ctx, g->N * g->G * j.nblk, 1, gemm_range, &j);
+    if (st >= 0 && atomic_load(&j.no_memory))
+        st = NN_ERR(MXP_ENOMEM, "Convolution(pointwise): no memory for a %lld-float packed strip",
+                    (long long)(j.K * PW_STRIP));
+    return st;
+}
+
+/* ------------------------------------------------------ weight gradient */
+typedef struct dwjob {
+    const float *x, *dy;
+    int64_t N, G, Cg, Mg, Mgp, P, Q, nq, nparts, T;
+    float *part;  /* [nparts][G][Cg][Mgp] */
+    double *dbp;  /* [nparts][G*Mg] or NULL */
+    int want_dw;
+    atomic_int no_memory;
+} dwjob;
+
+static void dw_range(void *arg, int64_t b, int64_t e) {
+    dwjob *j = arg;
+    float *dyT = nn_alloc((uint64_t)(j->Q * j->Mgp) * sizeof(float));
+    if (!dyT) {
+        atomic_store(&j->no_memory, 1);
+        return;
+    }
+    uint64_t psz = (uint64_t)(j->G * j->Cg * j->Mgp);
+    for (int64_t q = b; q < e; q++) {
+        float *pt = j->part + (uint64_t)q * psz;
+        double *db = j->dbp ? j->dbp + q * j->G * j->Mg : NULL;
+        memset(pt, 0, psz * sizeof(float));
+        if (db) memset(db, 0, (size_t)(j->G * j->Mg) * sizeof(double));
+        for (int64_t t = q * j->T / j->nparts; t < (q + 1) * j->T / j->nparts; t++) {
+            int64_t n = t / j->nq, p0 = (t % j->nq) * j->Q, np = min64(j->Q, j->P - p0);
+            for (int64_t gr = 0; gr < j->G; gr++) {
+                const float *dys = j->dy + ((n * j->G + gr) * j->Mg) * j->P + p0;
+                pwk_trans(dys, j->P, j->Mg, np, dyT, j->Mgp, db ? db + gr * j->Mg : NULL);
+                if (!j->want_dw) continue;
+                const float *xs = j->x + ((n * j->G + gr) * j->Cg) * j->P + p0;
+                for (int64_t c0 = 0; c0 < j->Cg; c0 += PW_DWC) {
+                    int nc = (int)min64(PW_DWC, j->Cg - c0);
+                    for (int64_t m0 = 0; m0 < j->Mgp; m0 += PW_DWM) {
+                        int nmv = (int)min64(PW_DWM, j->Mgp - m0) / 16;
+                        const float *xpf = m0 == 0 && c0 + 2 * PW_DWC <= j->Cg ? xs + (c0 + PW_DWC) * j->P : NULL;
+                        pwk_dw(nmv, nc, dyT + m0, j->Mgp, xs + c0 * j->P, j->P, np,
+                               pt + (gr * j->Cg + c0) * j->Mgp + m0, j->Mgp, xpf);
+                    }
+                }
+            }
+        }
+    }
+    nn_free(dyT);
+}
+
+static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, const float *dy, float *dw, int32_t req_dw,
+                  float *db, int32_t req_db) {
+    dwjob j = {x, dy, g->N, g->G, g->Cg, g->Mg, (g->Mg + 15) / 16 * 16, g->P, 0, 0, 0, 0, NULL, NULL,
+               req_dw != MXP_REQ_NULL, 0};
+    j.Q = max64(64, min64(512, PW_DYT_BYTES / (int64_t)sizeof(float) / j.Mgp / 16 * 16));
+    j.nq = (g->P + j.Q - 1) / j.Q;
+    j.T = g->N * j.nq;
+    j.nparts = min64(PW_PARTS, j.T);
+    uint64_t psz = (uint64_t)(g->G * g->Cg * j.Mgp);
+    j.part = nn_alloc((uint64_t)j.nparts * psz * sizeof(float));
+    if (req_db != MXP_REQ_NULL) j.dbp = nn_alloc((uint64_t)(j.nparts * g->M) * sizeof(double));
+    if (!j.part || (req_db != MXP_REQ_NULL && !j.dbp)) {
+        nn_free(j.part);
+        nn_free(j.dbp);
+        return NN_ERR(MXP_ENOMEM, "Convolution(pointwise): no memory for %lld weight-gradient partials",
+                      (long long)j.nparts);
+    }
+    int st = nn_parallel(ctx, j.nparts, 1, dw_range, &j);
+    if (st >= 0 && atomic_load(&j.no_memory))
+        st = NN_ERR(MXP_ENOMEM, "Convolution(pointwise): no memory for a transposed dy chunk");
+    if (st >= 0 && req_dw != MXP_REQ_NULL)
+        for (int64_t gr = 0; gr < g->G; gr++)
+            for (int64_t m = 0; m < g->Mg; m++)
+                for (int64_t c = 0; c < g->Cg; c++) {
+                    float s = 0.0f;
+                    for (int64_t q = 0; q < j.nparts; q++) s += j.part[q * psz + (gr * g->Cg + c) * j.Mgp + m];
+                    NN_STORE(req_dw, dw[(gr * g->Mg + m) * g->Cg + c], s);
+                }
+    if (st >= 0 && req_db != MXP_REQ_NULL)
+        for (int64_t m = 0; m < g->M; m++) {
+            double s = 0;
+            for (int64_t q = 0; q < j.nparts; q++) s += j.dbp[q * g->M + m];
+            NN_STORE(req_db, db[m], (float)s);
+        }
+    nn_free(j.part);
+    nn_free(j.dbp);
+    return st;
+}
+
+/* -------------------------------------------------------------- entry */
+static int pw_forward(const mxp_forward_args *a) {
+    const conv_params *p = a->params;
+    int32_t dt;
+    int st;
+    if ((st = conv_check_fwd(a, &dt)) < 0) return st;
+    if (dt != MXP_DTYPE_F32) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(pointwise): float32 only");
+    if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
+    conv_geom g;
+    conv_geom_from_tensor(&g, p, &a->in[0]);
+    if (!is_pointwise(&g))
+        return NN_ERR(MXP_EUNSUPPORTED, "Convolution(pointwise): needs a 1x1 kernel, stride 1 and no padding");
+    float *apk = pack_a(nn_ptr(&a->in[1]), &g, 0);
+    if (!apk) return NN_ERR(MXP_ENOMEM, "Convolution(pointwise): no memory for packed weights");
+    st = gemm_run(a->ctx, &g, nn_ptr(&a->in[0]), apk, p->no_bias ? NULL : nn_ptr(&a->in[2]), nn_ptr(&a->out[0]), 0,
+                  a->req[0] == MXP_REQ_ADD);
+    nn_free(apk);
+    return st;
+}
+
+static int pw_backward(const mxp_backward_args *a) {
+    const conv_params *p = a->params;
+    int32_t dt;
+    int st = MXP_OK;
+    if ((st = conv_check_bwd(a, &dt)) < 0) return st;
+    if (dt != MXP_DTYPE_F32) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(pointwise): float32 only");
+    conv_geom g;
+    conv_geom_from_tensor(&g, p, &a->in_grad[0]);
+    if (!is_pointwise(&g))
+        return NN_ERR(MXP_EUNSUPPORTED, "Convolution(pointwise): needs a 1x1 kernel, stride 1 and no padding");
+    int32_t req_dx = a->req[0], req_dw = a->req[1];
+    int32_t req_db = (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL;
+    const float *dy = nn_ptr(&a->out_grad[0]);
+    if (req_dw != MXP_REQ_NULL || req_db != MXP_REQ_NULL) {
+        st = dw_run(a->ctx, &g, nn_ptr(&a->in[0]), dy, nn_ptr(&a->in_grad[1]), req_dw,
+                    req_db != MXP_REQ_NULL ? nn_ptr(&a->in_grad[2]) : NULL, req_db);
+        if (st < 0) return st;
+    }
+    if (req_dx != MXP_REQ_NULL) {
+        float *apk = pack_a(nn_ptr(&a->in[1]), &g, 1);
+        if (!apk) return NN_ERR(MXP_ENOMEM, "Convolution(pointwise): no memory for packed weights");
+        st = gemm_run(a->ctx, &g, dy, apk, NULL, nn_ptr(&a->in_grad[0]), 1, req_dx == MXP_REQ_ADD);
+        nn_free(apk);
+    }
+    return st;
+}
+
+static int pw_supports(mxp_impl_query_args *a) {
+    const conv_params *p = a->params;
+    if (a->in_dtypes[0] != MXP_DTYPE_F32) {
+        snprintf(a->reason, a->reason_size, "pointwise: float32 only");
+        return 0;
+    }
+    if (p->kernel.dims[0] != 1 || p->kernel.dims[1] != 1 || p->stride.dims[0] != 1 || p->stride.dims[1] != 1 ||
+        p->pad.dims[0] != 0 || p->pad.dims[1] != 0) {
+        snprintf(a->reason, a->reason_size, "pointwise: needs a 1x1 kernel, stride 1 and no padding");
+        return 0;
+    }
+    return 1;
+}
+
+const mxp_op_impl conv_pointwise_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "pointwise", .device = "cpu",
+    .rank = 300, .doc = "1x1 stride-1 convolution as packed-strip GEMMs on register-blocked kernels, float32",
+    .supports = pw_supports, .forward = pw_forward, .backward = pw_backward,
+};
