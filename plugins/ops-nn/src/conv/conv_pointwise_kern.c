@@ -155,9 +155,7 @@ void pwk_stream_fence(void) {
 
 int pwk_have_stream(void) {
 #ifdef PW_HAVE_NT
-    static int have = -1;
-    if (have < 0) have = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return have;
+    return __builtin_cpu_supports("avx512f") ? 1 : 0; /* reads libgcc's cached CPUID */
 #else
     return 0;
 #endif
