@@ -12,7 +12,6 @@
  * Not here: the var state machine (var.c), running blocks (threaded.c). */
 #include "engine_impl.h"
 #include "base/env.h"
-#include "storage/storage.h"
 
 #include <sched.h>
 #include <stddef.h>
@@ -27,6 +26,11 @@ static _Atomic(eng_engine *) g_engine;
 static uint64_t g_gen;
 static eng_engine *g_orphans;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+/* Fork hooks registered by other modules (mxp__engine_register_fork_hooks):
+ * slots are written under g_hooks_mu, then published by the count. */
+static pthread_mutex_t g_hooks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { void (*before)(void), (*after)(void); } g_fork_hooks[MXP__ENGINE_FORK_HOOKS_MAX];
+static atomic_int g_n_fork_hooks;
 pthread_mutex_t mxp__eng_all_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t mxp__eng_all_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int all_waiters;
@@ -242,6 +246,34 @@ void mxp_engine_shutdown(void) {
     pthread_mutex_unlock(&g_mu);
 }
 
+int mxp__engine_register_fork_hooks(void (*before)(void), void (*after)(void)) {
+    if (!before || !after) return mxp__error(MXP_EINVAL, "engine fork hooks: before and after are required");
+    pthread_mutex_lock(&g_hooks_mu);
+    int n = atomic_load_explicit(&g_n_fork_hooks, memory_order_relaxed);
+    if (n == MXP__ENGINE_FORK_HOOKS_MAX) {
+        pthread_mutex_unlock(&g_hooks_mu);
+        return mxp__error(MXP_ENOMEM, "engine fork hooks: all %d slots taken", MXP__ENGINE_FORK_HOOKS_MAX);
+    }
+    g_fork_hooks[n].before = before;
+    g_fork_hooks[n].after = after;
+    atomic_store_explicit(&g_n_fork_hooks, n + 1, memory_order_release);
+    pthread_mutex_unlock(&g_hooks_mu);
+    return MXP_OK;
+}
+
+/* The hooks prepare ran (the count it read): `after` undoes exactly those,
+ * even if another thread registered one in between. */
+static int g_fork_hooks_run;
+
+static void fork_hooks_before(void) {
+    g_fork_hooks_run = atomic_load_explicit(&g_n_fork_hooks, memory_order_acquire);
+    for (int i = 0; i < g_fork_hooks_run; i++) g_fork_hooks[i].before();
+}
+
+static void fork_hooks_after(void) {
+    for (int i = g_fork_hooks_run; i-- > 0;) g_fork_hooks[i].after();
+}
+
 static void atfork_prepare(void) {
     pthread_mutex_lock(&g_mu);
     close_fork_gate();
@@ -252,13 +284,13 @@ static void atfork_prepare(void) {
         pthread_mutex_lock(&e->err_mu);
     }
     mxp__parallel_before_fork();
-    mxp__storage_before_fork();
+    fork_hooks_before();
     pthread_mutex_lock(&mxp__eng_all_mu);
 }
 
 static void atfork_parent(void) {
     pthread_mutex_unlock(&mxp__eng_all_mu);
-    mxp__storage_after_fork();
+    fork_hooks_after();
     mxp__parallel_after_fork_parent();
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
@@ -274,7 +306,7 @@ static void atfork_child(void) {
     pthread_cond_init(&mxp__eng_all_cv, NULL);
     atomic_store(&all_waiters, 0);
     atomic_store(&wait_target, INT64_MAX);
-    mxp__storage_after_fork();
+    fork_hooks_after();
     eng_engine *e = atomic_load(&g_engine);
     if (e) {
         pthread_mutex_unlock(&e->err_mu);

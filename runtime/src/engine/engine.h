@@ -7,7 +7,9 @@
  *   - device hooks, so a device pack can give its device type worker streams
  *     (a worker pool per (device type, id) is created lazily on first push);
  *   - mxp__parallel_for (parallel.h), intra-op parallelism under the shared
- *     thread budget.
+ *     thread budget;
+ *   - fork hooks, so modules that keep locks (storage) are quiesced around
+ *     fork() without the engine including them (no upward edge).
  * Not here: the scheduling machinery (engine_impl.h). */
 #ifndef MXP_ENGINE_ENGINE_H
 #define MXP_ENGINE_ENGINE_H
@@ -53,5 +55,17 @@ int mxp__engine_drain(void);
 
 /* Functions pushed and not yet completed (0 when no engine exists). */
 int64_t mxp__engine_in_flight(void);
+
+/* fork(): a module below or beside the engine whose locks a thread outside
+ * the engine may hold (storage's pools) registers them here, so the engine
+ * needs no knowledge of it.  `before` runs last in the engine's prepare
+ * handler (once no engine work runs, the engine's own locks held); `after`
+ * runs in parent and child alike, before the engine's own locks are
+ * released, in the reverse order of registration.  At most
+ * MXP__ENGINE_FORK_HOOKS_MAX pairs (MXP_ENOMEM beyond).  Register before
+ * the module takes its locks for the first time (pthread_once): hooks are
+ * never removed.  Thread-safe. */
+#define MXP__ENGINE_FORK_HOOKS_MAX 8
+int mxp__engine_register_fork_hooks(void (*before)(void), void (*after)(void));
 
 #endif /* MXP_ENGINE_ENGINE_H */

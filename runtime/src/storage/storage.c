@@ -17,6 +17,7 @@
  * Not here: engine-ordered freeing (ndarray frees through the engine),
  * cross-device copies (ndarray/copy.c), shared memory. */
 #include "storage.h"
+#include "engine/engine.h"
 #include "profiler/profiler.h"
 
 #include <errno.h>
@@ -59,6 +60,35 @@ static int backends_init;
 
 static _Atomic(mxp_storage_fail_hook) fail_hook;
 static void *_Atomic fail_hook_user;
+
+static pthread_once_t fork_hooks_once = PTHREAD_ONCE_INIT;
+
+/* fork(): the engine's prepare handler calls this last, once no engine
+ * work runs, so a thread outside the engine (a prefetcher, say) cannot be
+ * inside a pool at the fork and leave the child a pool locked for good.
+ * Registered with the engine (mxp__engine_register_fork_hooks) before
+ * registry_mu is first taken, so the engine includes nothing of storage. */
+static void before_fork(void) {
+    pthread_mutex_lock(&registry_mu);
+    for (pool *p = pools; p; p = p->next) pthread_mutex_lock(&p->mu);
+}
+
+static void after_fork(void) {
+    for (pool *p = pools; p; p = p->next) pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static void register_fork_hooks(void) {
+    if (mxp__engine_register_fork_hooks(before_fork, after_fork) != MXP_OK)
+        MXP_LOGE("storage", "%s: pools are not locked around fork()", mxp_last_error());
+}
+
+/* Every path takes registry_mu through here, so the hooks exist first. */
+static void lock_registry(void) {
+    pthread_once(&fork_hooks_once, register_fork_hooks);
+    pthread_mutex_lock(&registry_mu);
+}
+
 
 /* ------------------------------------------------------------ CPU backend */
 
@@ -166,7 +196,7 @@ static void configure_locked(pool *p) {
 
 /* Find or create the pool of a device.  NULL with an error set on failure. */
 static pool *get_pool(mxp_device dev, int create, const mxp_storage_backend **out_be) {
-    pthread_mutex_lock(&registry_mu);
+    lock_registry();
     init_backends_locked();
     if (dev.type <= 0 || dev.type >= MAX_DEV_TYPES || !backends[dev.type].alloc || dev.id < 0) {
         pthread_mutex_unlock(&registry_mu);
@@ -349,7 +379,7 @@ int mxp_storage_stats_get(mxp_device dev, mxp_storage_stats *caller) {
     mxp_storage_stats st;
     memset(&st, 0, sizeof st);
     st.bytes_limit = UINT64_MAX;
-    pthread_mutex_lock(&registry_mu);
+    lock_registry();
     pool *p = pools;
     while (p && !(p->dev.type == dev.type && p->dev.id == dev.id)) p = p->next;
     pthread_mutex_unlock(&registry_mu);
@@ -366,7 +396,7 @@ int mxp_storage_stats_get(mxp_device dev, mxp_storage_stats *caller) {
 
 int mxp_storage_release_all(mxp_device dev) {
     const mxp_storage_backend *be = NULL;
-    pthread_mutex_lock(&registry_mu);
+    lock_registry();
     pool *p = pools;
     while (p && !(p->dev.type == dev.type && p->dev.id == dev.id)) p = p->next;
     if (p) be = &backends[dev.type];
@@ -378,21 +408,9 @@ int mxp_storage_release_all(mxp_device dev) {
     return MXP_OK;
 }
 
-/* fork(): the engine's prepare handler calls this last, once no engine
- * work runs, so a thread outside the engine (a prefetcher, say) cannot be
- * inside a pool at the fork and leave the child a pool locked for good. */
-void mxp__storage_before_fork(void) {
-    pthread_mutex_lock(&registry_mu);
-    for (pool *p = pools; p; p = p->next) pthread_mutex_lock(&p->mu);
-}
-
-void mxp__storage_after_fork(void) {
-    for (pool *p = pools; p; p = p->next) pthread_mutex_unlock(&p->mu);
-    pthread_mutex_unlock(&registry_mu);
-}
 
 void mxp__storage_reset(void) {
-    pthread_mutex_lock(&registry_mu);
+    lock_registry();
     init_backends_locked();
     for (pool *p = pools; p; p = p->next) {
         pthread_mutex_lock(&p->mu);
@@ -422,7 +440,7 @@ int mxp__storage_register_device(int32_t dev_type, const mxp_storage_backend *ba
     if (backend->align && (backend->align & (backend->align - 1)))
         return mxp__error(MXP_EINVAL, "storage: backend '%s': alignment %zu is not a power of two",
                           backend->name ? backend->name : "?", backend->align);
-    pthread_mutex_lock(&registry_mu);
+    lock_registry();
     init_backends_locked();
     for (pool *p = pools; p; p = p->next) {
         if (p->dev.type != dev_type) continue;
@@ -445,7 +463,7 @@ int mxp__storage_register_device(int32_t dev_type, const mxp_storage_backend *ba
 int mxp__storage_unregister_device(int32_t dev_type) {
     if (dev_type == MXP_DEV_CPU || dev_type <= 0 || dev_type >= MAX_DEV_TYPES)
         return mxp__error(MXP_EINVAL, "storage: cannot unregister device type %d", (int)dev_type);
-    pthread_mutex_lock(&registry_mu);
+    lock_registry();
     init_backends_locked();
     for (pool *p = pools; p; p = p->next) {
         if (p->dev.type != dev_type) continue;
@@ -477,7 +495,7 @@ int mxp__storage_unregister_device(int32_t dev_type) {
 }
 
 const mxp_storage_backend *mxp__storage_backend(int32_t dev_type) {
-    pthread_mutex_lock(&registry_mu);
+    lock_registry();
     init_backends_locked();
     const mxp_storage_backend *be =
         (dev_type > 0 && dev_type < MAX_DEV_TYPES && backends[dev_type].alloc) ? &backends[dev_type] : NULL;

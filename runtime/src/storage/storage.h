@@ -84,8 +84,4 @@ void mxp__storage_set_fail_hook(mxp_storage_fail_hook hook, void *user);
  * memory in use keep their counters.  For tests and shutdown. */
 void mxp__storage_reset(void);
 
-/* Lock every pool for a fork / unlock it after (in parent and child alike). */
-void mxp__storage_before_fork(void);
-void mxp__storage_after_fork(void);
-
 #endif /* MXP_STORAGE_STORAGE_H */
