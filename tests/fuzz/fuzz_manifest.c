@@ -1,7 +1,7 @@
 /* fuzz_manifest.c — libFuzzer harness: parse arbitrary bytes as a pack
  * manifest (mxp__manifest_parse_mem).  Must never crash or leak; errors
  * are fine.  Seeds in tests/fuzz/corpus/manifest/. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * (mxp__params_parse_value), then formatted back and re-parsed; the second
  * parse must succeed and format identically.  Seeds in
  * tests/fuzz/corpus/param_value/. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * The engine and copy hooks look the def up by device type at call time, so
  * a reloaded pack's new def is used without re-registering (the engine keeps
  * a device type's hooks for the life of the process). */
-#include "plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include "engine/engine.h"
 #include "ndarray/ndarray.h"

@@ -6,7 +6,7 @@
  * explanation from its mem_info slot, e.g. "no CUDA device:
  * cudaGetDeviceCount says ..."), instead of a storage "out of memory".
  * Not here: registration (registrar.c), storage and copies (device_glue.c). */
-#include "plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <string.h>
 

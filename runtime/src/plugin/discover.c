@@ -13,7 +13,7 @@
  * (returned and logged); missing directory manifests are silently skipped.
  * A malformed manifest is logged and skipped, so other manifests still work.
  * $MXP_PACKS=a,b restricts which packs may load (others are UNAVAILABLE). */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <dlfcn.h>
 #include <limits.h>

@@ -9,7 +9,7 @@
  * describe and retires the old one, so strings already returned stay valid
  * until mxp_registry_shutdown (mxp__feature_cache_clear frees them).
  * Not here: finding and loading a feature's def (registry.c). */
-#include "plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

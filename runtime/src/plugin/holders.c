@@ -19,7 +19,7 @@
  * The reloading thread only try-locks holders (an owner blocked in a call
  * waiting for the reload must not deadlock it) and retries while it drains.
  * Lock order: g_mu, then a holder's mu (try-lock only). */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdlib.h>
 

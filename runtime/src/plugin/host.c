@@ -13,7 +13,7 @@
  *   engine_*            -> the public engine API.
  *   param_get           -> param_access.c (typed reads of an op's params).
  * The table is static and lives for the process: packs may keep it. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include "engine/parallel.h"
 #include "resource/resource.h"

@@ -9,7 +9,7 @@
  * flag and then reads the count; both are sequentially consistent).
  * A ref also copies the def/impl pointers current at acquisition, so work
  * in flight keeps the impl it started with even if the policy changes. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 #include "base/env.h"
 
 #include <errno.h>

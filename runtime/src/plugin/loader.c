@@ -12,7 +12,7 @@
  * pack met again while LOADING is a dependency cycle.  Packs are never
  * dlclosed at process exit (shutdown passes do_dlclose = 0), because
  * atexit handlers or TLS destructors of a pack may still run. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * Does not: check that files exist, or that packs are unique (discover.c
  * and registry.c do).  Library paths are made absolute against the
  * manifest's own directory. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 #include "plugin/yaml_guard.h"
 
 #include <yaml.h>

@@ -5,7 +5,7 @@
  * the build tree), load: lazy, and provides (ops with aliases and impls;
  * impls of other packs' ops; devices, kvstores, iterators).
  * The pack's fini is called and the handle closed before returning. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

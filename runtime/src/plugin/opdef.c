@@ -10,6 +10,7 @@
  * (MXP_ESHAPE / MXP_ETYPE for inference).
  * Not here: the choice among impls (select.c, tune.c). */
 #include "plugin/opdef.h"
+#include "plugin/plugin_impl.h"
 
 #include "engine/parallel.h"
 #include "profiler/profiler.h"

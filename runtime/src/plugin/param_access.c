@@ -10,7 +10,7 @@
  * because the index order is the defining pack's private business.
  * Invariant: a record is only read during the callback it was passed to,
  * while the impl ref that owns def and values lives. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * show it.  Shared by ops (registry.c caches it per op) and by iterators
  * (feature_query.c).  Every string is a heap copy, so the text outlives a
  * reload of the pack whose schema it came from. */
-#include "plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>

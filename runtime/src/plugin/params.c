@@ -9,7 +9,7 @@
  * are ignored.  Every failure names the owner, the key and the value:
  *   op 'Convolution': parameter 'kernel': cannot parse 'abc' as shape
  * Invariant: on failure the struct holds no allocated strings (freed). */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <errno.h>
 #include <math.h>

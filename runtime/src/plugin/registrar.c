@@ -10,7 +10,7 @@
  * it visible at once under the table write lock.  On any failure the
  * loader frees the stage and dlcloses: nothing of the pack stays behind.
  * mxp__stage_unpublish undoes a publish (unload / reload). */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include "storage/storage.h"
 

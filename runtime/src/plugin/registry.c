@@ -9,7 +9,7 @@
  * handed out are owned by the entries.  The generation counter (atomic)
  * changes whenever an implementation choice may change.
  * Not here: loading (loader.c), choosing (select.c), reload (reload.c). */
-#include "plugin/opdef.h"
+#include "plugin/plugin_impl.h"
 #include "engine/engine.h"
 
 #include <stdio.h>

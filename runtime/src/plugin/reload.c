@@ -23,7 +23,7 @@
  * Not done here: unloading ops the new entry dropped (their op entries stay;
  * using one reports that the pack does not define it).  A pack that is not
  * loaded (or FAILED) is simply (re)loaded. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 #include "base/env.h"
 
 #include <dlfcn.h>

@@ -4,7 +4,7 @@
  * /dev/kfd), cuda_driver against /proc/driver/nvidia/version.
  * Test hooks: $MXP_CPUINFO names another cpuinfo file; $MXP_FAKE_GPU=1
  * pretends a GPU with driver $MXP_FAKE_CUDA_DRIVER (default "0"). */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -14,7 +14,7 @@
  * Also: mxp_op_list_names, mxp_op_explain.  Calls into pack code (supports,
  * params, names, inference) go through opdef.h.
  * The config file is re-read when its path or mtime changes. */
-#include "plugin/opdef.h"
+#include "plugin/plugin_impl.h"
 #include "plugin/yaml_guard.h"
 
 #include <yaml.h>

@@ -3,7 +3,7 @@
  * no crypto library is a dependency.  Not constant-time (it hashes public
  * files, not secrets).  Verified against the FIPS test vectors in
  * tests/unit/plugin/test_sha256.c. */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -14,7 +14,7 @@
  *     reduce-sums them to each input's shape, honouring req (write/add);
  *   - GRAD_ZERO backward writes zeros (or leaves the target for req add).
  * Not here: running anything on the engine (op/). */
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -39,7 +39,7 @@
  * Thread-safe: one mutex guards the table and the file; timing runs
  * outside it (two threads may time the same signature; both results agree
  * in kind and the later write wins). */
-#include "plugin/opdef.h"
+#include "plugin/plugin_impl.h"
 #include "plugin/tune_device.h"
 #include "base/env.h"
 #include "plugin/yaml_guard.h"

@@ -16,7 +16,7 @@
  * cache (tune.c). */
 #include "tune_device.h"
 
-#include "plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include "engine/engine.h"
 #include "ndarray/ndarray.h"

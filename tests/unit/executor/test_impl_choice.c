@@ -13,6 +13,7 @@
 #include "../op/op_test_util.h"
 
 #include "executor/executor.h"
+#include "plugin/plugin_impl.h" /* mxp__registry_bump */
 
 static void setup(void) {
     opx_setup();

@@ -3,7 +3,7 @@
  * registry (manifest-only listing without opening the .so). */
 #include "plugin_test_util.h"
 
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 static char *g_dir;
 

@@ -2,7 +2,7 @@
  * kind of error with file:line:column; version rules for unknown keys. */
 #include "plugin_test_util.h"
 
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 static mxp_manifest *parse_ok(const char *text) {
     mxp_manifest *m = NULL;

@@ -8,7 +8,7 @@
  * naming the op and the parameter. */
 #include "plugin_test_util.h"
 
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <mxp/host.h>
 

@@ -1,7 +1,7 @@
 /* test_params.c — MXNet's parameter value grammar into a param struct. */
 #include <criterion/criterion.h>
 
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * impl (its forward computes the right values) or, never, crash. */
 #include "plugin_test_util.h"
 
-#include "plugin/opdef.h"
+#include "plugin/plugin_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

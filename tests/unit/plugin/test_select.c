@@ -3,7 +3,7 @@
  * SimpleOp broadcast shape inference through the expanded definition. */
 #include "plugin_test_util.h"
 
-#include "plugin/opdef.h"
+#include "plugin/plugin_impl.h"
 
 static char *g_dir;
 

@@ -1,7 +1,7 @@
 /* test_sha256.c — SHA-256 against FIPS 180-2 test vectors. */
 #include <criterion/criterion.h>
 
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdio.h>
 #include <string.h>

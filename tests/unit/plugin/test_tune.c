@@ -9,7 +9,7 @@
  * Timing values themselves are never asserted. */
 #include "plugin_test_util.h"
 
-#include "plugin/opdef.h"
+#include "plugin/plugin_impl.h"
 
 #include <sys/stat.h>
 

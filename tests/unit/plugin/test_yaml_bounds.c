@@ -6,7 +6,7 @@
  * walk and 100 KB of nesting took seconds (quadratic). */
 #include <criterion/criterion.h>
 
-#include "plugin/plugin.h"
+#include "plugin/plugin_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
