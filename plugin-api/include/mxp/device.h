@@ -7,6 +7,24 @@
  * init must not touch hardware at all, so listing and `manifest gen` work
  * anywhere.  Pointers a device returns are opaque to the host unless the
  * def sets MXP_DEVICE_HOST_ACCESSIBLE.
+ * Threads (what the host guarantees and what it asks of a pack):
+ *   - count and mem_info may run on any thread, several at once.
+ *   - alloc / free (and the pinned pair) are the storage pool's backend:
+ *     they run on whichever thread allocates or frees an array (the
+ *     application's, an engine worker, an iterator's prefetch thread),
+ *     several at once, never under a lock the pack could wait on.  free
+ *     gets back exactly a pointer alloc returned, once.
+ *   - thread_init runs once on each engine worker serving the device,
+ *     before its first function; stream_create / stream_destroy on that
+ *     worker (destroy when the engine shuts down, possibly on the thread
+ *     that shuts it down).  A stream is used by one worker at a time.
+ *   - copy runs on an engine worker with that worker's stream (or on the
+ *     calling thread with no stream), followed by stream_sync on the same
+ *     thread; several copies run at once on different streams.
+ *   - Any slot may call the host table (errors, log); none may wait for
+ *     engine work (it may be running on the worker that would do it).
+ * The host makes these calls from runtime/src/plugin/device_glue.c and
+ * device_query.c.
  * Since ABI 1.0. */
 #ifndef MXP_DEVICE_H
 #define MXP_DEVICE_H

@@ -6,6 +6,16 @@
  * single-consumer object; it may use mxp_host.parallel_for inside `next`
  * (e.g. to decode images) but starts no threads of its own.
  * Parameters come through the same typed schema as ops (mxp/params.h).
+ * Threads (what the host guarantees and what it asks of a pack):
+ *   - create, provide and destroy run on the application's thread that
+ *     calls mxp_iter_create / mxp_iter_free; destroy after the prefetch
+ *     thread has been joined.
+ *   - next runs on the iterator's prefetch thread (or the caller's without
+ *     prefetch); reset runs on the caller's thread while the prefetch
+ *     thread is parked.  So the calls on one state never overlap: `state`
+ *     needs no lock of its own.  Different iterators (states) run at once.
+ *   - Any callback may call the host table; next may use parallel_for.
+ * The host makes these calls from runtime/src/io/iter.c.
  * Since ABI 1.0. */
 #ifndef MXP_ITER_H
 #define MXP_ITER_H

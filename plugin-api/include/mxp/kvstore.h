@@ -13,6 +13,20 @@
  * holds afterwards (rank 0's for dist_sync), and may be values[i].
  * The server-side updater is named by an op plus kwargs (e.g. "sgd_update",
  * lr=0.1) and run by the transport on servers through mxp_host.invoke.
+ * Threads (what the host guarantees and what it asks of a pack):
+ *   - create, info, init, barrier and destroy run on the application's
+ *     thread that calls mxp_kvstore_*, one at a time per store; destroy
+ *     runs after every push/pull of the store has completed.
+ *   - push, pull and pushpull run on engine worker threads, possibly
+ *     several at once for different keys of one store; they must return
+ *     without waiting on peers (queue the request; complete later).
+ *   - complete may be called from any thread (a transport's communication
+ *     thread, typically), exactly once per accepted request, even before
+ *     the call that accepted it has returned.
+ *   - The server-side updater runs through mxp_host.invoke, inline on the
+ *     transport's thread.
+ * The host makes these calls from runtime/src/kvstore/ (kvstore.c,
+ * reduce.c).
  * Since ABI 1.0. */
 #ifndef MXP_KVSTORE_H
 #define MXP_KVSTORE_H

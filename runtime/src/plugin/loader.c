@@ -213,6 +213,7 @@ int mxp__pack_load(mxp_pack *p) {
 }
 
 void mxp__pack_unload_locked(mxp_pack *p, int do_dlclose) {
+    MXP_ASSERT(mxp__registry_load_held());
     if (p->state != PACK_LOADED) return;
     const mxp_plugin_desc *d = p->desc;
     mxp__stage_unpublish(p);

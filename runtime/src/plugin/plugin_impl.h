@@ -217,6 +217,12 @@ void mxp__registry_wrlock(void);
 void mxp__registry_unlock(void);
 void mxp__registry_load_lock(void);
 void mxp__registry_load_unlock(void);
+/* Whether the calling thread holds the table lock (shared or exclusive),
+ * the table lock exclusively, the load lock: for MXP_ASSERT in the
+ * *_locked functions. */
+int mxp__registry_held(void);
+int mxp__registry_held_exclusive(void);
+int mxp__registry_load_held(void);
 /* Ensure initialised (discovery done). */
 int mxp__registry_ensure(void);
 void mxp__registry_bump(void);
@@ -353,7 +359,14 @@ int mxp__select_policy(const char *op_name, const char **out_policy, const char 
  * lazily in rank order.  explain (may be NULL): appended report. */
 int mxp__select_impl(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref **out,
                      char **explain);
-/* Reset config cache (tests). */
+/* ------------------------------------------------------------ user config (user_config.c) */
+/* The policy $XDG_CONFIG_HOME/mxplug/config.yaml gives op `canon` (or the
+ * spelling `op_name` it was asked by) into buf: 1 when one is set. */
+int mxp__config_policy(const char *canon, const char *op_name, char *buf, size_t cap);
+/* Check every policy the config gives against the registry (an op and
+ * impl of that name exist): MXP_OK or MXP_EINVAL naming file and op. */
+int mxp__config_check_policies(void);
+/* Forget the cached config (tests; the file is re-read on next use). */
 void mxp__select_reset(void);
 /* ------------------------------------------------------------ tune (tune.c) */
 /* Policy 'tune': among refs[0..n) (candidates that accept q, in auto
@@ -368,6 +381,22 @@ int mxp__tune_cache_path(char *buf, size_t cap);
 unsigned long mxp__tune_timing_runs(void);
 /* Forget the in-memory cache (tests; the file is re-read on next use). */
 void mxp__tune_reset(void);
+/* One cache entry: the signature's choice and the candidates' times. */
+typedef struct mxp__tune_entry {
+    char *op, *sig, *choice;
+    int n_times;
+    char **names;
+    double *ms;
+} mxp__tune_entry;
+void mxp__tune_entry_free(mxp__tune_entry *e);
+/* The cached entry for sig, as a copy the caller frees
+ * (mxp__tune_entry_free): 1 when found (tune_cache.c). */
+int mxp__tune_cache_find(const char *sig, mxp__tune_entry *out);
+/* Record e (copied) and rewrite the file atomically with it. */
+int mxp__tune_cache_save(const mxp__tune_entry *e);
+/* Median run time in ms of one candidate for configuration q, through the
+ * production path (tune_time.c).  MXP_EUNSUPPORTED for an async impl. */
+int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms);
 
 /* Wake threads waiting on pins / reloads (impl_ref.c). */
 void mxp__pack_notify(void);

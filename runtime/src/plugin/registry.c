@@ -24,11 +24,39 @@ mxp_registry mxp__g_reg = {
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_init_done;
 
-void mxp__registry_rdlock(void) { pthread_rwlock_rdlock(&mxp__g_reg.lock); }
-void mxp__registry_wrlock(void) { pthread_rwlock_wrlock(&mxp__g_reg.lock); }
-void mxp__registry_unlock(void) { pthread_rwlock_unlock(&mxp__g_reg.lock); }
-void mxp__registry_load_lock(void) { pthread_mutex_lock(&mxp__g_reg.load_lock); }
-void mxp__registry_load_unlock(void) { pthread_mutex_unlock(&mxp__g_reg.load_lock); }
+/* Which of the registry's locks this thread holds, so the _locked
+ * functions can assert their lock (SQLite's assert(sqlite3_mutex_held())):
+ * neither a rwlock nor a recursive mutex can say who holds it.  A thread
+ * holds the table lock shared (possibly nested) or exclusive, never both
+ * (that would deadlock), so unlock knows which count to drop. */
+static _Thread_local int t_table_rd, t_table_wr, t_load;
+
+void mxp__registry_rdlock(void) {
+    pthread_rwlock_rdlock(&mxp__g_reg.lock);
+    t_table_rd++;
+}
+void mxp__registry_wrlock(void) {
+    pthread_rwlock_wrlock(&mxp__g_reg.lock);
+    t_table_wr++;
+}
+void mxp__registry_unlock(void) {
+    MXP_ASSERT(t_table_rd + t_table_wr > 0);
+    if (t_table_wr) t_table_wr--;
+    else t_table_rd--;
+    pthread_rwlock_unlock(&mxp__g_reg.lock);
+}
+void mxp__registry_load_lock(void) {
+    pthread_mutex_lock(&mxp__g_reg.load_lock);
+    t_load++;
+}
+void mxp__registry_load_unlock(void) {
+    MXP_ASSERT(t_load > 0);
+    t_load--;
+    pthread_mutex_unlock(&mxp__g_reg.load_lock);
+}
+int mxp__registry_held(void) { return t_table_rd + t_table_wr > 0; }
+int mxp__registry_held_exclusive(void) { return t_table_wr > 0; }
+int mxp__registry_load_held(void) { return t_load > 0; }
 
 void mxp__registry_bump(void) { atomic_fetch_add(&mxp__g_reg.generation, 1); }
 uint64_t mxp_registry_generation(void) { return (uint64_t)atomic_load(&mxp__g_reg.generation); }
@@ -68,6 +96,7 @@ static int map_put(const char *key, struct mxp_op *op) {
 }
 
 struct mxp_op *mxp__registry_find_op_locked(const char *name) {
+    MXP_ASSERT(mxp__registry_held());
     mxp_registry *r = &mxp__g_reg;
     if (!name || !r->map_cap) return NULL;
     size_t mask = r->map_cap - 1;
@@ -168,12 +197,14 @@ int mxp__registry_op_set_api_policy(struct mxp_op *op, const char *policy) {
 }
 
 mxp_pack *mxp__registry_find_pack_locked(const char *name) {
+    MXP_ASSERT(mxp__registry_held());
     for (int i = 0; i < mxp__g_reg.n_packs; i++)
         if (!strcmp(mxp__g_reg.packs[i]->man->name, name)) return mxp__g_reg.packs[i];
     return NULL;
 }
 
 struct mxp_op *mxp__registry_add_op_locked(const char *name, mxp_pack *pack) {
+    MXP_ASSERT(mxp__registry_held_exclusive());
     mxp_registry *r = &mxp__g_reg;
     struct mxp_op *op = calloc(1, sizeof *op);
     struct mxp_op **v = realloc(r->ops, (size_t)(r->n_ops + 1) * sizeof *v);
@@ -195,6 +226,7 @@ struct mxp_op *mxp__registry_add_op_locked(const char *name, mxp_pack *pack) {
 }
 
 int mxp__registry_add_alias_locked(struct mxp_op *op, const char *alias) {
+    MXP_ASSERT(mxp__registry_held_exclusive());
     for (int i = 0; i < op->n_aliases; i++)
         if (!strcmp(op->aliases[i], alias)) return MXP_OK;
     struct mxp_op *other = mxp__registry_find_op_locked(alias);
@@ -211,6 +243,7 @@ int mxp__registry_add_alias_locked(struct mxp_op *op, const char *alias) {
 }
 
 mxp_impl_entry *mxp__registry_find_impl_locked(struct mxp_op *op, const char *name, const char *device) {
+    MXP_ASSERT(mxp__registry_held());
     for (int i = 0; i < op->n_impls; i++)
         if (!strcmp(op->impls[i]->name, name) && !strcmp(op->impls[i]->device, device ? device : "cpu"))
             return op->impls[i];
@@ -219,6 +252,7 @@ mxp_impl_entry *mxp__registry_find_impl_locked(struct mxp_op *op, const char *na
 
 mxp_impl_entry *mxp__registry_add_impl_locked(struct mxp_op *op, const char *name, const char *device,
                                               int rank, mxp_pack *pack) {
+    MXP_ASSERT(mxp__registry_held_exclusive());
     mxp_impl_entry *e = calloc(1, sizeof *e);
     mxp_impl_entry **v = realloc(op->impls, (size_t)(op->n_impls + 1) * sizeof *v);
     if (v) op->impls = v;
@@ -388,6 +422,7 @@ static char **g_versions;
 static int g_n_versions;
 
 void mxp__pack_set_loaded_version_locked(mxp_pack *p, const char *version) {
+    MXP_ASSERT(mxp__registry_held_exclusive());
     if (!version) version = "";
     for (int i = 0; i < g_n_versions; i++)
         if (!strcmp(g_versions[i], version)) {
@@ -741,6 +776,7 @@ int mxp_op_load(const mxp_op *op) {
 }
 
 void mxp__registry_cache_schema_locked(struct mxp_op *op) {
+    MXP_ASSERT(mxp__registry_held_exclusive());
     const mxp_op_def *def = op->def;
     if (!def) return;
     free(op->doc);
