@@ -172,10 +172,21 @@ int mxp_executor_wait(mxp_executor *ex) {
     if (!p || !ex->arr) return MXP_OK;
     int first = MXP_OK;
     char msg[1024] = "";
-    int wr[256];
+    /* Room for every value any step writes (add_n's backward writes one per
+     * input).  Without memory for a wide step, wait for all engine work
+     * instead: this wait also guards mxp_executor_free, so it never gives up. */
+    int small[256], cap = (int)MXP_ARRAY_LEN(small), *wr = small;
     for (int s = 0; s < p->n_steps; s++) {
         const mxp__step *st = &p->steps[s];
-        int n = mxp__step_writes(st, wr, (int)MXP_ARRAY_LEN(wr));
+        if (st->n_in + st->n_out + st->n_aux > cap) cap = st->n_in + st->n_out + st->n_aux;
+    }
+    if (cap > (int)MXP_ARRAY_LEN(small) && !(wr = malloc((size_t)cap * sizeof *wr))) {
+        int rc = mxp_engine_wait_for_all();
+        return rc ? rc : mxp__error_oom("executor wait");
+    }
+    for (int s = 0; s < p->n_steps; s++) {
+        const mxp__step *st = &p->steps[s];
+        int n = mxp__step_writes(st, wr, cap);
         for (int i = 0; i < n; i++) {
             mxp_ndarray *a = ex->arr[wr[i]];
             if (!a) continue;
@@ -199,6 +210,7 @@ int mxp_executor_wait(mxp_executor *ex) {
             snprintf(msg, sizeof msg, "%s", mxp_last_error());
         }
     }
+    if (wr != small) free(wr);
     if (first) return mxp__error(first, "%s", msg);
     return MXP_OK;
 }

@@ -18,14 +18,23 @@
  * straight into its gradient array with the user's req (write or add).
  * Visible outputs backward needs but no gradient reaches read a ZERO value;
  * hidden outputs (BatchNorm's mean/var) get none.
- * Two passes: the first counts contributions per entry in reverse
- * topological order (exact, since whether a node runs depends only on its
- * consumers, which come later), the second emits the steps. */
+ * Built as named passes over one builder (gb_*), each a function:
+ *   pass_forward  values of every entry, one FWD step per op node, each
+ *                 node's opened definition and backward dependencies;
+ *   pass_needs    which entries need a gradient (topological order);
+ *   pass_count    contributions per entry, in reverse topological order
+ *                 (exact: whether a node runs depends only on its
+ *                 consumers, which come later);
+ *   pass_emit     head gradients, then BWD steps in reverse order, closing
+ *                 each entry (close_entry) once its last contribution is in.
+ * No fixed limits: per-node arrays are sized from the graph (a node with
+ * 5,000 inputs, add_n of 5,000 arrays, builds). */
 #include "graph/graph.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* Growing arrays of the program being built. */
 typedef struct builder {
     mxp__program *p;
     int cap_values, cap_steps;
@@ -148,11 +157,7 @@ int mxp__step_writes(const mxp__step *s, int *buf, int cap) {
     return n;
 }
 
-/* Backward dependencies of one node (plugin/opdef.h, as the node runtime's). */
-static void bwd_deps(const mxp__opinfo *oi, const mxp__inode *n, uint8_t *og, uint8_t *in, uint8_t *out) {
-    mxp__opdef_backward_deps(oi->def, oi->params, (uint32_t)n->n_args, (uint32_t)n->n_outs, og, in, out);
-}
-
+/* The gradient values written for one entry, in order. */
 typedef struct contrib {
     int *v;
     int n, cap;
@@ -170,248 +175,309 @@ static int contrib_add(contrib *c, int v) {
     return MXP_OK;
 }
 
-int mxp__program_build(const mxp__igraph *g, const mxp_shape *shapes, const int32_t *dtypes, const int *grad_req,
-                       mxp__program **out) {
-    *out = NULL;
-    builder b = {0};
-    mxp__program *p = b.p = calloc(1, sizeof *p);
+/* Everything the passes share.  Arrays indexed by entry (ne), node (nn) or
+ * argument; deps of node i start at dep_off[i]: [n_outs | n_args | n_outs]
+ * flags (backward reads out_grad k / input k / output k). */
+typedef struct grad_builder {
+    builder b;
+    const mxp__igraph *g;
+    const mxp_shape *shapes;
+    const int32_t *dtypes;
+    int any_grad;              /* some argument has a grad_req          */
+    int *arg_of_node, *aux_of_node;
+    uint8_t *needs;            /* entry needs a gradient                */
+    uint8_t *is_head;
+    uint8_t *runs;             /* node runs backward                    */
+    int *count;                /* contributions per entry               */
+    int *remaining;            /* contributions still to come           */
+    int *final_grad;           /* entry -> its (summed) gradient value  */
+    contrib *con;
+    mxp__opinfo *oi;           /* op nodes' definitions, held           */
+    size_t *dep_off;
+    uint8_t *deps;
+} grad_builder;
+
+static void gb_free(grad_builder *gb) {
+    const mxp__igraph *g = gb->g;
+    if (gb->oi)
+        for (int i = 0; i < g->n_nodes; i++) mxp__opinfo_close(&gb->oi[i]);
+    if (gb->con)
+        for (int e = 0; e < g->n_entries; e++) free(gb->con[e].v);
+    free(gb->oi);
+    free(gb->con);
+    free(gb->deps);
+    free(gb->dep_off);
+    free(gb->final_grad);
+    free(gb->count);
+    free(gb->remaining);
+    free(gb->runs);
+    free(gb->is_head);
+    free(gb->needs);
+    free(gb->arg_of_node);
+    free(gb->aux_of_node);
+}
+
+static int gb_init(grad_builder *gb, const mxp__igraph *g, const mxp_shape *shapes, const int32_t *dtypes,
+                   const int *grad_req) {
+    memset(gb, 0, sizeof *gb);
+    gb->g = g;
+    gb->shapes = shapes;
+    gb->dtypes = dtypes;
+    mxp__program *p = gb->b.p = calloc(1, sizeof *p);
     if (!p) return mxp__error_oom("program");
-    int ne = g->n_entries, nn = g->n_nodes, rc = MXP_OK;
-    p->entry_value = malloc(((size_t)ne + 1) * sizeof(int));
+    size_t ne = (size_t)g->n_entries + 1, nn = (size_t)g->n_nodes + 1;
+    p->entry_value = malloc(ne * sizeof(int));
     p->arg_grad_req = calloc((size_t)g->n_args + 1, sizeof(int));
     p->arg_grad_value = malloc(((size_t)g->n_args + 1) * sizeof(int));
     p->head_grad_value = malloc(((size_t)g->n_heads + 1) * sizeof(int));
-    int *arg_of_node = malloc(((size_t)nn + 1) * sizeof(int)), *aux_of_node = malloc(((size_t)nn + 1) * sizeof(int));
-    uint8_t *needs = calloc((size_t)ne + 1, 1), *is_head = calloc((size_t)ne + 1, 1), *runs = calloc((size_t)nn + 1, 1);
-    int *count = calloc((size_t)ne + 1, sizeof(int)), *remaining = calloc((size_t)ne + 1, sizeof(int));
-    int *final_grad = malloc(((size_t)ne + 1) * sizeof(int));
-    contrib *con = calloc((size_t)ne + 1, sizeof *con);
-    uint8_t *deps = malloc(((size_t)nn + 1) * 3 * 1024);
-    mxp__opinfo *oi = calloc((size_t)nn + 1, sizeof *oi);
-    if (!p->entry_value || !p->arg_grad_req || !p->arg_grad_value || !p->head_grad_value || !arg_of_node ||
-        !aux_of_node || !needs || !is_head || !runs || !count || !remaining || !final_grad || !con || !deps || !oi)
-        rc = mxp__error_oom("program");
-    for (int i = 0; i < nn && !rc; i++) arg_of_node[i] = aux_of_node[i] = -1;
-    for (int i = 0; i < g->n_args && !rc; i++) {
-        arg_of_node[g->args[i]] = i;
+    gb->arg_of_node = malloc(nn * sizeof(int));
+    gb->aux_of_node = malloc(nn * sizeof(int));
+    gb->needs = calloc(ne, 1);
+    gb->is_head = calloc(ne, 1);
+    gb->runs = calloc(nn, 1);
+    gb->count = calloc(ne, sizeof(int));
+    gb->remaining = calloc(ne, sizeof(int));
+    gb->final_grad = malloc(ne * sizeof(int));
+    gb->con = calloc(ne, sizeof *gb->con);
+    gb->oi = calloc(nn, sizeof *gb->oi);
+    gb->dep_off = malloc(nn * sizeof(size_t));
+    size_t n_deps = 1;
+    for (int i = 0; gb->dep_off && i < g->n_nodes; i++) {
+        gb->dep_off[i] = n_deps;
+        n_deps += 2 * (size_t)g->nodes[i].n_outs + (size_t)g->nodes[i].n_args;
+    }
+    gb->deps = calloc(n_deps, 1);
+    if (!p->entry_value || !p->arg_grad_req || !p->arg_grad_value || !p->head_grad_value || !gb->arg_of_node ||
+        !gb->aux_of_node || !gb->needs || !gb->is_head || !gb->runs || !gb->count || !gb->remaining ||
+        !gb->final_grad || !gb->con || !gb->oi || !gb->dep_off || !gb->deps)
+        return mxp__error_oom("program");
+    for (int i = 0; i < g->n_nodes; i++) gb->arg_of_node[i] = gb->aux_of_node[i] = -1;
+    for (int i = 0; i < g->n_args; i++) {
+        gb->arg_of_node[g->args[i]] = i;
         p->arg_grad_req[i] = grad_req ? grad_req[i] : MXP_REQ_NULL;
         if (p->arg_grad_req[i] == MXP_REQ_INPLACE) p->arg_grad_req[i] = MXP_REQ_WRITE;
         p->arg_grad_value[i] = -1;
+        gb->any_grad |= p->arg_grad_req[i] != MXP_REQ_NULL;
     }
-    for (int i = 0; i < g->n_auxs && !rc; i++) aux_of_node[g->auxs[i]] = i;
-    for (int h = 0; h < g->n_heads && !rc; h++) {
-        is_head[g->heads[h]] = 1;
+    for (int i = 0; i < g->n_auxs; i++) gb->aux_of_node[g->auxs[i]] = i;
+    for (int h = 0; h < g->n_heads; h++) {
+        gb->is_head[g->heads[h]] = 1;
         p->head_grad_value[h] = -1;
     }
-    for (int e = 0; e < ne && !rc; e++) final_grad[e] = -1;
+    for (int e = 0; e < g->n_entries; e++) gb->final_grad[e] = -1;
+    return MXP_OK;
+}
 
-    /* Forward values and steps. */
-    for (int i = 0; i < nn && !rc; i++) {
+/* A value for entry e (kind, index as mxp__value), its shape and dtype. */
+static int gb_value(grad_builder *gb, int kind, int e, int index) {
+    return add_value(&gb->b, kind, e, index, &gb->shapes[e], gb->dtypes[e]);
+}
+
+/* The argument index of the variable entry e, or -1 (op output, aux). */
+static int arg_of_entry(const grad_builder *gb, int e) {
+    int nid = gb->g->entry_node[e];
+    const mxp__inode *n = &gb->g->nodes[nid];
+    return n->is_var && !n->is_aux ? gb->arg_of_node[nid] : -1;
+}
+
+/* A head whose gradient comes from outside (not a loss op's output). */
+static int head_takes_grad(const grad_builder *gb, int e) {
+    int nid = gb->g->entry_node[e];
+    return gb->needs[e] && (gb->g->nodes[nid].is_var || !(gb->oi[nid].def->flags & MXP_OP_LOSS));
+}
+
+/* Values of every entry and the forward steps. */
+static int pass_forward(grad_builder *gb) {
+    const mxp__igraph *g = gb->g;
+    mxp__program *p = gb->b.p;
+    for (int i = 0; i < g->n_nodes; i++) {
         const mxp__inode *n = &g->nodes[i];
-        for (int j = 0; j < n->n_outs && rc >= 0; j++) {
+        for (int j = 0; j < n->n_outs; j++) {
             int e = n->entry0 + j;
             int kind = !n->is_var ? MXP_VAL_OUT : n->is_aux ? MXP_VAL_AUX : MXP_VAL_ARG;
-            int idx = kind == MXP_VAL_ARG ? arg_of_node[i] : kind == MXP_VAL_AUX ? aux_of_node[i] : -1;
-            rc = add_value(&b, kind, e, idx, &shapes[e], dtypes[e]);
-            if (rc >= 0) {
-                p->entry_value[e] = rc;
-                p->values[rc].persistent = kind == MXP_VAL_OUT && is_head[e];
-                rc = MXP_OK;
-            }
+            int idx = kind == MXP_VAL_ARG ? gb->arg_of_node[i] : kind == MXP_VAL_AUX ? gb->aux_of_node[i] : -1;
+            int v = gb_value(gb, kind, e, idx);
+            if (v < 0) return v;
+            p->entry_value[e] = v;
+            p->values[v].persistent = kind == MXP_VAL_OUT && gb->is_head[e];
         }
-        if (rc || n->is_var) continue;
+        if (n->is_var) continue;
         const gnode *gn = n->g;
-        rc = mxp__opinfo_open(gn->op, gn->n_attrs, (const char *const *)gn->keys, (const char *const *)gn->vals, &oi[i]);
-        if (rc) {
-            rc = mxp__error_prefix(rc, "node '%s'", gn->name);
-            break;
-        }
-        if (n->n_outs > 1024 || n->n_args > 1024) {
-            rc = mxp__error(MXP_EINVAL, "node '%s': too many inputs or outputs", gn->name);
-            break;
-        }
-        mxp__step *s = add_step(&b, MXP_STEP_FWD, i, n->n_args, n->n_outs, n->n_aux);
-        if (!s) {
-            rc = mxp__error_oom("program");
-            break;
-        }
+        int rc = mxp__opinfo_open(gn->op, gn->n_attrs, (const char *const *)gn->keys, (const char *const *)gn->vals,
+                                  &gb->oi[i]);
+        if (rc) return mxp__error_prefix(rc, "node '%s'", gn->name);
+        mxp__step *s = add_step(&gb->b, MXP_STEP_FWD, i, n->n_args, n->n_outs, n->n_aux);
+        if (!s) return mxp__error_oom("program");
         for (int k = 0; k < n->n_args; k++) s->in[k] = p->entry_value[n->in[k]];
         for (int k = 0; k < n->n_aux; k++) s->aux[k] = p->entry_value[n->in[n->n_args + k]];
         for (int k = 0; k < n->n_outs; k++) s->out[k] = p->entry_value[n->entry0 + k];
-        const mxp_op_def *def = oi[i].def;
-        for (uint32_t k = 0; k < def->n_forward_inplace && !rc; k++) {
+        const mxp_op_def *def = gb->oi[i].def;
+        for (uint32_t k = 0; k < def->n_forward_inplace; k++) {
             int f = def->forward_inplace[k].from, t = def->forward_inplace[k].to;
-            if (f >= 0 && f < n->n_args && t >= 0 && t < n->n_outs) rc = add_inplace(s, s->in[f], s->out[t]);
+            if (f >= 0 && f < n->n_args && t >= 0 && t < n->n_outs && (rc = add_inplace(s, s->in[f], s->out[t])))
+                return rc;
         }
-        uint8_t *d = deps + (size_t)i * 3 * 1024;
-        bwd_deps(&oi[i], n, d, d + 1024, d + 2048);
-    }
-    /* Which entries need a gradient (topological order). */
-    if (!rc) {
-        for (int i = 0; i < g->n_args; i++)
-            if (p->arg_grad_req[i] != MXP_REQ_NULL) needs[g->nodes[g->args[i]].entry0] = 1;
-        for (int i = 0; i < nn; i++) {
-            const mxp__inode *n = &g->nodes[i];
-            if (n->is_var) continue;
-            int any = 0;
-            for (int k = 0; k < n->n_args; k++) any |= needs[n->in[k]];
-            if (oi[i].def->flags & MXP_OP_NO_GRADIENT) any = 0;
-            for (int k = 0; k < n->n_outs; k++) needs[n->entry0 + k] = (uint8_t)any;
-        }
+        uint8_t *d = gb->deps + gb->dep_off[i];
+        mxp__opdef_backward_deps(def, gb->oi[i].params, (uint32_t)n->n_args, (uint32_t)n->n_outs, d,
+                                 d + n->n_outs, d + n->n_outs + n->n_args);
     }
     p->n_fwd_steps = p->n_steps;
-    int any_grad = 0;
-    for (int i = 0; !rc && i < g->n_args; i++) any_grad |= p->arg_grad_req[i] != MXP_REQ_NULL;
+    return MXP_OK;
+}
 
-    /* Pass 1: count contributions (head gradients first). */
-    for (int h = 0; h < g->n_heads && !rc && any_grad; h++) {
-        int e = g->heads[h], nid = g->entry_node[e];
-        if (!needs[e]) continue;
-        if (!g->nodes[nid].is_var && (oi[nid].def->flags & MXP_OP_LOSS)) continue;
-        count[e]++;
-    }
-    for (int i = nn - 1; i >= 0 && !rc && any_grad; i--) {
+/* Which entries need a gradient: an argument with a grad_req, and every
+ * output of a differentiable node with such an input (topological order). */
+static void pass_needs(grad_builder *gb) {
+    const mxp__igraph *g = gb->g;
+    for (int i = 0; i < g->n_args; i++)
+        if (gb->b.p->arg_grad_req[i] != MXP_REQ_NULL) gb->needs[g->nodes[g->args[i]].entry0] = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
         const mxp__inode *n = &g->nodes[i];
         if (n->is_var) continue;
-        const mxp_op_def *def = oi[i].def;
-        int in_need = 0, out_has = 0;
-        for (int k = 0; k < n->n_args; k++) in_need |= needs[n->in[k]];
-        for (int k = 0; k < n->n_outs; k++) out_has |= count[n->entry0 + k] > 0;
-        runs[i] = !(def->flags & MXP_OP_NO_GRADIENT) && in_need && (out_has || (def->flags & MXP_OP_LOSS));
-        if (!runs[i]) continue;
-        for (int k = 0; k < n->n_args; k++)
-            if (needs[n->in[k]]) count[n->in[k]]++;
+        int any = 0;
+        for (int k = 0; k < n->n_args; k++) any |= gb->needs[n->in[k]];
+        if (gb->oi[i].def->flags & MXP_OP_NO_GRADIENT) any = 0;
+        for (int k = 0; k < n->n_outs; k++) gb->needs[n->entry0 + k] = (uint8_t)any;
     }
-    for (int e = 0; e < ne && !rc; e++) remaining[e] = count[e];
+}
 
-    /* Pass 2: emit.  A helper closes an entry once all its contributions
-     * are in: single -> that value; several -> a SUM step. */
-#define CLOSE_ENTRY(E)                                                                                 \
-    do {                                                                                              \
-        int e_ = (E), nid_ = g->entry_node[e_];                                                       \
-        const mxp__inode *vn_ = &g->nodes[nid_];                                                      \
-        int arg_ = vn_->is_var && !vn_->is_aux ? arg_of_node[nid_] : -1;                              \
-        int direct_ = arg_ >= 0 && con[e_].n == 1 && con[e_].v[0] == p->arg_grad_value[arg_];          \
-        if (direct_ || con[e_].n == 0) break;                                                         \
-        if (con[e_].n == 1 && arg_ < 0) {                                                              \
-            final_grad[e_] = con[e_].v[0];                                                            \
-            break;                                                                                    \
-        }                                                                                             \
-        mxp__step *s_ = add_step(&b, MXP_STEP_SUM, -1, con[e_].n, 1, 0);                              \
-        if (!s_) {                                                                                    \
-            rc = mxp__error_oom("program");                                                           \
-            break;                                                                                    \
-        }                                                                                             \
-        s_->entry = e_;                                                                               \
-        for (int k_ = 0; k_ < con[e_].n; k_++) s_->in[k_] = con[e_].v[k_];                            \
-        int o_;                                                                                       \
-        if (arg_ >= 0) {                                                                              \
-            o_ = add_value(&b, MXP_VAL_ARG_GRAD, e_, arg_, &shapes[e_], dtypes[e_]);                 \
-            if (o_ >= 0) p->arg_grad_value[arg_] = o_;                                                \
-            s_ = &p->steps[p->n_steps - 1];                                                           \
-            s_->req[0] = p->arg_grad_req[arg_];                                                       \
-        } else {                                                                                      \
-            o_ = add_value(&b, MXP_VAL_GRAD, e_, -1, &shapes[e_], dtypes[e_]);                       \
-            s_ = &p->steps[p->n_steps - 1];                                                           \
-            s_->req[0] = MXP_REQ_WRITE;                                                               \
-        }                                                                                             \
-        if (o_ < 0) {                                                                                 \
-            rc = o_;                                                                                  \
-            break;                                                                                    \
-        }                                                                                             \
-        s_->out[0] = o_;                                                                              \
-        final_grad[e_] = o_;                                                                          \
-        rc = add_inplace(s_, s_->in[0], o_);                                                          \
-    } while (0)
-
-    for (int h = 0; h < g->n_heads && !rc && any_grad; h++) {
-        int e = g->heads[h], nid = g->entry_node[e];
-        if (!needs[e]) continue;
-        if (!g->nodes[nid].is_var && (oi[nid].def->flags & MXP_OP_LOSS)) continue;
-        int v = add_value(&b, MXP_VAL_HEAD_GRAD, e, h, &shapes[e], dtypes[e]);
-        if (v < 0) {
-            rc = v;
-            break;
-        }
-        p->head_grad_value[h] = v;
-        if ((rc = contrib_add(&con[e], v))) break;
-        if (--remaining[e] == 0) CLOSE_ENTRY(e);
-    }
-    for (int i = nn - 1; i >= 0 && !rc && any_grad; i--) {
+/* Contributions per entry (head gradients first), and which nodes run
+ * backward. */
+static void pass_count(grad_builder *gb) {
+    const mxp__igraph *g = gb->g;
+    for (int h = 0; h < g->n_heads; h++)
+        if (head_takes_grad(gb, g->heads[h])) gb->count[g->heads[h]]++;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
         const mxp__inode *n = &g->nodes[i];
-        if (n->is_var || !runs[i]) continue;
-        const mxp_op_def *def = oi[i].def;
-        const uint8_t *d = deps + (size_t)i * 3 * 1024;
-        mxp__step *s = add_step(&b, MXP_STEP_BWD, i, n->n_args, n->n_outs, n->n_aux);
-        if (!s) {
-            rc = mxp__error_oom("program");
-            break;
-        }
-        int sid = p->n_steps - 1;
-        for (int k = 0; k < n->n_outs && !rc; k++) {
-            int e = n->entry0 + k;
-            if (!d[k]) continue;
-            if (final_grad[e] >= 0) p->steps[sid].og[k] = final_grad[e];
-            else if (k < n->n_vis && !(def->flags & MXP_OP_LOSS)) {
-                int z = add_value(&b, MXP_VAL_ZERO, e, -1, &shapes[e], dtypes[e]);
-                if (z < 0) rc = z;
-                else p->steps[sid].og[k] = z;
-            }
-        }
-        s = &p->steps[sid];
+        if (n->is_var) continue;
+        const mxp_op_def *def = gb->oi[i].def;
+        int in_need = 0, out_has = 0;
+        for (int k = 0; k < n->n_args; k++) in_need |= gb->needs[n->in[k]];
+        for (int k = 0; k < n->n_outs; k++) out_has |= gb->count[n->entry0 + k] > 0;
+        gb->runs[i] = !(def->flags & MXP_OP_NO_GRADIENT) && in_need && (out_has || (def->flags & MXP_OP_LOSS));
+        if (!gb->runs[i]) continue;
         for (int k = 0; k < n->n_args; k++)
-            if (d[1024 + k]) s->in[k] = p->entry_value[n->in[k]];
-        for (int k = 0; k < n->n_outs; k++)
-            if (d[2048 + k]) s->out[k] = p->entry_value[n->entry0 + k];
-        for (int k = 0; k < n->n_aux; k++) s->aux[k] = p->entry_value[n->in[n->n_args + k]];
-        for (int k = 0; k < n->n_args && !rc; k++) {
-            int e = n->in[k];
-            if (!needs[e]) continue;
-            int nid = g->entry_node[e];
-            int arg = g->nodes[nid].is_var && !g->nodes[nid].is_aux ? arg_of_node[nid] : -1;
-            int v;
-            if (arg >= 0 && count[e] == 1) {
-                v = add_value(&b, MXP_VAL_ARG_GRAD, e, arg, &shapes[e], dtypes[e]);
-                if (v >= 0) p->arg_grad_value[arg] = v;
-                if (v >= 0) p->steps[sid].req[k] = p->arg_grad_req[arg];
-            } else {
-                v = add_value(&b, MXP_VAL_GRAD, e, -1, &shapes[e], dtypes[e]);
-                if (v >= 0) p->steps[sid].req[k] = MXP_REQ_WRITE;
-            }
-            if (v < 0) {
-                rc = v;
-                break;
-            }
-            p->steps[sid].ig[k] = v;
-            rc = contrib_add(&con[e], v);
-        }
-        s = &p->steps[sid];
-        for (uint32_t k = 0; k < def->n_backward_inplace && !rc; k++) {
-            int f = def->backward_inplace[k].from, t = def->backward_inplace[k].to;
-            if (f >= 0 && f < n->n_outs && t >= 0 && t < n->n_args) rc = add_inplace(s, s->og[f], s->ig[t]);
-        }
-        /* Entries whose last contribution this was. */
-        for (int k = 0; k < n->n_args && !rc; k++) {
-            int e = n->in[k];
-            if (!needs[e]) continue;
-            if (--remaining[e] == 0) CLOSE_ENTRY(e);
+            if (gb->needs[n->in[k]]) gb->count[n->in[k]]++;
+    }
+    memcpy(gb->remaining, gb->count, (size_t)g->n_entries * sizeof *gb->count);
+}
+
+/* All contributions to entry e are in: one -> it is the gradient (written
+ * straight into an argument's gradient when it was that); several -> a SUM
+ * step into a fresh value, or into the argument's gradient with its req. */
+static int close_entry(grad_builder *gb, int e) {
+    mxp__program *p = gb->b.p;
+    const contrib *c = &gb->con[e];
+    int arg = arg_of_entry(gb, e);
+    if (c->n == 0 || (arg >= 0 && c->n == 1 && c->v[0] == p->arg_grad_value[arg])) return MXP_OK;
+    if (c->n == 1 && arg < 0) {
+        gb->final_grad[e] = c->v[0];
+        return MXP_OK;
+    }
+    mxp__step *s = add_step(&gb->b, MXP_STEP_SUM, -1, c->n, 1, 0);
+    if (!s) return mxp__error_oom("program");
+    int sid = p->n_steps - 1;
+    s->entry = e;
+    for (int k = 0; k < c->n; k++) s->in[k] = c->v[k];
+    int o = arg >= 0 ? gb_value(gb, MXP_VAL_ARG_GRAD, e, arg) : gb_value(gb, MXP_VAL_GRAD, e, -1);
+    if (o < 0) return o;
+    s = &p->steps[sid];
+    if (arg >= 0) p->arg_grad_value[arg] = o;
+    s->req[0] = arg >= 0 ? p->arg_grad_req[arg] : MXP_REQ_WRITE;
+    s->out[0] = o;
+    gb->final_grad[e] = o;
+    return add_inplace(s, s->in[0], o);
+}
+
+/* One node's BWD step: what it reads, a fresh gradient value per input
+ * that needs one, and the entries whose last contribution it writes. */
+static int emit_backward(grad_builder *gb, int i) {
+    const mxp__igraph *g = gb->g;
+    mxp__program *p = gb->b.p;
+    const mxp__inode *n = &g->nodes[i];
+    const mxp_op_def *def = gb->oi[i].def;
+    const uint8_t *d_og = gb->deps + gb->dep_off[i], *d_in = d_og + n->n_outs, *d_out = d_in + n->n_args;
+    if (!add_step(&gb->b, MXP_STEP_BWD, i, n->n_args, n->n_outs, n->n_aux)) return mxp__error_oom("program");
+    int sid = p->n_steps - 1;
+    for (int k = 0; k < n->n_outs; k++) {
+        int e = n->entry0 + k;
+        if (!d_og[k]) continue;
+        if (gb->final_grad[e] >= 0) {
+            p->steps[sid].og[k] = gb->final_grad[e];
+        } else if (k < n->n_vis && !(def->flags & MXP_OP_LOSS)) {
+            int z = gb_value(gb, MXP_VAL_ZERO, e, -1);
+            if (z < 0) return z;
+            p->steps[sid].og[k] = z;
         }
     }
-#undef CLOSE_ENTRY
-    /* Any of these may be NULL after an allocation failure above. */
-    for (int i = 0; oi && i < nn; i++) mxp__opinfo_close(&oi[i]);
-    for (int e = 0; con && e < ne; e++) free(con[e].v);
-    free(oi);
-    free(con);
-    free(deps);
-    free(final_grad);
-    free(count);
-    free(remaining);
-    free(runs);
-    free(is_head);
-    free(needs);
-    free(arg_of_node);
-    free(aux_of_node);
+    mxp__step *s = &p->steps[sid];
+    for (int k = 0; k < n->n_args; k++)
+        if (d_in[k]) s->in[k] = p->entry_value[n->in[k]];
+    for (int k = 0; k < n->n_outs; k++)
+        if (d_out[k]) s->out[k] = p->entry_value[n->entry0 + k];
+    for (int k = 0; k < n->n_aux; k++) s->aux[k] = p->entry_value[n->in[n->n_args + k]];
+    for (int k = 0; k < n->n_args; k++) {
+        int e = n->in[k];
+        if (!gb->needs[e]) continue;
+        int arg = arg_of_entry(gb, e);
+        int direct = arg >= 0 && gb->count[e] == 1;
+        int v = direct ? gb_value(gb, MXP_VAL_ARG_GRAD, e, arg) : gb_value(gb, MXP_VAL_GRAD, e, -1);
+        if (v < 0) return v;
+        if (direct) p->arg_grad_value[arg] = v;
+        p->steps[sid].req[k] = direct ? p->arg_grad_req[arg] : MXP_REQ_WRITE;
+        p->steps[sid].ig[k] = v;
+        int rc = contrib_add(&gb->con[e], v);
+        if (rc) return rc;
+    }
+    s = &p->steps[sid];
+    for (uint32_t k = 0; k < def->n_backward_inplace; k++) {
+        int f = def->backward_inplace[k].from, t = def->backward_inplace[k].to;
+        int rc = f >= 0 && f < n->n_outs && t >= 0 && t < n->n_args ? add_inplace(s, s->og[f], s->ig[t]) : MXP_OK;
+        if (rc) return rc;
+    }
+    for (int k = 0; k < n->n_args; k++) {
+        int e = n->in[k];
+        if (!gb->needs[e] || --gb->remaining[e] != 0) continue;
+        int rc = close_entry(gb, e);
+        if (rc) return rc;
+    }
+    return MXP_OK;
+}
+
+/* Head gradients, then the backward steps in reverse topological order. */
+static int pass_emit(grad_builder *gb) {
+    const mxp__igraph *g = gb->g;
+    for (int h = 0; h < g->n_heads; h++) {
+        int e = g->heads[h];
+        if (!head_takes_grad(gb, e)) continue;
+        int v = gb_value(gb, MXP_VAL_HEAD_GRAD, e, h);
+        if (v < 0) return v;
+        gb->b.p->head_grad_value[h] = v;
+        int rc = contrib_add(&gb->con[e], v);
+        if (!rc && --gb->remaining[e] == 0) rc = close_entry(gb, e);
+        if (rc) return rc;
+    }
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        if (g->nodes[i].is_var || !gb->runs[i]) continue;
+        int rc = emit_backward(gb, i);
+        if (rc) return rc;
+    }
+    return MXP_OK;
+}
+
+int mxp__program_build(const mxp__igraph *g, const mxp_shape *shapes, const int32_t *dtypes, const int *grad_req,
+                       mxp__program **out) {
+    *out = NULL;
+    grad_builder gb;
+    int rc = gb_init(&gb, g, shapes, dtypes, grad_req);
+    if (!rc) rc = pass_forward(&gb);
+    if (!rc && gb.any_grad) {
+        pass_needs(&gb);
+        pass_count(&gb);
+        rc = pass_emit(&gb);
+    }
+    mxp__program *p = gb.b.p;
+    gb_free(&gb);
     if (rc) {
         mxp__program_free(p);
         return rc;

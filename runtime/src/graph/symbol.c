@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAMES_CAP 1024
 
 /* ------------------------------------------------------------ nodes */
 gnode *mxp__gnode_retain(gnode *n) {
@@ -145,13 +144,9 @@ static int gnode_op_scoped(const char *op, const char *name, int n_kwargs, const
     mxp__opinfo oi;
     int rc = mxp__opinfo_open(op, n_kwargs, keys, vals, &oi);
     if (rc) return name ? mxp__error_prefix(rc, "node '%s'", name) : rc;
-    char(*tmp)[MXP_NAME_MAX] = calloc(NAMES_CAP * 3, MXP_NAME_MAX);
+    char(*tmp)[MXP_NAME_MAX] = NULL;
     int counts[3] = {0, 0, 0};
-    if (!tmp) rc = mxp__error_oom("op names");
-    for (int w = 0; w < 3 && !rc; w++) {
-        int off = w == 0 ? 0 : w == 1 ? counts[0] : counts[0] + counts[1];
-        rc = mxp__op_list_names_def(oi.def, oi.params, w, tmp + off, NAMES_CAP, &counts[w]);
-    }
+    rc = mxp__op_list_all_names(oi.def, oi.params, &tmp, counts);
     char nm[MXP_NAME_MAX + 16];
     if (!rc && !name) auto_name(oi.od.name, nm, sizeof nm);
     gnode *n = rc ? NULL : gnode_alloc(name ? name : nm);

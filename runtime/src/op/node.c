@@ -20,8 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAMES_CAP 1024
-#define NAMES_SMALL 16 /* names listed on the stack first: most ops have a few */
 #define NODE_CACHE 4
 #define SIG_SMALL 16   /* signature entries checked on the stack in infer */
 
@@ -91,40 +89,9 @@ static int load_def(mxp__node *n) {
     rc = mxp__op_params_new(def, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs,
                             &n->params);
     if (rc) return rc;
-    /* Names go through a stack buffer; only an op listing more than
-     * NAMES_SMALL of one kind (Concat with many inputs) gets a big one. */
-    char small[NAMES_SMALL][MXP_NAME_MAX];
-    char(*big)[MXP_NAME_MAX] = NULL;
-    int counts[3] = {0, 0, 0};
+    int counts[3];
     char(*all)[MXP_NAME_MAX] = NULL;
-    for (int w = 0; w < 3 && !rc; w++) {
-        int c = 0;
-        char(*tmp)[MXP_NAME_MAX] = big ? big : small;
-        rc = mxp__op_list_names_def(def, n->params, w, tmp, big ? NAMES_CAP : NAMES_SMALL, &c);
-        if (rc && !big) {
-            if (!(big = malloc((size_t)NAMES_CAP * MXP_NAME_MAX))) {
-                rc = mxp__error_oom("node names");
-                break;
-            }
-            tmp = big;
-            rc = mxp__op_list_names_def(def, n->params, w, tmp, NAMES_CAP, &c);
-        }
-        if (rc) break;
-        int before = counts[0] + counts[1] + counts[2];
-        char(*grown)[MXP_NAME_MAX] = realloc(all, (size_t)(before + c + 1) * MXP_NAME_MAX);
-        if (!grown) {
-            rc = mxp__error_oom("node names");
-            break;
-        }
-        all = grown;
-        memcpy(all + before, tmp, (size_t)c * MXP_NAME_MAX);
-        counts[w] = c;
-    }
-    free(big);
-    if (rc) {
-        free(all);
-        return rc;
-    }
+    if ((rc = mxp__op_list_all_names(def, n->params, &all, counts))) return rc;
     int shape_change = n->names && (n->n_in != counts[0] || n->n_out != counts[1] || n->n_aux != counts[2]);
     free(n->names);
     n->names = all;

@@ -167,6 +167,67 @@ int mxp__op_list_names_def(const mxp_op_def *def, const void *params, int which,
     return MXP_OK;
 }
 
+/* Packs refuse a names buffer that is too small without saying how many
+ * they need (mxp_list_names_args has no way to): a list is tried on the
+ * stack first (NAMES_SMALL: most ops have a few names, and mxp_invoke
+ * lists them on every call), then in a heap buffer from NAMES_FIRST,
+ * retried with 8 times the room after a refusal, up to NAMES_MOST. */
+#define NAMES_SMALL 16
+#define NAMES_FIRST 1024
+#define NAMES_MOST (1 << 16)
+
+/* One list into the stack buffer or *heap (grown, kept for the next). */
+static int list_one(const mxp_op_def *def, const void *params, int which, char (*small)[MXP_NAME_MAX],
+                    char (**heap)[MXP_NAME_MAX], int *heap_cap, char (**out)[MXP_NAME_MAX], int *count) {
+    int rc = mxp__op_list_names_def(def, params, which, small, NAMES_SMALL, count);
+    if (!rc) {
+        *out = small;
+        return MXP_OK;
+    }
+    for (int want = *heap_cap ? *heap_cap : NAMES_FIRST;; want *= 8) {
+        if (want > *heap_cap) {
+            free(*heap);
+            *heap_cap = 0;
+            if (!(*heap = malloc((size_t)want * MXP_NAME_MAX))) return mxp__error_oom("op names");
+            *heap_cap = want;
+        }
+        rc = mxp__op_list_names_def(def, params, which, *heap, *heap_cap, count);
+        if (!rc || *heap_cap >= NAMES_MOST) break;
+    }
+    *out = *heap;
+    return rc;
+}
+
+int mxp__op_list_all_names(const mxp_op_def *def, const void *params, char (**out)[MXP_NAME_MAX], int counts[3]) {
+    *out = NULL;
+    counts[0] = counts[1] = counts[2] = 0;
+    char small[NAMES_SMALL][MXP_NAME_MAX];
+    char(*heap)[MXP_NAME_MAX] = NULL, (*all)[MXP_NAME_MAX] = NULL;
+    int heap_cap = 0, total = 0, rc = MXP_OK;
+    for (int w = 0; w < 3 && !rc; w++) {
+        char(*got)[MXP_NAME_MAX] = NULL;
+        int c = 0;
+        if ((rc = list_one(def, params, w, small, &heap, &heap_cap, &got, &c))) break;
+        char(*grown)[MXP_NAME_MAX] = realloc(all, (size_t)(total + c + 1) * MXP_NAME_MAX);
+        if (!grown) {
+            rc = mxp__error_oom("op names");
+            break;
+        }
+        all = grown;
+        memcpy(all + total, got, (size_t)c * MXP_NAME_MAX);
+        counts[w] = c;
+        total += c;
+    }
+    free(heap);
+    if (rc) {
+        free(all);
+        counts[0] = counts[1] = counts[2] = 0;
+        return rc;
+    }
+    *out = all;
+    return MXP_OK;
+}
+
 int mxp__opdef_visible_outputs(const mxp_op_def *def, int n_out) {
     return def->n_visible_outputs && (int)def->n_visible_outputs <= n_out ? (int)def->n_visible_outputs : n_out;
 }

@@ -64,6 +64,10 @@ void mxp__op_params_free(const mxp_op_def *def, void *params);
 /* Names of args (which 0) / outputs (1) / aux (2) for parsed params. */
 int mxp__op_list_names_def(const mxp_op_def *def, const void *params, int which, char (*names)[MXP_NAME_MAX],
                            int capacity, int *out_count);
+/* All names for parsed params, as one new array [args | outputs | aux]
+ * with counts[3]; no fixed limit (a buffer a pack refuses is retried
+ * larger, up to 65,536 names per list).  Free with free(). */
+int mxp__op_list_all_names(const mxp_op_def *def, const void *params, char (**out)[MXP_NAME_MAX], int counts[3]);
 /* Visible outputs for n_out outputs (def.n_visible_outputs, else all). */
 int mxp__opdef_visible_outputs(const mxp_op_def *def, int n_out);
 
