@@ -45,6 +45,9 @@ struct gnode {
     int n_args, n_outs, n_vis, n_aux;
     char (*names)[MXP_NAME_MAX]; /* [n_args | n_outs | n_aux]               */
     uint32_t op_flags;          /* MXP_OP_*                                 */
+    uint8_t *mutates;           /* [n_args] 1: the op writes this input
+                                 * (mutate_inputs); a variable there is an
+                                 * auxiliary state, as MXNet lists it        */
     int mark;                   /* scratch for traversals                   */
 };
 

@@ -173,7 +173,10 @@ int mxp__igraph_build(mxp_symbol *sym, mxp__igraph **out) {
                 break;
             }
             in->in[j] = g->nodes[src].entry0 + e->index;
-            if (j >= in->n_args && g->nodes[src].is_var) g->nodes[src].is_aux = 1;
+            /* An aux slot, or an input the op writes (MXNet lists both as
+             * auxiliary states). */
+            int aux_slot = j >= in->n_args || (in->g->mutates && in->g->mutates[j]);
+            if (aux_slot && g->nodes[src].is_var) g->nodes[src].is_aux = 1;
         }
     }
     for (int h = 0; h < sym->n_out && !rc; h++) {

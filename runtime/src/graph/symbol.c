@@ -38,6 +38,7 @@ void mxp__gnode_release(gnode *n) {
     free(n->vals);
     free(n->inputs);
     free(n->names);
+    free(n->mutates);
     free(n->op);
     free(n->name);
     free(n);
@@ -162,6 +163,15 @@ static int gnode_op_scoped(const char *op, const char *name, int n_kwargs, const
         n->names = calloc((size_t)tot + 1, MXP_NAME_MAX);
         if (!n->op || !n->names) rc = mxp__error_oom("op node");
         else memcpy(n->names, tmp, (size_t)tot * MXP_NAME_MAX);
+        if (!rc && oi.def->n_mutate_inputs) {
+            /* MXNet's FMutateInputs: optimizer states (sgd_mom_update's mom)
+             * are auxiliary states of the graph, not arguments. */
+            if (!(n->mutates = calloc((size_t)n->n_args + 1, 1))) rc = mxp__error_oom("op node");
+            for (uint32_t k = 0; !rc && k < oi.def->n_mutate_inputs; k++) {
+                int32_t m = oi.def->mutate_inputs[k];
+                if (m >= 0 && m < n->n_args) n->mutates[m] = 1;
+            }
+        }
         for (int i = 0; i < n_kwargs && !rc; i++) rc = mxp__gnode_set_attr(n, keys[i], vals[i]);
     }
     free(tmp);
@@ -341,6 +351,10 @@ static gnode *copy_node(gnode *n, copy_map *m, int *rc) {
         c->names = calloc((size_t)tot + 1, MXP_NAME_MAX);
         if (!c->names) *rc = mxp__error_oom("symbol copy");
         else memcpy(c->names, n->names, (size_t)tot * MXP_NAME_MAX);
+    }
+    if (n->mutates && !*rc) {
+        if (!(c->mutates = malloc((size_t)n->n_args + 1))) *rc = mxp__error_oom("symbol copy");
+        else memcpy(c->mutates, n->mutates, (size_t)n->n_args + 1);
     }
     for (int i = 0; i < n->n_attrs && !*rc; i++) *rc = mxp__gnode_set_attr(c, n->keys[i], n->vals[i]);
     if (n->n_inputs && !*rc) {
