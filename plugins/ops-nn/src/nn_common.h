@@ -73,6 +73,7 @@ static inline int64_t nn_conv_out(int64_t in, int64_t k, int64_t s, int64_t p, i
 int nn_register_fc(mxp_registrar *r);
 int nn_register_conv(mxp_registrar *r);
 int nn_register_pooling(mxp_registrar *r);
+int nn_register_spatial(mxp_registrar *r);   /* spatial.c */
 int nn_register_activation(mxp_registrar *r);
 int nn_register_softmax_output(mxp_registrar *r);
 int nn_register_softmax(mxp_registrar *r);
