@@ -306,6 +306,10 @@ static int worker_async(FILE *out) {
     as_pull_all(kv, w);
     WCHECK(((float *)mxp_ndarray_data(w[0]))[1400] == fval(0, 60, 0, 0, 1400), "init: worker %d does not hold worker "
            "0's value", me);
+    /* Without it worker 0's first push could reach the servers before the
+     * other worker's pull above, which would then see the updated value
+     * (seen under load in CI). */
+    WOK(mxp_kvstore_barrier(kv));
     for (int step = 0; step < AS_STEPS; step++)
         for (int turn = 0; turn < n; turn++) {
             if (turn == me) {
