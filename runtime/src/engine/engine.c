@@ -540,7 +540,7 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     /* Counted in `pushed` and queued on its vars: a wait for idleness now
      * covers it.  Left before running it, so a naive push's function may fork. */
     gate_leave();
-    mxp__eng_blk_decr(b, e);
+    mxp__eng_blk_decr_push(b, e);
     if (naive) {
         if (wait_async) {
             pthread_mutex_lock(&mxp__eng_all_mu);

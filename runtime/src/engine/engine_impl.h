@@ -235,6 +235,8 @@ void mxp__eng_var_free(mxp_var *v);
 
 /* threaded.c */
 void mxp__eng_blk_decr(eng_blk *b, eng_engine *e);   /* trigger: dispatch at 0 */
+/* The pusher's own trigger (the push guard): may run the block inline on a backlog. */
+void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e);
 void mxp__eng_blk_run(eng_blk *b, eng_engine *e, const mxp_run_ctx *ctx); /* skip checks, run, complete */
 void mxp__eng_blk_complete(eng_blk *b, eng_engine *e);
 /* The lane for a device and kind, created (with its workers) on first use.

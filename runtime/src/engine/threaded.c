@@ -245,6 +245,45 @@ void mxp__eng_blk_decr(eng_blk *b, eng_engine *e) {
     lane_push(l, b);
 }
 
+/* Blocks queued on a FIFO lane and not yet taken (a snapshot). */
+static int64_t lane_backlog(eng_lane *l) {
+    uint64_t t = atomic_load_explicit(&l->ptail, memory_order_relaxed);
+    uint64_t h = atomic_load_explicit(&l->phead, memory_order_relaxed);
+    return (int64_t)(t - h) + atomic_load_explicit(&l->qsize, memory_order_relaxed);
+}
+
+/* The pusher runs a block that is ready at push itself, instead of
+ * queueing it, when the CPU compute lane already holds more than
+ * PUSH_INLINE_BACKLOG blocks per worker (libgomp does the same past 64
+ * queued tasks per thread): the workers cannot keep up, so another queued
+ * block only adds queue traffic and a hand-off, while running it here costs
+ * neither and slows the pusher to the pace of the work.  Only a plain
+ * pusher (not inside an engine function: no nesting) and only synchronous
+ * functions (an async one may wait for something this thread would push
+ * next).  Independent ops over 1000 vars, 2 threads, machine loaded:
+ * see docs/engine.md. */
+enum { PUSH_INLINE_BACKLOG = 64 };
+
+void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
+    if (atomic_fetch_sub_explicit(&b->wait, 1, memory_order_acq_rel) != 1) return;
+    eng_opr *o = b->opr;
+    if (o->kind != ENG_KIND_USER || e->type == ENGINE_NAIVE) {
+        run_inline(b, e);
+        return;
+    }
+    eng_lane *l = b->lane;
+    if (tl_lane == l && l->fifo && !tl_next) {
+        tl_next = b;
+        return;
+    }
+    if (tl_depth == 0 && l->kind == LANE_NORMAL && l->counts_budget && o->sync_fn &&
+        lane_backlog(l) > (int64_t)PUSH_INLINE_BACKLOG * l->n_workers) {
+        run_inline(b, e);
+        return;
+    }
+    lane_push(l, b);
+}
+
 /* ------------------------------------------------------------ run */
 
 static void set_failure(eng_blk *b, int status, const char *why) {
