@@ -3,9 +3,10 @@
  * (N, prod(rest)); with flatten=False the last axis is contracted and the
  * leading axes kept.  Forward and backward are one GEMM each (f32 or f64)
  * honouring req through beta, split into blocks on ctx->parallel_for when
- * large (nn_gemm_par; OpenBLAS itself is single-threaded); no state, no
- * workspace. */
-#include "nn_common.h"
+ * large (nn_gemm_par; OpenBLAS itself is single-threaded); small float32
+ * products use the kernels of fc_kern.c (bias add fused) instead of BLAS;
+ * no state, no workspace. */
+#include "fc_kern.h"
 
 typedef struct fc_params {
     int64_t num_hidden;
@@ -66,6 +67,11 @@ static int fc_forward(const mxp_forward_args *a) {
     int64_t rows, k, h = p->num_hidden;
     fc_dims(p, &a->in[0], &rows, &k);
     void *y = nn_ptr(&a->out[0]);
+    /* Small f32 products: our kernel, bias add fused (fc_kern.c). */
+    if (dt == MXP_DTYPE_F32 &&
+        nn_sgemm_small(a->ctx, 0, 1, rows, h, k, nn_ptr(&a->in[0]), k, nn_ptr(&a->in[1]), k,
+                       a->req[0] == MXP_REQ_ADD, y, h, p->no_bias ? NULL : nn_ptr(&a->in[2])))
+        return MXP_OK;
     nn_gemm_par(a->ctx, dt, 0, 1, rows, h, k, 1.0, nn_ptr(&a->in[0]), k, nn_ptr(&a->in[1]), k,
             a->req[0] == MXP_REQ_ADD ? 1.0 : 0.0, y, h);
     if (!p->no_bias)
@@ -83,10 +89,15 @@ static int fc_backward(const mxp_backward_args *a) {
     int64_t rows, k, h = p->num_hidden;
     fc_dims(p, &a->in[0], &rows, &k);
     const void *dy = nn_ptr(&a->out_grad[0]);
-    if (a->req[0] != MXP_REQ_NULL)  /* dx = dy · W */
+    int f32 = dt == MXP_DTYPE_F32;
+    if (a->req[0] != MXP_REQ_NULL &&  /* dx = dy · W */
+        !(f32 && nn_sgemm_small(a->ctx, 0, 0, rows, k, h, dy, h, nn_ptr(&a->in[1]), k, a->req[0] == MXP_REQ_ADD,
+                                nn_ptr(&a->in_grad[0]), k, NULL)))
         nn_gemm_par(a->ctx, dt, 0, 0, rows, k, h, 1.0, dy, h, nn_ptr(&a->in[1]), k,
                 a->req[0] == MXP_REQ_ADD ? 1.0 : 0.0, nn_ptr(&a->in_grad[0]), k);
-    if (a->req[1] != MXP_REQ_NULL)  /* dW = dyᵀ · x */
+    if (a->req[1] != MXP_REQ_NULL &&  /* dW = dyᵀ · x */
+        !(f32 && nn_sgemm_small(a->ctx, 1, 0, h, k, rows, dy, h, nn_ptr(&a->in[0]), k, a->req[1] == MXP_REQ_ADD,
+                                nn_ptr(&a->in_grad[1]), k, NULL)))
         nn_gemm_par(a->ctx, dt, 1, 0, h, k, rows, 1.0, dy, h, nn_ptr(&a->in[0]), k,
                 a->req[1] == MXP_REQ_ADD ? 1.0 : 0.0, nn_ptr(&a->in_grad[1]), k);
     if (!p->no_bias && a->n_in > 2 && a->req[2] != MXP_REQ_NULL)

@@ -103,3 +103,55 @@ Test(fc, blocked_gemm_reference, .init = setup, .fini = teardown) {
         nnh_node_free(&n);
     }
 }
+
+/* The float32 kernels of fc_kern.c (register tiles, row/column/k tails,
+ * the parallel split of the MLP's 64x784x128) against float64 loops over
+ * the same float32 values: forward with bias (write, then add) and the
+ * data/weight/bias gradients (write, then add). */
+Test(fc, f32_kernels_reference, .init = setup, .fini = teardown) {
+    const int64_t shapes[][3] = {{64, 784, 128}, {64, 128, 64}, {64, 64, 10}, {37, 83, 45}, {9, 40, 33}, {5, 3, 2}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t R = shapes[s][0], K = shapes[s][1], H = shapes[s][2];
+        char kw[64];
+        snprintf(kw, sizeof kw, "num_hidden=%lld", (long long)H);
+        nnh_node n;
+        int64_t d[2] = {R, K};
+        tu_node(&n, pack, "FullyConnected", kw, MXP_DTYPE_F32, 2, d, 1);
+        uint64_t r = 17 + s;
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], MXP_DTYPE_F32, nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        tu_fill(n.out_grad[0], MXP_DTYPE_F32, R * H, &r, -1, 1);
+        const float *x = n.in[0], *w = n.in[1], *b = n.in[2], *dy = n.out_grad[0];
+        double *y = calloc((size_t)(R * H), sizeof *y), *dx = calloc((size_t)(R * K), sizeof *dx),
+               *dw = calloc((size_t)(H * K), sizeof *dw), *db = calloc((size_t)H, sizeof *db);
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < H; j++) {
+                double v = b[j];
+                for (int64_t p = 0; p < K; p++) v += (double)x[i * K + p] * w[j * K + p];
+                y[i * H + j] = v;
+                db[j] += dy[i * H + j];
+                for (int64_t p = 0; p < K; p++) {
+                    dx[i * K + p] += (double)dy[i * H + j] * w[j * K + p];
+                    dw[j * K + p] += (double)dy[i * H + j] * x[i * K + p];
+                }
+            }
+        for (int pass = 1; pass <= 2; pass++) { /* write, then add: twice the values */
+            int32_t req[3] = {pass == 1 ? MXP_REQ_WRITE : MXP_REQ_ADD, pass == 1 ? MXP_REQ_WRITE : MXP_REQ_ADD,
+                              pass == 1 ? MXP_REQ_WRITE : MXP_REQ_ADD};
+            cr_assert_eq(nnh_node_forward(&n, 1, req), 0);
+            cr_assert_eq(nnh_node_backward(&n, req), 0);
+            double *yy = malloc(sizeof *yy * (size_t)(R * H)), *xx = malloc(sizeof *xx * (size_t)(R * K)),
+                   *ww = malloc(sizeof *ww * (size_t)(H * K)), *bb = malloc(sizeof *bb * (size_t)H);
+            for (int64_t i = 0; i < R * H; i++) yy[i] = pass * y[i];
+            for (int64_t i = 0; i < R * K; i++) xx[i] = pass * dx[i];
+            for (int64_t i = 0; i < H * K; i++) ww[i] = pass * dw[i];
+            for (int64_t i = 0; i < H; i++) bb[i] = pass * db[i];
+            cr_assert_leq(tu_relerr(n.out[0], MXP_DTYPE_F32, yy, R * H), 1e-5, "shape %zu pass %d: y", s, pass);
+            cr_assert_leq(tu_relerr(n.in_grad[0], MXP_DTYPE_F32, xx, R * K), 1e-5, "shape %zu pass %d: dx", s, pass);
+            cr_assert_leq(tu_relerr(n.in_grad[1], MXP_DTYPE_F32, ww, H * K), 1e-5, "shape %zu pass %d: dw", s, pass);
+            cr_assert_leq(tu_relerr(n.in_grad[2], MXP_DTYPE_F32, bb, H), 1e-5, "shape %zu pass %d: db", s, pass);
+            free(yy), free(xx), free(ww), free(bb);
+        }
+        free(y), free(dx), free(dw), free(db);
+        nnh_node_free(&n);
+    }
+}
