@@ -23,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 enum { SPIN_ROUNDS = 4000, SPIN_YIELD_EVERY = 256 };
 
@@ -260,7 +263,9 @@ static int64_t lane_backlog(eng_lane *l) {
  * neither and slows the pusher to the pace of the work.  Only a plain
  * pusher (not inside an engine function: no nesting) and only synchronous
  * functions (an async one may wait for something this thread would push
- * next).  Independent ops over 1000 vars, 2 threads, machine loaded:
+ * next).  The run gets the workers' float mode (FTZ/DAZ) for its duration;
+ * BLAS is single-threaded process-wide (the packs' init), so nothing else
+ * of the workers' setup matters.  Independent ops over 1000 vars, 2 threads, machine loaded:
  * see docs/engine.md. */
 enum { PUSH_INLINE_BACKLOG = 64 };
 
@@ -278,7 +283,16 @@ void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
     }
     if (tl_depth == 0 && l->kind == LANE_NORMAL && l->counts_budget && o->sync_fn &&
         lane_backlog(l) > (int64_t)PUSH_INLINE_BACKLOG * l->n_workers) {
+#if defined(__SSE__)
+        /* The workers' float mode (flush-to-zero, denormals-are-zero), so
+         * an op gives the same bits whichever thread runs it. */
+        unsigned csr = _mm_getcsr();
+        _mm_setcsr(csr | 0x8040);
+#endif
         run_inline(b, e);
+#if defined(__SSE__)
+        _mm_setcsr(csr);
+#endif
         return;
     }
     lane_push(l, b);
