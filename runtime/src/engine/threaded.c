@@ -289,7 +289,17 @@ void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
         unsigned csr = _mm_getcsr();
         _mm_setcsr(csr | 0x8040);
 #endif
+        /* The run clears and may set this thread's last error; the pusher's
+         * own message (a caller releasing arrays on its error path, say)
+         * must survive it. */
+        const char *cur = mxp_last_error();
+        char saved[1024];
+        size_t len = cur[0] ? strnlen(cur, sizeof saved - 1) : 0;
+        if (len) memcpy(saved, cur, len);
+        saved[len] = '\0';
         run_inline(b, e);
+        if (len) mxp__error(MXP_OK, "%s", saved);
+        else mxp__error_clear();
 #if defined(__SSE__)
         _mm_setcsr(csr);
 #endif

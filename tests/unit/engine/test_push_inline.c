@@ -4,11 +4,13 @@
  * pushing thread before push returns; ops on one var still run in push
  * order whoever runs them; ops that wait on a var are queued, not run
  * early; async functions and pushes from inside an engine function are
- * never run inline; every count is exact after wait_for_all.  Threaded
+ * never run inline; the pusher's last-error message survives the runs;
+ * every count is exact after wait_for_all.  Threaded
  * engine, 2 threads (TSan runs this file). */
 #include <criterion/criterion.h>
 
 #include "engine_test_util.h"
+#include "base/base.h"
 
 #include <string.h>
 
@@ -76,6 +78,9 @@ Test(push_inline, backlog_runs_on_pusher_in_order) {
     mxp_var *bv[2] = {new_var(), new_var()}, *v[NVARS];
     for (int i = 0; i < NVARS; i++) v[i] = new_var();
     push_blockers(bv);
+    /* The pusher's own last-error message survives the runs made on its
+     * thread (a caller releasing arrays on its error path pushes). */
+    mxp__error(MXP_EINVAL, "the pusher's own message");
     /* Both workers are held: the queue only grows until the pusher takes
      * over.  Op i writes var i % NVARS and records its index there. */
     for (int i = 0; i < NOPS; i++) {
@@ -89,6 +94,7 @@ Test(push_inline, backlog_runs_on_pusher_in_order) {
         cr_assert_eq(mxp_engine_push(&a), MXP_OK);
     }
     int inline_before_release = atomic_load(&ran_inline);
+    cr_assert_str_eq(mxp_last_error(), "the pusher's own message");
     atomic_store(&gate_open, 1);
     cr_assert_eq(mxp_engine_wait_for_all(), MXP_OK);
     /* Ops 0..LIMIT filled the queue; every later op on vars LIMIT+1.. found
