@@ -271,6 +271,7 @@ enum { PUSH_INLINE_BACKLOG = 64 };
 
 void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
     if (atomic_fetch_sub_explicit(&b->wait, 1, memory_order_acq_rel) != 1) return;
+    if (mxp__prof_on(MXP__PROF_API)) b->prof_ready = mxp__prof_now(); /* as mxp__eng_blk_decr */
     eng_opr *o = b->opr;
     if (o->kind != ENG_KIND_USER || e->type == ENGINE_NAIVE) {
         run_inline(b, e);
