@@ -28,6 +28,7 @@
 #include "fc_kern.h"
 #include "nn_simd.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
@@ -176,9 +177,15 @@ TC static void bc_rows(const gemm_args *g, int64_t i0, int64_t i1) {
  * recognises those CPUs, is the faster choice. */
 static int wide_vectors(void) {
 #if defined(__x86_64__)
-    static int v = -1;
-    if (v < 0) v = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return v;
+    /* Atomic: engine workers ask at once (a plain static was a data race
+     * under TSan); relaxed is enough, every thread computes the same value. */
+    static _Atomic int v = -1;
+    int c = atomic_load_explicit(&v, memory_order_relaxed);
+    if (c < 0) {
+        c = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        atomic_store_explicit(&v, c, memory_order_relaxed);
+    }
+    return c;
 #else
     return 0;
 #endif
