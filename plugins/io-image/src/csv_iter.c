@@ -27,7 +27,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,17 +55,6 @@ typedef struct csv_iter {
     uint64_t pos;                        /* next row                   */
 } csv_iter;
 
-static int report(const mxp_host *host, int status, const char *fmt, ...) MXP_HOST_PRINTF(3, 4);
-static int report(const mxp_host *host, int status, const char *fmt, ...) {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (host && host->set_error) return host->set_error(status, "%s", msg);
-    return status;
-}
-
 /* prod(shape) of a parameter shape; 0 when empty, unset, too many
  * dimensions (one is left for the batch) or over 2^31 elements. */
 static uint64_t shape_size(const mxp_param_shape *s) {
@@ -84,7 +72,7 @@ static int load_csv(const mxp_host *host, const char *what, const char *path, ui
     memset(out, 0, sizeof *out);
     out->width = width;
     FILE *f = fopen(path, "rb");
-    if (!f) return report(host, MXP_EIO, "CSVIter '%s': cannot open '%s': %s", what, path, strerror(errno));
+    if (!f) return io_image_report(host, MXP_EIO, "CSVIter '%s': cannot open '%s': %s", what, path, strerror(errno));
     uint64_t cap = 0, used = 0, line_no = 0;
     char *line = NULL;
     size_t line_cap = 0;
@@ -103,7 +91,7 @@ static int load_csv(const mxp_host *host, const char *what, const char *path, ui
             errno = 0;
             float x = strtof(p, &end);
             if (end == p || !isfinite(x)) {
-                rc = report(host, MXP_EFORMAT, "CSVIter '%s': %s line %" PRIu64 " column %" PRIu64
+                rc = io_image_report(host, MXP_EFORMAT, "CSVIter '%s': %s line %" PRIu64 " column %" PRIu64
                             ": '%.24s' is not a finite number", what, path, line_no, k + 1, p);
                 break;
             }
@@ -111,7 +99,7 @@ static int load_csv(const mxp_host *host, const char *what, const char *path, ui
                 uint64_t ncap = cap ? 2 * cap : 4096;
                 float *nv = realloc(out->v, (size_t)ncap * sizeof *nv);
                 if (!nv) {
-                    rc = report(host, MXP_ENOMEM, "CSVIter '%s': out of memory reading '%s' (%" PRIu64 " values)",
+                    rc = io_image_report(host, MXP_ENOMEM, "CSVIter '%s': out of memory reading '%s' (%" PRIu64 " values)",
                                 what, path, used);
                     break;
                 }
@@ -124,18 +112,18 @@ static int load_csv(const mxp_host *host, const char *what, const char *path, ui
             while (*p == ' ' || *p == '\t') p++;
             if (*p == ',') { p++; continue; }
             if (*p) {
-                rc = report(host, MXP_EFORMAT, "CSVIter '%s': %s line %" PRIu64 " column %" PRIu64
+                rc = io_image_report(host, MXP_EFORMAT, "CSVIter '%s': %s line %" PRIu64 " column %" PRIu64
                             ": unexpected '%c' after a number", what, path, line_no, k, *p);
             }
             break;
         }
         if (rc == MXP_OK && k != width)
-            rc = report(host, MXP_ESHAPE, "CSVIter '%s': %s line %" PRIu64 ": %" PRIu64
+            rc = io_image_report(host, MXP_ESHAPE, "CSVIter '%s': %s line %" PRIu64 ": %" PRIu64
                         " value(s), the shape needs %" PRIu64, what, path, line_no, k, width);
         if (rc == MXP_OK) out->rows++;
     }
     if (rc == MXP_OK && ferror(f))
-        rc = report(host, MXP_EIO, "CSVIter '%s': reading '%s': %s", what, path, strerror(errno));
+        rc = io_image_report(host, MXP_EIO, "CSVIter '%s': reading '%s': %s", what, path, strerror(errno));
     free(line);
     fclose(f);
     if (rc != MXP_OK) {
@@ -161,25 +149,25 @@ static void to_shape(const mxp_param_shape *p, mxp_shape *s) {
 static int csv_create(mxp_iter_create_args *a) {
     io_image_pack *pk = a ? (io_image_pack *)a->user_data : NULL;
     const mxp_host *host = pk ? pk->host : NULL;
-    if (!a || !a->params) return report(host, MXP_EINVAL, "CSVIter: create without parameters");
+    if (!a || !a->params) return io_image_report(host, MXP_EINVAL, "CSVIter: create without parameters");
     a->state = NULL;
     const csv_params *p = a->params;
-    if (!p->data_csv || !*p->data_csv) return report(host, MXP_EINVAL, "CSVIter 'data_csv': a path is required");
+    if (!p->data_csv || !*p->data_csv) return io_image_report(host, MXP_EINVAL, "CSVIter 'data_csv': a path is required");
     if (p->batch_size < 1 || p->batch_size > INT32_MAX)
-        return report(host, MXP_EINVAL, "CSVIter 'batch_size': %" PRId64 " must be in [1, %d]", p->batch_size,
+        return io_image_report(host, MXP_EINVAL, "CSVIter 'batch_size': %" PRId64 " must be in [1, %d]", p->batch_size,
                       INT32_MAX);
     uint64_t dw = shape_size(&p->data_shape), lw = shape_size(&p->label_shape);
     if (!dw)
-        return report(host, MXP_EINVAL, "CSVIter 'data_shape': 1 to %d positive dimensions are required, "
+        return io_image_report(host, MXP_EINVAL, "CSVIter 'data_shape': 1 to %d positive dimensions are required, "
                       "of at most 2^31 elements", MXP_MAX_NDIM - 1);
     if (!lw)
-        return report(host, MXP_EINVAL, "CSVIter 'label_shape': 1 to %d positive dimensions are required, "
+        return io_image_report(host, MXP_EINVAL, "CSVIter 'label_shape': 1 to %d positive dimensions are required, "
                       "of at most 2^31 elements", MXP_MAX_NDIM - 1);
     if (dw > ((uint64_t)1 << 40) / (uint64_t)p->batch_size)
-        return report(host, MXP_EINVAL, "CSVIter: a batch of %" PRId64 " rows of %" PRIu64 " values is too large",
+        return io_image_report(host, MXP_EINVAL, "CSVIter: a batch of %" PRId64 " rows of %" PRIu64 " values is too large",
                       p->batch_size, dw);
     csv_iter *it = calloc(1, sizeof *it);
-    if (!it) return report(host, MXP_ENOMEM, "CSVIter: out of memory");
+    if (!it) return io_image_report(host, MXP_ENOMEM, "CSVIter: out of memory");
     it->host = host;
     it->batch = (uint64_t)p->batch_size;
     to_shape(&p->data_shape, &it->data_shape);
@@ -190,9 +178,9 @@ static int csv_create(mxp_iter_create_args *a) {
     if (rc == MXP_OK && has_label) rc = load_csv(host, "label_csv", p->label_csv, lw, &it->label);
     if (rc == MXP_OK && !has_label) it->label.width = lw;
     if (rc == MXP_OK && it->data.rows == 0)
-        rc = report(host, MXP_EINVAL, "CSVIter 'data_csv': '%s' holds no row", p->data_csv);
+        rc = io_image_report(host, MXP_EINVAL, "CSVIter 'data_csv': '%s' holds no row", p->data_csv);
     if (rc == MXP_OK && has_label && it->label.rows != it->data.rows)
-        rc = report(host, MXP_EFORMAT, "CSVIter: '%s' holds %" PRIu64 " row(s) but '%s' holds %" PRIu64
+        rc = io_image_report(host, MXP_EFORMAT, "CSVIter: '%s' holds %" PRIu64 " row(s) but '%s' holds %" PRIu64
                     "; expected one label row per data row", p->data_csv, it->data.rows, p->label_csv,
                     it->label.rows);
     if (rc != MXP_OK) {
@@ -227,7 +215,7 @@ static int csv_provide(mxp_iter_provide_args *a) {
     a->n_data = 1;
     a->n_label = 1;
     if (a->capacity < 2 || !a->names || !a->shapes || !a->dtypes)
-        return report(it->host, MXP_EINVAL, "CSVIter provide: room for 2 entries needed, capacity %u", a->capacity);
+        return io_image_report(it->host, MXP_EINVAL, "CSVIter provide: room for 2 entries needed, capacity %u", a->capacity);
     snprintf(a->names[0], 64, "%s", "data");
     snprintf(a->names[1], 64, "%s", "softmax_label");
     batch_shape(it, 0, &a->shapes[0]);
@@ -244,40 +232,26 @@ static int csv_reset(mxp_iter_reset_args *a) {
     return MXP_OK;
 }
 
-static int check_tensor(const csv_iter *it, const mxp_tensor *t, const char *what, const mxp_shape *want) {
-    int same = t->ndim == want->ndim && t->shape;
-    for (int32_t d = 0; same && d < want->ndim; d++) same = t->shape[d] == want->dims[d];
-    if (!same) return report(it->host, MXP_ESHAPE, "CSVIter next: '%s' tensor does not have the shape provide reported", what);
-    if (t->dtype != MXP_DTYPE_F32)
-        return report(it->host, MXP_ETYPE, "CSVIter next: '%s' tensor has dtype %d, expected float32", what, t->dtype);
-    if (!t->data || !mxp_tensor_is_contiguous(t))
-        return report(it->host, MXP_EUNSUPPORTED, "CSVIter next: '%s' tensor must be dense and non-NULL", what);
-    if (t->device.type != MXP_DEV_CPU && t->device.type != MXP_DEV_CPU_PINNED && t->device.type != MXP_DEV_CPU_SHARED)
-        return report(it->host, MXP_EDEVICE, "CSVIter next: '%s' tensor must be in host memory (device type %d)", what,
-                      t->device.type);
-    return MXP_OK;
-}
-
 static int csv_next(mxp_iter_next_args *a) {
     csv_iter *it = a ? a->state : NULL;
     if (!it) return MXP_EINVAL;
     a->has_batch = 0;
     a->pad = 0;
     if (a->n_data < 1 || a->n_label < 1 || !a->data || !a->label)
-        return report(it->host, MXP_EINVAL, "CSVIter next: needs 1 data and 1 label tensor, got %u and %u", a->n_data,
+        return io_image_report(it->host, MXP_EINVAL, "CSVIter next: needs 1 data and 1 label tensor, got %u and %u", a->n_data,
                       a->n_label);
     const mxp_tensor *data = MXP_ARRAY_AT(mxp_tensor, a->data, 0);
     const mxp_tensor *label = MXP_ARRAY_AT(mxp_tensor, a->label, 0);
     mxp_shape ds, ls;
     batch_shape(it, 0, &ds);
     batch_shape(it, 1, &ls);
-    int rc = check_tensor(it, data, "data", &ds);
-    if (rc == MXP_OK) rc = check_tensor(it, label, "softmax_label", &ls);
+    int rc = io_image_check_f32_batch(it->host, "CSVIter", data, "data", &ds);
+    if (rc == MXP_OK) rc = io_image_check_f32_batch(it->host, "CSVIter", label, "softmax_label", &ls);
     if (rc != MXP_OK) return rc;
     uint64_t *index = NULL;
     if (MXP_HAS_FIELD(a, mxp_iter_next_args, index_capacity) && a->index) {
         if (a->index_capacity < it->batch)
-            return report(it->host, MXP_EINVAL, "CSVIter next: index_capacity %u < batch_size %" PRIu64,
+            return io_image_report(it->host, MXP_EINVAL, "CSVIter next: index_capacity %u < batch_size %" PRIu64,
                           a->index_capacity, it->batch);
         index = a->index;
     }

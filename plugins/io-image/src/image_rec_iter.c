@@ -36,7 +36,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,17 +88,6 @@ typedef struct rec_iter {
     mxp__rec_scratch *scratch; /* per worker                      */
 } rec_iter;
 
-static int report(const mxp_host *host, int status, const char *fmt, ...) MXP_HOST_PRINTF(3, 4);
-static int report(const mxp_host *host, int status, const char *fmt, ...) {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (host && host->set_error) return host->set_error(status, "%s", msg);
-    return status;
-}
-
 static void rec_free(rec_iter *it) {
     if (!it) return;
     if (it->map && it->size) munmap((void *)it->map, (size_t)it->size);
@@ -128,7 +116,7 @@ static int scan_records(rec_iter *it, uint64_t **out, uint64_t *out_n) {
     uint64_t cap = 1024, n = 0;
     uint64_t *offs = malloc(cap * sizeof *offs);
     mxp__rec_scratch s = {0};
-    if (!offs) return report(it->host, MXP_ENOMEM, "%s: out of memory listing records", it->name);
+    if (!offs) return io_image_report(it->host, MXP_ENOMEM, "%s: out of memory listing records", it->name);
     uint64_t off = 0;
     while (off < it->size) {
         const uint8_t *d;
@@ -138,14 +126,14 @@ static int scan_records(rec_iter *it, uint64_t **out, uint64_t *out_n) {
         if (rc != MXP_OK) {
             free(offs);
             mxp__rec_scratch_free(&s);
-            return report(it->host, rc, "%s '%s': record %" PRIu64 ": %s", it->name, it->path, n, err);
+            return io_image_report(it->host, rc, "%s '%s': record %" PRIu64 ": %s", it->name, it->path, n, err);
         }
         if (n == cap) {
             uint64_t *o = realloc(offs, 2 * cap * sizeof *offs);
             if (!o) {
                 free(offs);
                 mxp__rec_scratch_free(&s);
-                return report(it->host, MXP_ENOMEM, "%s: out of memory listing records", it->name);
+                return io_image_report(it->host, MXP_ENOMEM, "%s: out of memory listing records", it->name);
             }
             offs = o;
             cap *= 2;
@@ -164,13 +152,13 @@ static int load_index(rec_iter *it, const char *idx, uint64_t **out, uint64_t *o
     struct stat st;
     if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
         close(fd);
-        return report(it->host, MXP_EIO, "%s 'path_imgidx': '%s' is not a regular file", it->name, idx);
+        return io_image_report(it->host, MXP_EIO, "%s 'path_imgidx': '%s' is not a regular file", it->name, idx);
     }
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         int e = errno;
         if (fd >= 0) close(fd);
-        return report(it->host, MXP_EIO, "%s 'path_imgidx': cannot open '%s': %s", it->name, idx, strerror(e));
+        return io_image_report(it->host, MXP_EIO, "%s 'path_imgidx': cannot open '%s': %s", it->name, idx, strerror(e));
     }
     size_t cap = 1 << 16, len = 0;
     char *text = malloc(cap);
@@ -189,28 +177,28 @@ static int load_index(rec_iter *it, const char *idx, uint64_t **out, uint64_t *o
         }
     }
     fclose(f);
-    if (!text) return report(it->host, MXP_ENOMEM, "%s: out of memory reading '%s'", it->name, idx);
+    if (!text) return io_image_report(it->host, MXP_ENOMEM, "%s: out of memory reading '%s'", it->name, idx);
     uint64_t *keys = NULL;
     char err[256];
     int rc = mxp__rec_idx_parse(text, len, it->size, &keys, out, out_n, err, sizeof err);
     free(text);
     free(keys);
-    if (rc != MXP_OK) return report(it->host, rc, "%s 'path_imgidx' '%s' (for '%s'): %s", it->name, idx, it->path, err);
+    if (rc != MXP_OK) return io_image_report(it->host, rc, "%s 'path_imgidx' '%s' (for '%s'): %s", it->name, idx, it->path, err);
     return MXP_OK;
 }
 
 static int check_params(const mxp_host *host, const char *name, const rec_params *p) {
-    if (!p->path_imgrec || !*p->path_imgrec) return report(host, MXP_EINVAL, "%s 'path_imgrec': required", name);
+    if (!p->path_imgrec || !*p->path_imgrec) return io_image_report(host, MXP_EINVAL, "%s 'path_imgrec': required", name);
     if (p->path_imglist && *p->path_imglist)
-        return report(host, MXP_EUNSUPPORTED, "%s 'path_imglist': overriding labels from a .lst is not supported", name);
+        return io_image_report(host, MXP_EUNSUPPORTED, "%s 'path_imglist': overriding labels from a .lst is not supported", name);
     const mxp_param_shape *s = &p->data_shape;
     if (!s->has_value || s->ndim != 3 || (s->dims[0] != 1 && s->dims[0] != 3) || s->dims[1] < 1 || s->dims[2] < 1 ||
         s->dims[1] > 8192 || s->dims[2] > 8192)
-        return report(host, MXP_EINVAL, "%s 'data_shape': must be (c, h, w) with c 1 or 3 and h, w in [1, 8192]", name);
+        return io_image_report(host, MXP_EINVAL, "%s 'data_shape': must be (c, h, w) with c 1 or 3 and h, w in [1, 8192]", name);
     if (p->batch_size < 1 || p->batch_size > (1 << 20))
-        return report(host, MXP_EINVAL, "%s 'batch_size': %" PRId64 " must be in [1, 1048576]", name, p->batch_size);
+        return io_image_report(host, MXP_EINVAL, "%s 'batch_size': %" PRId64 " must be in [1, 1048576]", name, p->batch_size);
     if (p->num_parts < 1 || p->part_index < 0 || p->part_index >= p->num_parts)
-        return report(host, MXP_EINVAL, "%s 'part_index': %" PRId64 " must be in [0, num_parts=%" PRId64 ")", name,
+        return io_image_report(host, MXP_EINVAL, "%s 'part_index': %" PRId64 " must be in [0, num_parts=%" PRId64 ")", name,
                       p->part_index, p->num_parts);
     struct { const char *key; double v; } unsupported[] = {
         {"max_rotate_angle", p->max_rotate_angle}, {"max_shear_ratio", p->max_shear_ratio},
@@ -219,31 +207,31 @@ static int check_params(const mxp_host *host, const char *name, const rec_params
     };
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (unsupported[i].v != 0)
-            return report(host, MXP_EUNSUPPORTED, "%s '%s': %g is not supported (only 0: this augmenter is not "
+            return io_image_report(host, MXP_EUNSUPPORTED, "%s '%s': %g is not supported (only 0: this augmenter is not "
                           "implemented)", name, unsupported[i].key, unsupported[i].v);
     if (p->mean_img && *p->mean_img)
-        return report(host, MXP_EUNSUPPORTED, "%s 'mean_img': a mean image is not supported (use mean_r/g/b)", name);
+        return io_image_report(host, MXP_EUNSUPPORTED, "%s 'mean_img': a mean image is not supported (use mean_r/g/b)", name);
     if (p->inter_method != 0 && p->inter_method != 1 && p->inter_method != 3)
-        return report(host, MXP_EUNSUPPORTED, "%s 'inter_method': %" PRId64 " is not supported (0 nearest, 1 bilinear, "
+        return io_image_report(host, MXP_EUNSUPPORTED, "%s 'inter_method': %" PRId64 " is not supported (0 nearest, 1 bilinear, "
                       "3 area)", name, p->inter_method);
     if (!(p->min_random_area > 0 && p->min_random_area <= p->max_random_area && p->max_random_area <= 1))
-        return report(host, MXP_EINVAL, "%s 'min_random_area'/'max_random_area': need 0 < min <= max <= 1 (got %g, %g)",
+        return io_image_report(host, MXP_EINVAL, "%s 'min_random_area'/'max_random_area': need 0 < min <= max <= 1 (got %g, %g)",
                       name, p->min_random_area, p->max_random_area);
     if (p->std_r == 0 || p->std_g == 0 || p->std_b == 0)
-        return report(host, MXP_EINVAL, "%s 'std_r/g/b': must not be 0", name);
+        return io_image_report(host, MXP_EINVAL, "%s 'std_r/g/b': must not be 0", name);
     return MXP_OK;
 }
 
 static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_u8) {
     io_image_pack *pk = a ? (io_image_pack *)a->user_data : NULL;
     const mxp_host *host = pk ? pk->host : NULL;
-    if (!a || !a->params) return report(host, MXP_EINVAL, "%s: create without parameters", name);
+    if (!a || !a->params) return io_image_report(host, MXP_EINVAL, "%s: create without parameters", name);
     a->state = NULL;
     const rec_params *p = a->params;
     int rc = check_params(host, name, p);
     if (rc != MXP_OK) return rc;
     rec_iter *it = calloc(1, sizeof *it);
-    if (!it) return report(host, MXP_ENOMEM, "%s: out of memory", name);
+    if (!it) return io_image_report(host, MXP_ENOMEM, "%s: out of memory", name);
     it->host = host;
     it->name = name;
     it->out_u8 = out_u8;
@@ -270,7 +258,7 @@ static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_
     }
     if (!(g->min_ratio > 0 && g->min_ratio <= g->max_ratio)) {
         rec_free(it);
-        return report(host, MXP_EINVAL, "%s 'min_aspect_ratio'/'max_aspect_ratio': bounds [%g, %g] are not 0 < min <= "
+        return io_image_report(host, MXP_EINVAL, "%s 'min_aspect_ratio'/'max_aspect_ratio': bounds [%g, %g] are not 0 < min <= "
                       "max", name, g->min_ratio, g->max_ratio);
     }
     g->rand_mirror = p->rand_mirror;
@@ -293,13 +281,13 @@ static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_
     if (fd < 0) {
         int e = errno;
         rec_free(it);
-        return report(host, MXP_EIO, "%s 'path_imgrec': cannot open '%s': %s", name, p->path_imgrec, strerror(e));
+        return io_image_report(host, MXP_EIO, "%s 'path_imgrec': cannot open '%s': %s", name, p->path_imgrec, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
         close(fd);
         rec_free(it);
-        return report(host, MXP_EFORMAT, "%s 'path_imgrec': '%s' is not a non-empty regular file", name,
+        return io_image_report(host, MXP_EFORMAT, "%s 'path_imgrec': '%s' is not a non-empty regular file", name,
                       p->path_imgrec);
     }
     it->size = (uint64_t)st.st_size;
@@ -308,7 +296,7 @@ static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_
     if (m == MAP_FAILED) {
         it->size = 0;
         rec_free(it);
-        return report(host, MXP_EIO, "%s 'path_imgrec': cannot map '%s'", name, p->path_imgrec);
+        return io_image_report(host, MXP_EIO, "%s 'path_imgrec': cannot map '%s'", name, p->path_imgrec);
     }
     it->map = m;
     uint64_t *all = NULL, count = 0;
@@ -325,14 +313,14 @@ static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_
     if (it->n == 0) {
         free(all);
         rec_free(it);
-        return report(host, MXP_EINVAL, "%s: part %" PRId64 " of %" PRId64 " of '%s' holds no record (%" PRIu64
+        return io_image_report(host, MXP_EINVAL, "%s: part %" PRId64 " of %" PRId64 " of '%s' holds no record (%" PRIu64
                       " in the file)", name, p->part_index, p->num_parts, p->path_imgrec, count);
     }
     memmove(all, all + s0, (size_t)it->n * sizeof *all);
     it->offsets = all;
     if (it->shuffle && !(it->order = malloc((size_t)it->n * sizeof *it->order))) {
         rec_free(it);
-        return report(host, MXP_ENOMEM, "%s: out of memory for a shuffle order", name);
+        return io_image_report(host, MXP_ENOMEM, "%s: out of memory for a shuffle order", name);
     }
     if (it->order) make_order(it, 0);
     int nt = (int)(p->preprocess_threads < 1 ? 1 : p->preprocess_threads > 64 ? 64 : p->preprocess_threads);
@@ -340,13 +328,13 @@ static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_
     it->scratch = calloc((size_t)nt, sizeof *it->scratch);
     if (!it->workers || !it->scratch) {
         rec_free(it);
-        return report(host, MXP_ENOMEM, "%s: out of memory for decode workers", name);
+        return io_image_report(host, MXP_ENOMEM, "%s: out of memory for decode workers", name);
     }
     for (int i = 0; i < nt; i++) {
         it->n_workers = i + 1;
         if (aug_worker_init(&it->workers[i], g)) {
             rec_free(it);
-            return report(host, MXP_ENOMEM, "%s: out of memory for decode worker %d", name, i);
+            return io_image_report(host, MXP_ENOMEM, "%s: out of memory for decode worker %d", name, i);
         }
     }
     if (p->verbose && host && host->log)
@@ -370,7 +358,7 @@ static int rec_provide(mxp_iter_provide_args *a) {
     a->n_data = 1;
     a->n_label = 1;
     if (a->capacity < 2 || !a->names || !a->shapes || !a->dtypes)
-        return report(it->host, MXP_EINVAL, "%s provide: room for 2 entries needed", it->name);
+        return io_image_report(it->host, MXP_EINVAL, "%s provide: room for 2 entries needed", it->name);
     snprintf(a->names[0], 64, "data");
     snprintf(a->names[1], 64, "softmax_label");
     memset(&a->shapes[0], 0, sizeof a->shapes[0]);
@@ -487,10 +475,10 @@ static int check_tensor(const rec_iter *it, const mxp_tensor *t, const char *wha
     int64_t n = 1;
     for (int32_t d = 0; d < t->ndim; d++) n *= t->shape[d];
     if (n != elems || t->dtype != dtype || !t->data || !mxp_tensor_is_contiguous(t))
-        return report(it->host, MXP_ESHAPE, "%s next: '%s' tensor is not the dense %s array provide reported", it->name,
+        return io_image_report(it->host, MXP_ESHAPE, "%s next: '%s' tensor is not the dense %s array provide reported", it->name,
                       what, dtype == MXP_DTYPE_U8 ? "uint8" : "float32");
     if (t->device.type != MXP_DEV_CPU && t->device.type != MXP_DEV_CPU_PINNED && t->device.type != MXP_DEV_CPU_SHARED)
-        return report(it->host, MXP_EDEVICE, "%s next: '%s' tensor must be in host memory", it->name, what);
+        return io_image_report(it->host, MXP_EDEVICE, "%s next: '%s' tensor must be in host memory", it->name, what);
     return MXP_OK;
 }
 
@@ -500,7 +488,7 @@ static int rec_next(mxp_iter_next_args *a) {
     a->has_batch = 0;
     a->pad = 0;
     if (a->n_data < 1 || a->n_label < 1 || !a->data || !a->label)
-        return report(it->host, MXP_EINVAL, "%s next: needs 1 data and 1 label tensor", it->name);
+        return io_image_report(it->host, MXP_EINVAL, "%s next: needs 1 data and 1 label tensor", it->name);
     const mxp_tensor *data = MXP_ARRAY_AT(mxp_tensor, a->data, 0);
     const mxp_tensor *label = MXP_ARRAY_AT(mxp_tensor, a->label, 0);
     size_t sample = (size_t)it->aug.c * (size_t)it->aug.h * (size_t)it->aug.w;
@@ -516,7 +504,7 @@ static int rec_next(mxp_iter_next_args *a) {
     if (!job || !job->err || !job->err_pos) {
         if (job) free(job->err);
         free(job);
-        return report(it->host, MXP_ENOMEM, "%s next: out of memory", it->name);
+        return io_image_report(it->host, MXP_ENOMEM, "%s next: out of memory", it->name);
     }
     job->it = it;
     job->data = mxp_tensor_ptr(data);
@@ -534,7 +522,7 @@ static int rec_next(mxp_iter_next_args *a) {
         const char *msg = "decode failed";
         for (int i = 0; i < nt; i++)
             if (job->err_pos[i] == f) msg = job->err[i];
-        rc = report(it->host, MXP_EFORMAT, "%s '%s': %s", it->name, it->path, msg);
+        rc = io_image_report(it->host, MXP_EFORMAT, "%s '%s': %s", it->name, it->path, msg);
     }
     free(job->err);
     free(job->err_pos);

@@ -17,4 +17,10 @@ extern const mxp_iter_def io_image_rec_iter_def;     /* image_rec_iter.c */
 extern const mxp_iter_def io_image_rec_u8_iter_def;
 extern const mxp_iter_def io_image_csv_iter_def;     /* csv_iter.c */
 
+/* iter_util.c: set the host's error (when it has set_error) and return
+ * status; check a float32 batch tensor of `iter`'s next against `want`. */
+int io_image_report(const mxp_host *host, int status, const char *fmt, ...) MXP_HOST_PRINTF(3, 4);
+int io_image_check_f32_batch(const mxp_host *host, const char *iter, const mxp_tensor *t, const char *what,
+                             const mxp_shape *want);
+
 #endif /* MXP_IO_IMAGE_H */

@@ -28,7 +28,6 @@
 #include "io_image.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,17 +59,6 @@ typedef struct mnist_iter {
     uint64_t *order;      /* n, when shuffling                         */
     uint64_t pos;         /* next position in the epoch's order        */
 } mnist_iter;
-
-static int report(const mxp_host *host, int status, const char *fmt, ...) MXP_HOST_PRINTF(3, 4);
-static int report(const mxp_host *host, int status, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (host && host->set_error) return host->set_error(status, "%s", msg);
-    return status;
-}
 
 /* ------------------------------------------------------------- shuffle */
 static uint64_t splitmix64(uint64_t *s) {
@@ -129,22 +117,22 @@ static uint8_t *take_shard(idx_file *f, uint64_t start, uint64_t n) {
 static int mnist_create(mxp_iter_create_args *a) {
     io_image_pack *pk = a ? (io_image_pack *)a->user_data : NULL;
     const mxp_host *host = pk ? pk->host : NULL;
-    if (!a || !a->params) return report(host, MXP_EINVAL, "MNISTIter: create without parameters");
+    if (!a || !a->params) return io_image_report(host, MXP_EINVAL, "MNISTIter: create without parameters");
     a->state = NULL;
     const mnist_params *p = a->params;
     /* MXNet's batch_size is an int; pad and index_capacity are 32-bit. */
     if (p->batch_size < 1 || p->batch_size > INT32_MAX)
-        return report(host, MXP_EINVAL, "MNISTIter 'batch_size': %" PRId64 " must be in [1, %d]", p->batch_size,
+        return io_image_report(host, MXP_EINVAL, "MNISTIter 'batch_size': %" PRId64 " must be in [1, %d]", p->batch_size,
                       INT32_MAX);
     if (p->num_parts < 1)
-        return report(host, MXP_EINVAL, "MNISTIter 'num_parts': %" PRId64 " must be >= 1", p->num_parts);
+        return io_image_report(host, MXP_EINVAL, "MNISTIter 'num_parts': %" PRId64 " must be >= 1", p->num_parts);
     if (p->part_index < 0 || p->part_index >= p->num_parts)
-        return report(host, MXP_EINVAL, "MNISTIter 'part_index': %" PRId64 " must be in [0, num_parts=%" PRId64 ")",
+        return io_image_report(host, MXP_EINVAL, "MNISTIter 'part_index': %" PRId64 " must be in [0, num_parts=%" PRId64 ")",
                       p->part_index, p->num_parts);
-    if (!p->image || !p->label) return report(host, MXP_EINVAL, "MNISTIter: 'image' and 'label' must be paths");
+    if (!p->image || !p->label) return io_image_report(host, MXP_EINVAL, "MNISTIter: 'image' and 'label' must be paths");
 
     mnist_iter *it = calloc(1, sizeof *it);
-    if (!it) return report(host, MXP_ENOMEM, "MNISTIter: out of memory");
+    if (!it) return io_image_report(host, MXP_ENOMEM, "MNISTIter: out of memory");
     it->host = host;
     it->batch = (uint64_t)p->batch_size;
     it->shuffle = p->shuffle != 0;
@@ -157,16 +145,16 @@ static int mnist_create(mxp_iter_create_args *a) {
     int rc = idx_load(p->image, IDX_MAGIC_IMAGES, &img, err, sizeof err);
     if (rc != MXP_OK) {
         mnist_free(it);
-        return report(host, rc, "MNISTIter 'image': %s", err);
+        return io_image_report(host, rc, "MNISTIter 'image': %s", err);
     }
     rc = idx_load(p->label, IDX_MAGIC_LABELS, &lab, err, sizeof err);
     if (rc != MXP_OK) {
         idx_file_free(&img);
         mnist_free(it);
-        return report(host, rc, "MNISTIter 'label': %s", err);
+        return io_image_report(host, rc, "MNISTIter 'label': %s", err);
     }
     if (img.view.count != lab.view.count) {
-        rc = report(host, MXP_EFORMAT,
+        rc = io_image_report(host, MXP_EFORMAT,
                     "MNISTIter: '%s' holds %" PRIu64 " image(s) but '%s' holds %" PRIu64
                     " label(s) (count at byte offset 4 of each); expected equal counts",
                     p->image, img.view.count, p->label, lab.view.count);
@@ -177,7 +165,7 @@ static int mnist_create(mxp_iter_create_args *a) {
     it->item = img.view.item_size;
     /* The batch's byte size must fit comfortably in int64 (mxp_shape). */
     if (it->item > ((uint64_t)1 << 40) / it->batch) {
-        rc = report(host, MXP_EINVAL, "MNISTIter: batch of %" PRIu64 " images of %" PRIu32 "x%" PRIu32
+        rc = io_image_report(host, MXP_EINVAL, "MNISTIter: batch of %" PRIu64 " images of %" PRIu32 "x%" PRIu32
                     " is too large", it->batch, it->rows, it->cols);
         goto fail;
     }
@@ -196,7 +184,7 @@ static int mnist_create(mxp_iter_create_args *a) {
         it->order = malloc((size_t)it->n * sizeof *it->order);
         if (!it->order) {
             mnist_free(it);
-            return report(host, MXP_ENOMEM, "MNISTIter: out of memory for a shuffle order of %" PRIu64, count);
+            return io_image_report(host, MXP_ENOMEM, "MNISTIter: out of memory for a shuffle order of %" PRIu64, count);
         }
     }
     if (it->order) make_order(it, 0);
@@ -243,7 +231,7 @@ static int mnist_provide(mxp_iter_provide_args *a) {
     a->n_data = 1;
     a->n_label = 1;
     if (a->capacity < 2 || !a->names || !a->shapes || !a->dtypes)
-        return report(it->host, MXP_EINVAL, "MNISTIter provide: room for 2 entries needed, capacity %u", a->capacity);
+        return io_image_report(it->host, MXP_EINVAL, "MNISTIter provide: room for 2 entries needed, capacity %u", a->capacity);
     snprintf(a->names[0], 64, "%s", "data");
     snprintf(a->names[1], 64, "%s", "softmax_label");
     data_shape(it, &a->shapes[0]);
@@ -265,28 +253,13 @@ static int mnist_reset(mxp_iter_reset_args *a) {
 }
 
 /* ----------------------------------------------------------------- next */
-static int check_tensor(const mnist_iter *it, const mxp_tensor *t, const char *what, const mxp_shape *want) {
-    int same = t->ndim == want->ndim && t->shape;
-    for (int32_t d = 0; same && d < want->ndim; d++) same = t->shape[d] == want->dims[d];
-    if (!same)
-        return report(it->host, MXP_ESHAPE, "MNISTIter next: '%s' tensor does not have the shape provide reported", what);
-    if (t->dtype != MXP_DTYPE_F32)
-        return report(it->host, MXP_ETYPE, "MNISTIter next: '%s' tensor has dtype %d, expected float32", what, t->dtype);
-    if (!t->data || !mxp_tensor_is_contiguous(t))
-        return report(it->host, MXP_EUNSUPPORTED, "MNISTIter next: '%s' tensor must be dense and non-NULL", what);
-    if (t->device.type != MXP_DEV_CPU && t->device.type != MXP_DEV_CPU_PINNED && t->device.type != MXP_DEV_CPU_SHARED)
-        return report(it->host, MXP_EDEVICE, "MNISTIter next: '%s' tensor must be in host memory (device type %d)",
-                      what, t->device.type);
-    return MXP_OK;
-}
-
 static int mnist_next(mxp_iter_next_args *a) {
     mnist_iter *it = a ? a->state : NULL;
     if (!it) return MXP_EINVAL;
     a->has_batch = 0;
     a->pad = 0;
     if (a->n_data < 1 || a->n_label < 1 || !a->data || !a->label)
-        return report(it->host, MXP_EINVAL, "MNISTIter next: needs 1 data and 1 label tensor, got %u and %u",
+        return io_image_report(it->host, MXP_EINVAL, "MNISTIter next: needs 1 data and 1 label tensor, got %u and %u",
                       a->n_data, a->n_label);
     const mxp_tensor *data = MXP_ARRAY_AT(mxp_tensor, a->data, 0);
     const mxp_tensor *label = MXP_ARRAY_AT(mxp_tensor, a->label, 0);
@@ -295,13 +268,13 @@ static int mnist_next(mxp_iter_next_args *a) {
     memset(&ls, 0, sizeof ls);
     ls.ndim = 1;
     ls.dims[0] = (int64_t)it->batch;
-    int rc = check_tensor(it, data, "data", &ds);
-    if (rc == MXP_OK) rc = check_tensor(it, label, "softmax_label", &ls);
+    int rc = io_image_check_f32_batch(it->host, "MNISTIter", data, "data", &ds);
+    if (rc == MXP_OK) rc = io_image_check_f32_batch(it->host, "MNISTIter", label, "softmax_label", &ls);
     if (rc != MXP_OK) return rc;
     uint64_t *index = NULL;
     if (MXP_HAS_FIELD(a, mxp_iter_next_args, index_capacity) && a->index) {
         if (a->index_capacity < it->batch)
-            return report(it->host, MXP_EINVAL, "MNISTIter next: index_capacity %u < batch_size %" PRIu64,
+            return io_image_report(it->host, MXP_EINVAL, "MNISTIter next: index_capacity %u < batch_size %" PRIu64,
                           a->index_capacity, it->batch);
         index = a->index;
     }
