@@ -205,21 +205,14 @@ int mxp_feature_describe(const char *kind, const char *name, const char **out_pa
 int mxp_feature_param_at(const char *kind, const char *name, int index, const char **out_name,
                          const char **out_type, const char **out_default, const char **out_range,
                          const char **out_choices, const char **out_doc) {
-    const char **outs[] = {out_name, out_type, out_default, out_range, out_choices, out_doc};
-    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
-        if (outs[i]) *outs[i] = NULL;
+    mxp__param_text_out(NULL, out_name, out_type, out_default, out_range, out_choices, out_doc);
     feature_record *r;
     int rc = record_get("mxp_feature_param_at", kind, name, &r);
     if (rc) return rc;
     if (index < 0 || index >= r->n_params)
         return mxp__error(MXP_EINVAL, "%s '%s': no parameter #%d (it has %d)", kind, name, index, r->n_params);
     const mxp_param_text *t = &r->params[index];
-    if (out_name) *out_name = t->name;
-    if (out_type) *out_type = t->type;
-    if (out_default) *out_default = t->dflt;
-    if (out_range) *out_range = t->range;
-    if (out_choices) *out_choices = t->choices;
-    if (out_doc) *out_doc = t->doc;
+    mxp__param_text_out(t, out_name, out_type, out_default, out_range, out_choices, out_doc);
     return MXP_OK;
 }
 

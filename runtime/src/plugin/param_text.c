@@ -53,3 +53,14 @@ void mxp__param_text_clear(mxp_param_text *t) {
     free(t->name); free(t->type); free(t->dflt); free(t->range); free(t->choices); free(t->doc);
     memset(t, 0, sizeof *t);
 }
+
+void mxp__param_text_out(const mxp_param_text *t, const char **out_name, const char **out_type,
+                         const char **out_default, const char **out_range, const char **out_choices,
+                         const char **out_doc) {
+    if (out_name) *out_name = t ? t->name : NULL;
+    if (out_type) *out_type = t ? t->type : NULL;
+    if (out_default) *out_default = t ? t->dflt : NULL;
+    if (out_range) *out_range = t ? t->range : NULL;
+    if (out_choices) *out_choices = t ? t->choices : NULL;
+    if (out_doc) *out_doc = t ? t->doc : NULL;
+}

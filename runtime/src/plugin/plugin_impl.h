@@ -171,6 +171,10 @@ typedef struct mxp_param_text {
 } mxp_param_text;
 /* param_text.c: fill from a schema entry (heap copies); clear frees them. */
 int mxp__param_text_fill(mxp_param_text *t, const mxp_param_def *d);
+/* The *_param_at out-parameters from t (each may be NULL); t NULL clears them. */
+void mxp__param_text_out(const mxp_param_text *t, const char **out_name, const char **out_type,
+                         const char **out_default, const char **out_range, const char **out_choices,
+                         const char **out_doc);
 void mxp__param_text_clear(mxp_param_text *t);
 /* feature_query.c: forget the cached iterator/kvstore/device descriptions
  * (registry shutdown). */

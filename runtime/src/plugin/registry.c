@@ -811,12 +811,7 @@ int mxp_op_param_count(const mxp_op *op) {
 int mxp_op_param_at(const mxp_op *op, int index, const char **out_name, const char **out_type,
                     const char **out_default, const char **out_range, const char **out_choices,
                     const char **out_doc) {
-    if (out_name) *out_name = NULL;
-    if (out_type) *out_type = NULL;
-    if (out_default) *out_default = NULL;
-    if (out_range) *out_range = NULL;
-    if (out_choices) *out_choices = NULL;
-    if (out_doc) *out_doc = NULL;
+    mxp__param_text_out(NULL, out_name, out_type, out_default, out_range, out_choices, out_doc);
     const mxp_op_def *def;
     if (!op) return mxp__error(MXP_EMISUSE, "mxp_op_param_at: NULL op");
     int rc = mxp__op_ensure_def((struct mxp_op *)op, &def);
@@ -824,11 +819,6 @@ int mxp_op_param_at(const mxp_op *op, int index, const char **out_name, const ch
     if (index < 0 || index >= op->n_ptext)
         return mxp__error(MXP_EINVAL, "op '%s': no parameter #%d (it has %d)", op->name, index, op->n_ptext);
     const mxp_param_text *t = &op->ptext[index];
-    if (out_name) *out_name = t->name;
-    if (out_type) *out_type = t->type;
-    if (out_default) *out_default = t->dflt;
-    if (out_range) *out_range = t->range;
-    if (out_choices) *out_choices = t->choices;
-    if (out_doc) *out_doc = t->doc;
+    mxp__param_text_out(t, out_name, out_type, out_default, out_range, out_choices, out_doc);
     return MXP_OK;
 }
