@@ -22,7 +22,11 @@
  *   4. An implementation: forward (and backward unless MXP_OP_NO_GRADIENT),
  *      on a device ("cpu"), with a rank.  Honour req (write/inplace/add) and
  *      report failures with host->set_error; never print, never exit.
- *   5. Optional: SimpleOps, for whole-array elementwise kernels.
+ *   5. Optional: SimpleOps, for whole-array elementwise kernels; and
+ *      counters the pack publishes (ABI 1.2, <mxp/stats.h>): register them
+ *      in init with mxp_registrar_add_stat, bump them from kernels with
+ *      mxp_stat_add; `mxplug train --stats` and `mxplug packs --stats`
+ *      print them, applications read them with mxp_pack_stats().
  *   6. The descriptor (name = the manifest's pack name, version, init) and
  *      MXP_PLUGIN_DEFINE.  init only registers: no allocation, no threads,
  *      no hardware; failures roll the whole pack back.
@@ -40,6 +44,14 @@
 /* The host table, kept from init for set_error and friends (valid until
  * fini returns). */
 static const mxp_host *template_host;
+
+/* A counter the pack publishes (step 5): host memory, bumped atomically;
+ * NULL (and bumps no-ops) on a host older than ABI 1.2. */
+static mxp_stat *template_axpb_elements;
+static const mxp_stat_def template_axpb_elements_def = {
+    MXP_HEADER(mxp_stat_def), "template_axpb.elements", MXP_STAT_COUNT, 0, "elements",
+    "elements template_axpb's forward computed",
+};
 
 /* ---------------------------------------------------------------- step 2 */
 typedef struct template_axpb_params {
@@ -114,7 +126,9 @@ static int template_axpb_run(const mxp_tensor *x, const mxp_tensor *y, int32_t r
 
 static int template_axpb_forward(const mxp_forward_args *a) {
     const template_axpb_params *p = a->params;
-    return template_axpb_run(&a->in[0], &a->out[0], a->req[0], p->alpha, p->beta);
+    int rc = template_axpb_run(&a->in[0], &a->out[0], a->req[0], p->alpha, p->beta);
+    if (rc == MXP_OK) mxp_stat_add(template_axpb_elements, (uint64_t)mxp_tensor_numel(&a->in[0]));
+    return rc;
 }
 
 static int template_axpb_backward(const mxp_backward_args *a) {
@@ -191,6 +205,7 @@ static int template_init(const mxp_plugin_init_args *a) {
     int rc = r->add_op(r, &template_axpb_def);
     if (rc == MXP_OK) rc = r->add_impl(r, &template_axpb_impl);
     if (rc == MXP_OK) rc = r->add_simple_op(r, &template_square_def);
+    if (rc == MXP_OK) rc = mxp_registrar_add_stat(r, &template_axpb_elements_def, &template_axpb_elements);
     return rc; /* on failure the host rolls back everything staged */
 }
 

@@ -13,6 +13,11 @@
  *     no_bias, layout) by name through the host (ABI 1.1:
  *     mxp_param_get_* on args->op_params), never through ops-nn's private
  *     struct.  Also opt-in: MXP_IMPL_Convolution=naive.
+ * It also publishes counters of its own (ABI 1.2, <mxp/stats.h>), so an
+ * author sees what ran and how much work it did, beside the runtime's
+ * calls and time per impl: `mxplug train --stats`, `mxplug packs --stats`
+ * or mxp_pack_stats() in an application.  Registered in init, bumped with
+ * one relaxed atomic add; on a host older than 1.2 they are simply absent.
  * The relu impl follows the op's definition in ops-basic (a SimpleOp whose
  * gradient uses the output): backward reads out_grad and the output only.
  * Kernels: contiguous float32/float64; anything else is refused by
@@ -24,6 +29,9 @@
 #include <string.h>
 
 static const mxp_host *tp_host;
+
+/* Counters (host-owned cells; NULL on a host without them: bumps no-op). */
+static mxp_stat *tp_st_relu_elems, *tp_st_conv_macs, *tp_st_conv_scratch;
 
 static int tp_supports(mxp_impl_query_args *a) {
     int32_t dt = a->n_in ? a->in_dtypes[0] : MXP_DTYPE_UNKNOWN;
@@ -129,6 +137,7 @@ static int tp_relu_forward(const mxp_forward_args *a) {
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     int rc = tp_check("relu", ts, 2);
     if (rc == MXP_OK) tp_relu_map(&a->in[0], NULL, &a->out[0], a->req[0]);
+    if (rc == MXP_OK) mxp_stat_add(tp_st_relu_elems, (uint64_t)mxp_tensor_numel(&a->in[0]));
     return rc;
 }
 
@@ -290,6 +299,8 @@ static int tp_conv_forward(const mxp_forward_args *a) {
                     tp_put(y, ((n * g.F + f) * g.OH + oh) * g.OW + ow, acc, a->req[0]);
                 }
         }
+    /* Multiply-adds of the loop nest above, padding taps included. */
+    mxp_stat_add(tp_st_conv_macs, (uint64_t)(g.N * g.F * g.OH * g.OW * g.Cg * c->kh * c->kw));
     return MXP_OK;
 }
 
@@ -311,6 +322,7 @@ static int tp_conv_backward(const mxp_backward_args *a) {
         int64_t len = mxp_tensor_numel(gt);
         double *acc = calloc((size_t)len + 1, sizeof *acc);
         if (!acc) return tp_host->set_error(MXP_ENOMEM, "Convolution (naive): out of memory");
+        mxp_stat_add(tp_st_conv_scratch, (uint64_t)len * sizeof *acc);
         for (int64_t n = 0; n < g.N; n++)
             for (int64_t f = 0; f < g.F; f++)
                 for (int64_t oh = 0; oh < g.OH; oh++)
@@ -348,6 +360,15 @@ static const mxp_op_impl tp_conv_impl = {
 };
 
 /* ------------------------------------------------------------ pack */
+static const mxp_stat_def tp_stats[] = {
+    {MXP_HEADER(mxp_stat_def), "relu_thirdparty.elements", MXP_STAT_COUNT, 0, "elements",
+     "elements the thirdparty relu impl computed (forward)"},
+    {MXP_HEADER(mxp_stat_def), "conv_naive.macs", MXP_STAT_COUNT, 0, "multiply-adds",
+     "multiply-adds of naive Convolution forwards, N*F*OH*OW*(C/G)*KH*KW"},
+    {MXP_HEADER(mxp_stat_def), "conv_naive.backward_scratch", MXP_STAT_BYTES, 0, NULL,
+     "bytes of float64 accumulators naive Convolution backwards allocated"},
+};
+
 static int tp_init(const mxp_plugin_init_args *a) {
     tp_host = a->host;
     mxp_registrar *r = a->registrar;
@@ -355,6 +376,8 @@ static int tp_init(const mxp_plugin_init_args *a) {
     if (rc == MXP_OK) rc = r->add_impl(r, &tp_hardswish_impl);
     if (rc == MXP_OK) rc = r->add_impl(r, &tp_relu_impl);
     if (rc == MXP_OK) rc = r->add_impl(r, &tp_conv_impl);
+    mxp_stat **cells[] = {&tp_st_relu_elems, &tp_st_conv_macs, &tp_st_conv_scratch};
+    for (int i = 0; i < 3 && rc == MXP_OK; i++) rc = mxp_registrar_add_stat(r, &tp_stats[i], cells[i]);
     return rc;
 }
 

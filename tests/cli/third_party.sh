@@ -7,7 +7,8 @@
 # MXP_PLUGIN_PATH that `mxplug list` shows the new op (hardswish) and the
 # extra relu implementation next to ops-basic's, and that both go through
 # the registry (`info` loads the pack; `--why` ranks both relu impls; an
-# app built with pkg-config mxplug runs both with mxp_invoke).
+# app built with pkg-config mxplug runs both with mxp_invoke); `packs
+# --stats` lists the template's counter.
 . "$(dirname "$0")/lib/common.sh"
 
 prefix="$TMP/prefix"
@@ -51,6 +52,16 @@ has "$TMP/out" "alpha"
 has "$TMP/out" "inputs: data"
 run 0 "$MX" info template_square
 has "$TMP/out" "Elementwise square"
+# Its counter (ABI 1.2) is listed once the pack is loaded, at 0.
+run 0 "$MX" packs --load --stats
+has "$TMP/out" "pack template 0.1.0"
+has "$TMP/out" "template_axpb.elements"
+has "$TMP/out" "0 elements"
+run 0 "$MX" packs --load --stats --json
+if command -v jq >/dev/null 2>&1; then
+    jq -e '.stats[] | select(.pack == "template") | .counters[0] | .name == "template_axpb.elements" and .kind == "count" and .value == 0' \
+        "$TMP/out" > /dev/null || fail "packs --stats --json: template's counter"
+fi
 
 # The third-party pack adds an impl to ops-basic's relu: without ops-basic
 # in the installed manifest it is (rightly) refused as an orphan impl.

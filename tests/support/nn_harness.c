@@ -254,7 +254,7 @@ nnh_pack *nnh_load(const char *name) {
     if (!entry) { dlclose(dl); snprintf(g_err, sizeof g_err, "no entry"); return NULL; }
     nnh_pack *p = calloc(1, sizeof *p);
     p->dl = dl; p->desc = entry();
-    mxp_registrar reg = { MXP_HEADER(mxp_registrar), p, r_add_op, r_add_impl, NULL, NULL, NULL, NULL };
+    mxp_registrar reg = { MXP_HEADER(mxp_registrar), p, r_add_op, r_add_impl, NULL, NULL, NULL, NULL, NULL };
     mxp_plugin_init_args ia = { MXP_HEADER(mxp_plugin_init_args), &g_host, &reg, path };
     if (p->desc->init(&ia) != MXP_OK) { dlclose(dl); free(p); return NULL; }
     return p;

@@ -4,8 +4,14 @@
  * Opens nothing unless --load is given, which loads every pack first so the
  * states show what loading does (exit 1 if any failed).  A loaded pack that
  * provides devices gets a line per device with its unit count ("device gpu:
- * available, 0 devices" on a machine without a GPU). */
+ * available, 0 devices" on a machine without a GPU).  --stats adds, per
+ * loaded pack, what it did in this process (pack_stats.c): its impls'
+ * calls and time and the counters it publishes (ABI 1.2); in a fresh
+ * process that lists the counters with their zero values (an application
+ * reads them with mxp_pack_stats; `mxplug train --stats` prints them after
+ * training). */
 #include "cli.h"
+#include "pack_stats.h"
 
 #include <jansson.h>
 
@@ -13,13 +19,17 @@
 #include <string.h>
 
 static void packs_help(FILE *f) {
-    fputs("usage: mxplug packs [--load] [--json]\n"
+    fputs("usage: mxplug packs [--load] [--stats] [--json]\n"
           "\n"
           "List the packs declared in the manifests: name, version, ABI\n"
           "(major.minor and oldest host minor needed), library path and state\n"
           "(not loaded / loaded / unavailable: reason / failed: reason).\n"
           "\n"
           "  --load      try to load every pack first; exit 1 if any fails\n"
+          "  --stats     for each loaded pack, its implementations' calls and time\n"
+          "              and the counters the pack publishes (0 in a fresh process:\n"
+          "              use --load to see every pack's counters; `mxplug train\n"
+          "              --stats` prints them after training)\n"
           "  --json      machine-readable output\n"
           "  -h, --help  this help\n", f);
 }
@@ -41,10 +51,11 @@ static void print_devices(const mxp_pack *p, int state) {
 }
 
 int cmd_packs(int argc, char **argv) {
-    int json = 0, load = 0;
+    int json = 0, load = 0, stats = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) { packs_help(stdout); return CLI_OK; }
         else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--stats") == 0) stats = 1;
         else if (strcmp(argv[i], "--load") == 0) load = 1;
         else return cli_usage_error("packs", "unknown argument '%s'", argv[i]);
     }
@@ -89,7 +100,19 @@ int cmd_packs(int argc, char **argv) {
         if (reason && *reason) printf("    %s\n", st);
         print_devices(p, state);
     }
+    json_t *stats_arr = json && stats ? json_array() : NULL;
+    if (stats) {
+        if (!json) printf("\nwhat the loaded packs did in this process:\n");
+        rc = cli_pack_stats(stdout, "", stats_arr);
+        if (rc != MXP_OK) {
+            json_decref(arr);
+            json_decref(stats_arr);
+            return cli_fail(rc, "reading pack counters");
+        }
+    }
     if (json) {
+        /* With --stats: {"packs": [...], "stats": [...]}; else the list. */
+        if (stats) arr = json_pack("{s:o, s:o}", "packs", arr, "stats", stats_arr);
         char *text = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(arr);
         if (!text) { cli_err("out of memory formatting JSON"); return CLI_FAIL; }

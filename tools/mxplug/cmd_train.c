@@ -24,6 +24,7 @@
 #include "curves.h"
 #include "progress.h"
 #include "rec_data.h"
+#include "pack_stats.h"
 
 #include <float.h>
 #include <math.h>
@@ -60,7 +61,8 @@ static void usage(FILE *f) {
             "  --log-json FILE     one JSON object per epoch, one per line\n"
             "  --flat | --no-flat  force (N,784) / (N,1,28,28) input (default: inferred)\n"
             "  --no-progress       no live progress bar even on a terminal\n"
-            "  --stats             at the end, calls and time per implementation\n"
+            "  --stats             at the end, per pack: calls and time of each implementation\n"
+            "                      that ran, and the counters the pack publishes\n"
             "  --profile FILE      write a Chrome-trace JSON of the training (chrome://tracing,\n"
             "                      ui.perfetto.dev): ops per engine worker, queue waits,\n"
             "                      copies, memory, data loading; other ranks: FILE.rankN\n"
@@ -441,21 +443,9 @@ int cmd_train(int argc, char **argv) {
         fprintf(out, "train: done, %lld epochs in %.1fs of training (%.0f samples/s); checkpoint %s-%04lld.params\n",
                epochs - (long long)begin, ctx.prog.train_seconds,
                (double)ctx.prog.train_samples / ctx.prog.train_seconds, prefix, epochs);
-    if (stats) {
-        fprintf(out, "train: implementation          device  forward calls      ms   backward calls      ms  pack\n");
-        for (int i = 0; i < mxp_op_count(); i++) {
-            const mxp_op *op = mxp_op_at(i);
-            for (int k = 0; k < mxp_op_impl_count(op); k++) {
-                uint64_t fc, bc;
-                double fm, bm;
-                if (mxp_op_impl_stats(op, k, &fc, &bc, &fm, &bm) || (!fc && !bc)) continue;
-                char who[160];
-                snprintf(who, sizeof who, "%s/%s", mxp_op_name(op), mxp_op_impl_name(op, k));
-                fprintf(out, "train: %-28s %-6s %14llu %8.1f %16llu %8.1f  %s\n", who, mxp_op_impl_device(op, k),
-                       (unsigned long long)fc, fm, (unsigned long long)bc, bm, mxp_op_impl_pack(op, k));
-            }
-        }
-    }
+    /* Per pack: its impls' calls and time, and its own counters. */
+    if (stats && cli_pack_stats(out, "train: ", NULL) != MXP_OK)
+        cli_err("train: reading pack statistics: %s", mxp_last_error());
     st = ctx.curves.failed ? CLI_FAIL : CLI_OK;
 done:
     curves_free(&ctx.curves);

@@ -10,6 +10,9 @@
  * mxp_param_get_* helpers after the table; see "Implementing another
  * pack's op" in op.h.
  *
+ * Counters a pack publishes (since 1.2): registrar.add_stat, through
+ * mxp_registrar_add_stat below; see stats.h.
+ *
  * Registration is transactional: what init registers is staged, validated
  * (unique names, declared vs registered, schemas) and published only when
  * init returns MXP_OK; on failure everything is rolled back.
@@ -25,6 +28,7 @@
 #include <mxp/device.h>
 #include <mxp/kvstore.h>
 #include <mxp/iter.h>
+#include <mxp/stats.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -198,7 +202,23 @@ typedef struct mxp_registrar {
     int (*add_device)(struct mxp_registrar *r, const mxp_device_def *def);
     int (*add_kvstore)(struct mxp_registrar *r, const mxp_kvstore_def *def);
     int (*add_iter)(struct mxp_registrar *r, const mxp_iter_def *def);
+    /* --- since 1.2 ---------------------------------------------------- */
+    /* Register a counter the pack publishes (stats.h); *out gets the
+     * host-owned cell, valid until the pack's fini returns.  Errors:
+     * MXP_EINVAL (bad name or kind), MXP_EEXIST (name registered twice).
+     * Call it through mxp_registrar_add_stat. */
+    int (*add_stat)(struct mxp_registrar *r, const mxp_stat_def *def, mxp_stat **out);
 } mxp_registrar;
+
+/* Register counter `def` during init (since 1.2).  On a host older than
+ * 1.2 this succeeds with *out = NULL: the mxp_stat_* helpers then do
+ * nothing, so the pack runs unchanged, without counters. */
+static inline int mxp_registrar_add_stat(mxp_registrar *r, const mxp_stat_def *def, mxp_stat **out) {
+    if (!out) return MXP_EINVAL;
+    *out = NULL;
+    if (!r || !MXP_HAS_FIELD(r, mxp_registrar, add_stat) || !r->add_stat) return MXP_OK;
+    return r->add_stat(r, def, out);
+}
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 _Static_assert(offsetof(mxp_host_push_args, const_vars) == 40, "layout is frozen");
@@ -215,7 +235,8 @@ _Static_assert(offsetof(mxp_host, engine_new_var) == 152, "mxp_host layout is fr
 _Static_assert(offsetof(mxp_host, param_get) == 184, "mxp_host layout is frozen");
 _Static_assert(sizeof(mxp_host) == 192, "mxp_host layout is frozen");
 _Static_assert(offsetof(mxp_registrar, add_op) == 16, "layout is frozen");
-_Static_assert(sizeof(mxp_registrar) == 64, "layout is frozen");
+_Static_assert(offsetof(mxp_registrar, add_stat) == 64, "layout is frozen");
+_Static_assert(sizeof(mxp_registrar) == 72, "layout is frozen");
 #endif
 
 #ifdef __cplusplus

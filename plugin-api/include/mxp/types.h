@@ -17,7 +17,9 @@
  * Minors: 1.0 the first release; 1.1 typed reads of an op's parsed
  * parameters from any pack (mxp_op_params in params.h, the op_params field
  * of the impl args in op.h, mxp_host.param_get and the mxp_param_get_*
- * helpers in host.h).
+ * helpers in host.h); 1.2 counters a pack publishes (stats.h:
+ * mxp_stat_def and the mxp_stat_* helpers; mxp_registrar.add_stat and
+ * mxp_registrar_add_stat in host.h).
  * Since ABI 1.0. */
 #ifndef MXP_TYPES_H
 #define MXP_TYPES_H
@@ -30,7 +32,7 @@ extern "C" {
 #endif
 
 #define MXP_ABI_MAJOR 1
-#define MXP_ABI_MINOR 1
+#define MXP_ABI_MINOR 2
 
 /* Every struct that crosses the host/pack boundary starts with this. */
 typedef struct mxp_header {

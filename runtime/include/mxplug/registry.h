@@ -72,8 +72,42 @@ MXP_API int mxp_pack_load(const char *name);
 /* Replace a loaded pack by its file on disk: block new users and drain the
  * in-flight ones, fini, dlclose, dlopen again, register again; op states
  * are re-created lazily.  A rebuilt .so must replace the old one by rename
- * (copying over a mapped file crashes the process). */
+ * (copying over a mapped file crashes the process).  The pack's manifest
+ * entry is re-read: ops and impls the new build adds appear, those it no
+ * longer registers are removed (mxp_op_find no longer finds them).  An op
+ * the new build drops while a bound executor or an optimizer still has a
+ * node of it refuses the reload (MXP_EBUSY naming the op); the loaded
+ * version then stays in service, as on any other failure. */
 MXP_API int mxp_pack_reload(const char *name);
+
+/* ---------------------------------------------------- counters of a pack */
+/* The counters a loaded pack publishes (ABI 1.2, <mxp/stats.h>): its own
+ * numbers, beside the runtime's per-impl calls and time
+ * (mxp_op_impl_stats).  They belong to the loaded build: a reload replaces
+ * them by the new build's, which start at 0; a pack not loaded has none. */
+typedef enum mxp_pack_stat_kind {
+    MXP_PACK_STAT_COUNT = 1, /* events or items, named by unit */
+    MXP_PACK_STAT_BYTES = 2,
+    MXP_PACK_STAT_NANOS = 3
+} mxp_pack_stat_kind;
+
+typedef struct mxp_pack_stat {
+    const char *name;  /* "conv_naive.macs"                               */
+    const char *unit;  /* "bytes", "ns", or what a count counts ("calls") */
+    const char *doc;   /* "" when the pack gave none                       */
+    int kind;          /* mxp_pack_stat_kind                               */
+    int gauge;         /* 1: a level the pack sets; 0: a running total     */
+    uint64_t value;
+} mxp_pack_stat;
+
+/* A copy of every counter of `pack`, read at one moment (in registration
+ * order): *out_stats (strings included) is one allocation, freed with
+ * mxp_pack_stats_free; *out_count may be 0 (then *out_stats is NULL). */
+MXP_API int mxp_pack_stats(const mxp_pack *pack, mxp_pack_stat **out_stats, int *out_count);
+MXP_API void mxp_pack_stats_free(mxp_pack_stat *stats);
+/* One counter's value by name; MXP_ENOENT naming the pack and its
+ * counters when it has none of that name. */
+MXP_API int mxp_pack_stat_value(const mxp_pack *pack, const char *name, uint64_t *out_value);
 
 /* Introspect a .so without registering anything: write its manifest entry
  * (YAML, a list item) into a newly allocated string (free with mxp_free). */

@@ -161,6 +161,7 @@ static int make_sum_node(mxp_executor *ex, int s) {
     const char *k[] = {"num_args"}, *v[] = {nb};
     int rc = mxp__node_create("ElementWiseSum", 1, k, v, &ex->sum_nodes[s]);
     if (rc) return mxp__error_prefix(rc, "gradient sum");
+    mxp__node_set_bound(ex->sum_nodes[s]);
     mxp_shape *sh = calloc((size_t)st->n_in + 2, sizeof *sh);
     int32_t *t = calloc((size_t)st->n_in + 2, sizeof *t);
     if (!sh || !t) rc = mxp__error_oom("executor");
@@ -418,7 +419,10 @@ static int bind_scoped(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray 
         rc = mxp__node_create(n->op, n->n_attrs, (const char *const *)n->keys, (const char *const *)n->vals,
                               &ex->nodes[i]);
         if (rc) rc = mxp__error_prefix(rc, "node '%s'", n->name);
-        else mxp__node_set_label(ex->nodes[i], n->name); /* kernel errors name the node */
+        else {
+            mxp__node_set_label(ex->nodes[i], n->name); /* kernel errors name the node */
+            mxp__node_set_bound(ex->nodes[i]);         /* reloads may not drop its op */
+        }
     }
     if (!rc) rc = mxp__executor_setup(ex, 0);
     if (rc) {

@@ -26,6 +26,7 @@
 struct mxp__node {
     atomic_int refs;           /* mxp__node_retain / mxp__node_free          */
     int frozen;                /* never refreshed (mxp__node_freeze)          */
+    int bound;                 /* counted in its op's bound nodes            */
     char name[MXP_NAME_MAX];
     char label[MXP__NODE_LABEL_MAX]; /* pushed work's name: "NODE (OP)" or OP */
     int n_kwargs;
@@ -204,6 +205,7 @@ mxp__node *mxp__node_retain(mxp__node *n) {
 
 void mxp__node_free(mxp__node *n) {
     if (!n || atomic_fetch_sub_explicit(&n->refs, 1, memory_order_acq_rel) != 1) return;
+    if (n->bound) mxp__op_bound_add(n->op, -1);
     drop_instances(n);
     drop_def(n);
     free_kwargs(n);
@@ -213,6 +215,12 @@ void mxp__node_free(mxp__node *n) {
     free(n->shapes);
     free(n->dtypes);
     free(n);
+}
+
+void mxp__node_set_bound(mxp__node *n) {
+    if (!n || n->bound) return;
+    n->bound = 1;
+    mxp__op_bound_add(n->op, 1);
 }
 
 void mxp__node_freeze(mxp__node *n) {

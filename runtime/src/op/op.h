@@ -49,6 +49,11 @@ int mxp__node_create(const char *op_name, int n_kwargs, const char *const *keys,
 mxp__node *mxp__node_retain(mxp__node *n);
 void mxp__node_free(mxp__node *n);
 
+/* Mark n as a node of a long-lived owner (a bound executor, an optimizer),
+ * right after creating it: while it lives, a reload of its pack that drops
+ * its op is refused (plugin/reload_ops.c).  Once per node. */
+void mxp__node_set_bound(mxp__node *n);
+
 /* Freeze a node whose signature never changes again (the invoke cache's,
  * shared with the tape): infer and bind no longer refresh it when the
  * registry generation moves, so a backward always finds the instance its

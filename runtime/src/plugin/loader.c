@@ -181,6 +181,9 @@ static int load_locked(mxp_pack *p) {
         dlclose(h);
         return fail(p, mxp__error(rc, "pack '%s' (%s): registration rolled back: %s", name, lib, copy));
     }
+    /* Its counters go public with its registrations (none left from an
+     * earlier load: unload took them). */
+    mxp__stat_set_free(mxp__pack_stats_swap(p, mxp__stage_take_stats(st)));
     mxp__stage_free(st);
     mxp__registry_wrlock();
     p->desc_major = d->hdr.abi_major;
@@ -222,6 +225,8 @@ void mxp__pack_unload_locked(mxp_pack *p, int do_dlclose) {
         d->fini(&fa);
     }
     if (do_dlclose && p->handle) dlclose(p->handle);
+    /* After fini: the pack may count until it returns. */
+    mxp__stat_set_free(mxp__pack_stats_swap(p, NULL));
     mxp__registry_wrlock();
     p->handle = NULL;
     p->desc = NULL;

@@ -26,11 +26,15 @@ int mxp__op_ensure_def(struct mxp_op *op, const mxp_op_def **out_def) {
     mxp__registry_rdlock();
     const mxp_op_def *d = op->def;
     mxp_pack *p = op->pack;
+    int removed = op->removed;
     mxp__registry_unlock();
     if (d) {
         *out_def = d;
         return MXP_OK;
     }
+    if (removed)
+        return mxp__error(MXP_ENOENT, "op '%s': pack '%s' no longer defines it (a reload of the pack removed it)",
+                          op->name, p ? p->man->name : "?");
     if (!p) return mxp__error(MXP_ENOENT, "op '%s': implementations exist but no pack defines the op", op->name);
     int rc = mxp__pack_load(p);
     if (rc) return mxp__error_prefix(rc, "op '%s'", op->name);
@@ -40,6 +44,10 @@ int mxp__op_ensure_def(struct mxp_op *op, const mxp_op_def **out_def) {
     if (!d) return mxp__error(MXP_ENOENT, "op '%s': pack '%s' loaded but does not define it", op->name, p->man->name);
     *out_def = d;
     return MXP_OK;
+}
+
+void mxp__op_bound_add(struct mxp_op *op, int delta) {
+    if (op) atomic_fetch_add(&op->bound, delta);
 }
 
 int mxp__opdef_acquire_op(struct mxp_op *op, mxp__opdef *out) {
@@ -75,9 +83,14 @@ int mxp__opdef_acquire(const char *name_or_alias, mxp__opdef *out) {
     int rc = mxp__registry_ensure();
     if (rc) return rc;
     struct mxp_op *op = mxp__registry_find_op(name_or_alias);
-    if (!op)
+    if (!op) {
+        char pack[256];
+        if (mxp__registry_retired_pack(name_or_alias, pack, sizeof pack))
+            return mxp__error(MXP_ENOENT, "op '%s': pack '%s' no longer defines it (a reload of the pack removed it)",
+                              name_or_alias, pack);
         return mxp__error(MXP_ENOENT, "op '%s': not registered (`mxplug list` shows the known ops; a pack's manifest "
                           "is found through MXP_PLUGIN_PATH or MXP_MANIFEST)", name_or_alias);
+    }
     return mxp__opdef_acquire_op(op, out);
 }
 

@@ -50,6 +50,11 @@ int mxp__opdef_acquire(const char *name_or_alias, mxp__opdef *out);
 int mxp__opdef_acquire_op(struct mxp_op *op, mxp__opdef *out);
 void mxp__opdef_release(mxp__opdef *d);
 
+/* Count (+1) or uncount (-1) a node of a long-lived owner (bound executor,
+ * optimizer) of op: a reload that drops the op is refused while any is
+ * counted (reload_ops.c).  Count while the op's pack is pinned. */
+void mxp__op_bound_add(struct mxp_op *op, int delta);
+
 /* Ensure op's defining pack is loaded; *out_def valid only while the pack
  * stays loaded (callers that keep it acquire instead). */
 int mxp__op_ensure_def(struct mxp_op *op, const mxp_op_def **out_def);

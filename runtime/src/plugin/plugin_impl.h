@@ -148,6 +148,8 @@ struct mxp_pack {
     atomic_int reload_claimed; /* a mxp_pack_reload is running (reload.c)   */
     const char *loaded_version; /* the loaded library's, registry-owned      */
     int reloads;              /* successful reloads (under the table lock)    */
+    struct mxp__stat_set *stats; /* counters the loaded build publishes
+                                  (pack_stats.c); under the table lock      */
 };
 
 /* One implementation of an op: declared by a manifest, and/or registered. */
@@ -193,6 +195,11 @@ struct mxp_op {
     mxp_param_text *ptext;
     int n_ptext;
     char *api_policy;         /* mxp_op_set_impl, or NULL                     */
+    /* Nodes of long-lived owners (bound executors, optimizers) of this op:
+     * a reload that drops the op is refused while any exist (reload_ops.c). */
+    atomic_long bound;
+    int removed;              /* dropped by its pack's reload: in the retired
+                                 list, not in the tables (under the lock)    */
 };
 
 /* Registry tables (registry.c). */
@@ -211,6 +218,10 @@ typedef struct mxp_registry {
     int n_features;
     int32_t next_dev_type;
     atomic_uint_fast64_t generation;
+    /* Entries a reload removed (reload_ops.c): kept, never reachable by
+     * name, so pointers held elsewhere stay valid; freed at shutdown. */
+    struct mxp_op **retired_ops; int n_retired_ops;
+    mxp_impl_entry **retired_impls; int n_retired_impls;
 } mxp_registry;
 
 extern mxp_registry mxp__g_reg;
@@ -408,6 +419,18 @@ void mxp__pack_notify(void);
  * 1 when so (no error set). */
 int mxp__pack_wait_unpinned(mxp_pack *p, long ms);
 
+/* ------------------------------------------------------------ pack counters (pack_stats.c) */
+typedef struct mxp__stat_set mxp__stat_set;
+/* Register def into *set (created on first use) and hand out its cell. */
+int mxp__stat_set_add(mxp__stat_set **set, const char *pack_name, const mxp_stat_def *def, mxp_stat **out);
+int mxp__stat_set_count(const mxp__stat_set *s);
+void mxp__stat_set_free(mxp__stat_set *s);
+/* Publish set as p's counters (table write lock taken here); returns the
+ * previous set, which the caller frees once the old library is gone. */
+mxp__stat_set *mxp__pack_stats_swap(mxp_pack *p, mxp__stat_set *set);
+/* Take the counters a stage collected (the stage no longer frees them). */
+mxp__stat_set *mxp__stage_take_stats(mxp_stage *s);
+
 /* ------------------------------------------------------------ reloads */
 /* Keep a re-read manifest for the registry's life (reload.c). */
 int mxp__registry_keep_manifest(mxp_manifest *m);
@@ -415,6 +438,21 @@ int mxp__registry_keep_manifest(mxp_manifest *m);
 void mxp__pack_set_loaded_version_locked(mxp_pack *p, const char *version);
 /* Check a stage against this manifest entry instead of the pack's. */
 void mxp__stage_set_manifest(mxp_stage *s, const mxp_man_pack *man);
+/* Ops of p that the staged new build no longer defines, and a bound node
+ * still uses: MXP_OK when none, else MXP_EBUSY naming them (reload_ops.c). */
+int mxp__reload_check_dropped(mxp_pack *p, const mxp_stage *s);
+/* After publishing the new build: remove p's op and impl entries it did
+ * not register again (table write lock taken here); returns how many. */
+int mxp__reload_remove_dropped(mxp_pack *p);
+/* Registry side of removal (registry.c, table write lock held): move op /
+ * impl entry e to the retired lists and out of the name map; bring a
+ * retired op of pack p back by name (a later build defines it again). */
+void mxp__registry_retire_op_locked(struct mxp_op *op);
+void mxp__registry_retire_impl_locked(struct mxp_op *op, mxp_impl_entry *e);
+struct mxp_op *mxp__registry_unretire_op_locked(const char *name, mxp_pack *p);
+/* 1 when a reload removed an op of this name or alias; its pack's name
+ * into pack (takes the table lock). */
+int mxp__registry_retired_pack(const char *name, char *pack, size_t cap);
 
 /* Reload side: release every holder that is neither in a call nor busy. */
 int mxp__holders_revoke_idle(void);

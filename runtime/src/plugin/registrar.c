@@ -9,7 +9,9 @@
  * registered, naming every differing item — and mxp__stage_publish makes
  * it visible at once under the table write lock.  On any failure the
  * loader frees the stage and dlcloses: nothing of the pack stays behind.
- * mxp__stage_unpublish undoes a publish (unload / reload). */
+ * mxp__stage_unpublish undoes a publish (unload / reload).  Counters a
+ * pack registers (add_stat, ABI 1.2) are staged the same way and handed
+ * to the pack entry by the loader (pack_stats.c). */
 #include "plugin/plugin_impl.h"
 
 #include "storage/storage.h"
@@ -38,6 +40,7 @@ struct mxp_stage {
     mxp_op_impl **impls; int n_impls;
     mxp_simple_expansion **simples; int n_simples;
     staged_feature *feats; int n_feats;
+    mxp__stat_set *stats;         /* counters (pack_stats.c), ABI 1.2     */
     int first_error;
     char first_msg[1024];
 };
@@ -189,6 +192,19 @@ static int add_iter(mxp_registrar *r, const mxp_iter_def *d) {
                        offsetof(mxp_iter_def, name) + sizeof(void *), "iterator");
 }
 
+static int add_stat(mxp_registrar *r, const mxp_stat_def *def, mxp_stat **out) {
+    mxp_stage *s = stage_of(r);
+    if (!out) return stage_err(s, mxp__error(MXP_EINVAL, "pack '%s': add_stat: NULL out", s->pack_name));
+    int rc = mxp__stat_set_add(&s->stats, s->pack_name, def, out);
+    return rc ? stage_err(s, rc) : MXP_OK;
+}
+
+mxp__stat_set *mxp__stage_take_stats(mxp_stage *s) {
+    mxp__stat_set *st = s->stats;
+    s->stats = NULL;
+    return st;
+}
+
 int mxp__stage_create(mxp_pack *p, const char *pack_name, mxp_stage **out) {
     *out = NULL;
     mxp_stage *s = calloc(1, sizeof *s);
@@ -197,7 +213,8 @@ int mxp__stage_create(mxp_pack *p, const char *pack_name, mxp_stage **out) {
         return mxp__error_oom("stage");
     }
     s->pack = p;
-    mxp_registrar r = {MXP_HEADER(mxp_registrar), s, add_op, add_impl, add_simple_op, add_device, add_kvstore, add_iter};
+    mxp_registrar r = {MXP_HEADER(mxp_registrar), s, add_op, add_impl, add_simple_op, add_device, add_kvstore, add_iter,
+                       add_stat};
     s->reg = r;
     *out = s;
     return MXP_OK;
@@ -218,6 +235,7 @@ void mxp__stage_free(mxp_stage *s) {
     }
     for (int k = 0; k < s->n_simples; k++) mxp__simple_free(s->simples[k]);
     for (int i = 0; i < s->n_feats; i++) free(s->feats[i].def);
+    mxp__stat_set_free(s->stats);
     free(s->ops); free(s->impls); free(s->simples); free(s->feats);
     free(s->pack_name);
     free(s);
@@ -462,6 +480,7 @@ int mxp__stage_publish(mxp_stage *s) {
     for (int i = 0; i < s->n_ops; i++) {
         mxp_op_def *d = s->ops[i].def;
         struct mxp_op *op = mxp__registry_find_op_locked(d->name);
+        if (!op) op = mxp__registry_unretire_op_locked(d->name, p); /* dropped by an earlier build */
         if (!op) op = mxp__registry_add_op_locked(d->name, p);
         if (!op) continue;
         /* Unlocked readers look at op->pack / e->pack / e->rank (stable
@@ -535,8 +554,10 @@ int mxp__stage_unpublish(mxp_pack *p) {
         mxp__device_glue_detach(p->man->name, t, p->devices[i]);
     }
     mxp__registry_wrlock();
-    for (int i = 0; i < mxp__g_reg.n_ops; i++) {
-        struct mxp_op *op = mxp__g_reg.ops[i];
+    /* Retired ops too (reload_ops.c): one may come back with its impls. */
+    int n_live = mxp__g_reg.n_ops;
+    for (int i = 0; i < n_live + mxp__g_reg.n_retired_ops; i++) {
+        struct mxp_op *op = i < n_live ? mxp__g_reg.ops[i] : mxp__g_reg.retired_ops[i - n_live];
         if (op->pack == p) op->def = NULL;
         for (int k = 0; k < op->n_impls; k++)
             if (op->impls[k]->pack == p) op->impls[k]->impl = NULL;

@@ -250,6 +250,80 @@ mxp_impl_entry *mxp__registry_find_impl_locked(struct mxp_op *op, const char *na
     return NULL;
 }
 
+/* ------------------------------------------------------------ retiring (reload_ops.c) */
+static int push_ptr(void ***v, int *n, void *x) {
+    void **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
+    if (!nv) return mxp__error_oom("retired registry entries");
+    nv[(*n)++] = x;
+    *v = nv;
+    return MXP_OK;
+}
+
+/* The map holds keys owned by the entries: rebuild it from the live ops. */
+static void map_rebuild_locked(void) {
+    mxp_registry *r = &mxp__g_reg;
+    memset(r->map, 0, r->map_cap * sizeof *r->map);
+    r->map_used = 0;
+    for (int i = 0; i < r->n_ops; i++) {
+        map_put(r->ops[i]->name, r->ops[i]);
+        for (int a = 0; a < r->ops[i]->n_aliases; a++) map_put(r->ops[i]->aliases[a], r->ops[i]);
+    }
+}
+
+void mxp__registry_retire_op_locked(struct mxp_op *op) {
+    MXP_ASSERT(mxp__registry_held_exclusive());
+    mxp_registry *r = &mxp__g_reg;
+    /* Without room in the retired list the entry stays live (still found,
+     * reporting that its pack does not define it): never lost or freed. */
+    if (push_ptr((void ***)&r->retired_ops, &r->n_retired_ops, op)) return;
+    int w = 0;
+    for (int i = 0; i < r->n_ops; i++)
+        if (r->ops[i] != op) r->ops[w++] = r->ops[i];
+    r->n_ops = w;
+    op->removed = 1;
+    map_rebuild_locked();
+}
+
+void mxp__registry_retire_impl_locked(struct mxp_op *op, mxp_impl_entry *e) {
+    MXP_ASSERT(mxp__registry_held_exclusive());
+    mxp_registry *r = &mxp__g_reg;
+    if (push_ptr((void ***)&r->retired_impls, &r->n_retired_impls, e)) return;
+    int w = 0;
+    for (int i = 0; i < op->n_impls; i++)
+        if (op->impls[i] != e) op->impls[w++] = op->impls[i];
+    op->n_impls = w;
+}
+
+struct mxp_op *mxp__registry_unretire_op_locked(const char *name, mxp_pack *p) {
+    MXP_ASSERT(mxp__registry_held_exclusive());
+    mxp_registry *r = &mxp__g_reg;
+    for (int i = 0; i < r->n_retired_ops; i++) {
+        struct mxp_op *op = r->retired_ops[i];
+        if (op->pack != p || strcmp(op->name, name)) continue;
+        if (push_ptr((void ***)&r->ops, &r->n_ops, op)) return NULL;
+        r->retired_ops[i] = r->retired_ops[--r->n_retired_ops];
+        op->removed = 0;
+        if (map_put(op->name, op)) return op;
+        for (int a = 0; a < op->n_aliases; a++)
+            if (!mxp__registry_find_op_locked(op->aliases[a])) map_put(op->aliases[a], op);
+        return op;
+    }
+    return NULL;
+}
+
+int mxp__registry_retired_pack(const char *name, char *pack, size_t cap) {
+    int found = 0;
+    mxp__registry_rdlock();
+    for (int i = mxp__g_reg.n_retired_ops - 1; i >= 0 && !found; i--) {
+        const struct mxp_op *op = mxp__g_reg.retired_ops[i];
+        found = !strcmp(op->name, name);
+        for (int a = 0; a < op->n_aliases && !found; a++) found = !strcmp(op->aliases[a], name);
+        if (found) snprintf(pack, cap, "%s", op->pack ? op->pack->man->name : "?");
+    }
+    mxp__registry_unlock();
+    return found;
+}
+
 mxp_impl_entry *mxp__registry_add_impl_locked(struct mxp_op *op, const char *name, const char *device,
                                               int rank, mxp_pack *pack) {
     MXP_ASSERT(mxp__registry_held_exclusive());
@@ -507,6 +581,19 @@ void mxp_registry_shutdown(void) {
     for (int i = r->n_packs - 1; i >= 0; i--)
         if (r->packs[i]->state == PACK_LOADED) mxp__pack_unload_locked(r->packs[i], 0);
     mxp__registry_wrlock();
+    /* Retired entries are freed with the live ones. */
+    for (int i = 0; i < r->n_retired_impls; i++) {
+        free(r->retired_impls[i]->name);
+        free(r->retired_impls[i]->device);
+        free(r->retired_impls[i]);
+    }
+    free(r->retired_impls);
+    r->retired_impls = NULL;
+    r->n_retired_impls = 0;
+    for (int i = 0; i < r->n_retired_ops; i++) push_ptr((void ***)&r->ops, &r->n_ops, r->retired_ops[i]);
+    free(r->retired_ops);
+    r->retired_ops = NULL;
+    r->n_retired_ops = 0;
     for (int i = 0; i < r->n_ops; i++) {
         struct mxp_op *op = r->ops[i];
         for (int k = 0; k < op->n_impls; k++) {

@@ -18,11 +18,15 @@
  *      drains through the engine.  Bounded by $MXP_RELOAD_TIMEOUT_MS
  *      (default 10000): on timeout the new copy is discarded, MXP_EBUSY.
  *   3. swap, under the load lock: unpublish the old registrations, publish
- *      the staged ones, fini + dlclose the old library; clear the flag and
- *      bump the generation, so holders re-resolve to the new code.
- * Not done here: unloading ops the new entry dropped (their op entries stay;
- * using one reports that the pack does not define it).  A pack that is not
- * loaded (or FAILED) is simply (re)loaded. */
+ *      the staged ones, remove the ops and impls the new build dropped
+ *      (reload_ops.c), fini + dlclose the old library, then hand the pack
+ *      the new build's counters (pack_stats.c) and free the old ones;
+ *      clear the flag and bump the generation, so holders re-resolve to
+ *      the new code.
+ * An op the new build drops while a bound executor or optimizer has a node
+ * of it refuses the reload, checked after step 1 and again just before
+ * the swap (reload_ops.c).  A pack that is not loaded (or FAILED) is simply
+ * (re)loaded. */
 #include "plugin/plugin_impl.h"
 #include "base/env.h"
 
@@ -209,6 +213,7 @@ int mxp_pack_reload(const char *name) {
     const char *old_lib = p->man->library;
     prepared np;
     rc = prepare(p, &np);
+    if (!rc && (rc = mxp__reload_check_dropped(p, np.stage))) discard(&np);
     if (rc) {
         atomic_store(&p->reload_claimed, 0);
         return mxp__error_prefix(rc, "reloading pack '%s' (the loaded version stays in service)", name);
@@ -220,6 +225,13 @@ int mxp_pack_reload(const char *name) {
     mxp__registry_bump();
     long timeout = reload_timeout_ms();
     rc = quiesce(p, timeout);
+    /* Binds that raced with step 1 are counted by now (reload_ops.c); the
+     * load lock keeps new loads out until the swap is done. */
+    if (!rc) {
+        mxp__registry_load_lock();
+        rc = mxp__reload_check_dropped(p, np.stage);
+        if (rc) mxp__registry_load_unlock();
+    }
     if (rc) {
         char copy[1024];
         snprintf(copy, sizeof copy, "%s", mxp_last_error());
@@ -232,8 +244,7 @@ int mxp_pack_reload(const char *name) {
                           copy);
     }
     double t2 = now_ms();
-    /* Swap. */
-    mxp__registry_load_lock();
+    /* Swap (the load lock is held since the check above). */
     const mxp_plugin_desc *old = p->desc;
     void *old_handle = p->handle;
     mxp__stage_unpublish(p);
@@ -263,11 +274,14 @@ int mxp_pack_reload(const char *name) {
         return mxp__error(rc, "reloading pack '%s': publishing the new version failed (%s); %s", name, copy,
                           rl ? "the old version could not be loaded again" : "the old version was loaded again");
     }
+    int n_removed = mxp__reload_remove_dropped(p);
     if (old && MXP_HAS_FIELD(old, mxp_plugin_desc, fini) && old->fini) {
         mxp_plugin_fini_args fa = {MXP_HEADER(mxp_plugin_fini_args), mxp__host_table()};
         old->fini(&fa);
     }
     if (old_handle) dlclose(old_handle);
+    /* The old build's counters go with it (it can no longer bump them). */
+    mxp__stat_set_free(mxp__pack_stats_swap(p, mxp__stage_take_stats(np.stage)));
     mxp__stage_free(np.stage);
     mxp__registry_wrlock();
     p->handle = np.handle;
@@ -285,7 +299,8 @@ int mxp_pack_reload(const char *name) {
     atomic_store(&p->reload_claimed, 0);
     mxp__registry_bump();
     double t3 = now_ms();
-    MXP_LOGI("plugin", "reloaded pack '%s' %s (%s): prepare %.1f ms, quiesce %.1f ms, swap %.1f ms", name,
-             np.desc->version ? np.desc->version : "", p->man->library, t1 - t0, t2 - t1, t3 - t2);
+    MXP_LOGI("plugin", "reloaded pack '%s' %s (%s): prepare %.1f ms, quiesce %.1f ms, swap %.1f ms; %d op/impl "
+             "entr%s removed", name, np.desc->version ? np.desc->version : "", p->man->library, t1 - t0, t2 - t1,
+             t3 - t2, n_removed, n_removed == 1 ? "y" : "ies");
     return MXP_OK;
 }

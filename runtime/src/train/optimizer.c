@@ -235,6 +235,7 @@ static int make_node(pstate *st, const char *op, int n_in, mxp_ndarray *const *i
     mxp__node *nd = NULL;
     int rc = mxp__node_create(op, n, keys, vals, &nd);
     if (rc) return rc;
+    mxp__node_set_bound(nd); /* a reload may not drop its op while it lives */
     if (mxp__node_num_inputs(nd) != n_in || mxp__node_num_outputs(nd) != 1 || mxp__node_num_aux(nd) != 0 || n_in > 4) {
         mxp__node_free(nd);
         return MXP_OK;

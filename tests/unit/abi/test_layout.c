@@ -1,6 +1,6 @@
 /* test_layout.c — the frozen layout of every ABI v1.x boundary struct (1.0,
  * and what 1.1 appended: mxp_op_params, op_params in the impl args,
- * mxp_host.param_get).
+ * mxp_host.param_get; 1.2: mxp_stat_def, mxp_registrar.add_stat).
  *
  * The table below was written from the field lists by reasoning about LP64
  * (8-byte pointers, int64/double/uint64 aligned to 8, int32/uint32 to 4,
@@ -487,7 +487,7 @@ static const layout_row rows[] = {
     F(mxp_host, engine_push, 168),
     F(mxp_host, engine_wait_for_var, 176),
     F(mxp_host, param_get, 184),          /* since 1.1 */
-    S(mxp_registrar, 64),
+    S(mxp_registrar, 72),
     F(mxp_registrar, hdr, 0),
     F(mxp_registrar, host_private, 8),
     F(mxp_registrar, add_op, 16),
@@ -496,6 +496,14 @@ static const layout_row rows[] = {
     F(mxp_registrar, add_device, 40),
     F(mxp_registrar, add_kvstore, 48),
     F(mxp_registrar, add_iter, 56),
+    F(mxp_registrar, add_stat, 64),       /* since 1.2 */
+    S(mxp_stat_def, 40),                  /* since 1.2 */
+    F(mxp_stat_def, hdr, 0),
+    F(mxp_stat_def, name, 8),
+    F(mxp_stat_def, kind, 16),
+    F(mxp_stat_def, flags, 20),
+    F(mxp_stat_def, unit, 24),
+    F(mxp_stat_def, doc, 32),
     S(mxp_plugin_init_args, 32),
     F(mxp_plugin_init_args, hdr, 0),
     F(mxp_plugin_init_args, host, 8),
@@ -556,7 +564,7 @@ Test(abi_layout, fields_cover_each_struct_without_padding) {
                      "(a field missing from the table, or tail padding)", srow->type, end, srow->expected);
         n_structs++;
     }
-    cr_expect_eq(n_structs, 48, "every boundary struct of ABI 1.1 is in the table");
+    cr_expect_eq(n_structs, 49, "every boundary struct of ABI 1.2 is in the table");
 }
 
 /* A boundary struct's header says its own size when built with MXP_HEADER. */
@@ -566,7 +574,7 @@ Test(abi_layout, header_macro) {
     def.hdr = (mxp_header)MXP_HEADER(mxp_op_def);
     cr_expect_eq(def.hdr.struct_size, 192);
     cr_expect_eq(def.hdr.abi_major, 1);
-    cr_expect_eq(def.hdr.abi_minor, 1);
+    cr_expect_eq(def.hdr.abi_minor, 2);
     cr_expect(MXP_HAS_FIELD(&def, mxp_op_def, user_data));
     def.hdr.struct_size = 184; /* a writer without user_data */
     cr_expect_not(MXP_HAS_FIELD(&def, mxp_op_def, user_data));
@@ -609,6 +617,48 @@ Test(abi_layout, op_params_only_when_the_writer_had_it) {
     cr_expect_eq(mxp_param_get_int(&h, &rec, "num_filter", &v), MXP_EUNSUPPORTED);
 }
 
+/* 1.2 appended add_stat: a 1.1 registrar (struct_size 64) has none, and
+ * the helper then succeeds with a NULL cell that the bump helpers ignore;
+ * a 1.2 registrar's slot is called. */
+static int g_add_stat_calls;
+static uint64_t g_cell[8] __attribute__((aligned(64)));
+static int fake_add_stat(mxp_registrar *r, const mxp_stat_def *d, mxp_stat **out) {
+    (void)r;
+    (void)d;
+    g_add_stat_calls++;
+    *out = (mxp_stat *)(void *)g_cell;
+    return MXP_OK;
+}
+
+Test(abi_layout, add_stat_only_when_the_host_has_it) {
+    mxp_registrar r;
+    memset(&r, 0, sizeof r);
+    r.hdr = (mxp_header)MXP_HEADER(mxp_registrar);
+    r.add_stat = fake_add_stat;
+    mxp_stat_def d = {MXP_HEADER(mxp_stat_def), "x.calls", MXP_STAT_COUNT, 0, "calls", NULL};
+    mxp_stat *s = (mxp_stat *)(void *)&d; /* must be overwritten */
+    r.hdr.struct_size = 64; /* a 1.1 host */
+    cr_expect_eq(mxp_registrar_add_stat(&r, &d, &s), MXP_OK);
+    cr_expect_null(s);
+    cr_expect_eq(g_add_stat_calls, 0, "a 1.1 registrar's memory past add_iter is not read");
+    mxp_stat_add(s, 3); /* no-ops on NULL */
+    mxp_stat_set(s, 3);
+    cr_expect_eq(mxp_stat_get(s), 0);
+    r.hdr.struct_size = sizeof r;
+    cr_expect_eq(mxp_registrar_add_stat(&r, &d, &s), MXP_OK);
+    cr_expect_eq(g_add_stat_calls, 1);
+    cr_assert_eq((void *)s, (void *)g_cell);
+    /* The value is the cell's first 8 bytes. */
+    mxp_stat_add(s, 5);
+    mxp_stat_add(s, 7);
+    cr_expect_eq(g_cell[0], 12);
+    cr_expect_eq(mxp_stat_get(s), 12);
+    mxp_stat_set(s, 4);
+    cr_expect_eq(g_cell[0], 4);
+    cr_expect_eq(g_cell[1], 0, "only the value word is written");
+    cr_expect_eq(mxp_registrar_add_stat(&r, &d, NULL), MXP_EINVAL);
+}
+
 Test(abi_layout, frozen_enum_numbers) {
     /* Status codes. */
     cr_expect_eq(MXP_OK, 0);          cr_expect_eq(MXP_EINVAL, -1);
@@ -633,5 +683,8 @@ Test(abi_layout, frozen_enum_numbers) {
     cr_expect_eq(MXP_PARAM_INT, 1);   cr_expect_eq(MXP_PARAM_OPT_FLOAT, 9);
     cr_expect_eq(MXP_SIMPLE_UNARY, 1); cr_expect_eq(MXP_SIMPLE_SCALAR, 4);
     cr_expect_eq(MXP_GRAD_USES_INPUT, 3); cr_expect_eq(MXP_GRAD_ZERO, 4);
+    /* Counter kinds and flags (1.2). */
+    cr_expect_eq(MXP_STAT_COUNT, 1);  cr_expect_eq(MXP_STAT_BYTES, 2);
+    cr_expect_eq(MXP_STAT_NANOS, 3);  cr_expect_eq(MXP_STAT_GAUGE, 1);
     cr_expect_str_eq(MXP_PLUGIN_ENTRY_NAME, "mxp_plugin_v1");
 }
