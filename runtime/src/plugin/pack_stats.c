@@ -144,7 +144,7 @@ int mxp_pack_stats(const mxp_pack *p, mxp_pack_stat **out_stats, int *out_count)
     mxp__registry_rdlock();
     const mxp__stat_set *s = p->stats;
     int n = s ? s->n : 0;
-    if (!n) {
+    if (n <= 0) {
         mxp__registry_unlock();
         return MXP_OK;
     }
