@@ -35,12 +35,13 @@ static const char *magic_kind(uint32_t magic) {
     }
 }
 
-int idx_parse_mem(const uint8_t *buf, uint64_t len, uint32_t expect_magic,
-                  const char *name, idx_view *out, char *err, size_t errlen) {
+int idx_parse_header(const uint8_t *buf, uint64_t len, uint32_t expect_magic, const char *name, idx_view *out,
+                     uint64_t *data_bytes, char *err, size_t errlen) {
     if (out) memset(out, 0, sizeof *out);
+    if (data_bytes) *data_bytes = 0;
     if (err && errlen) err[0] = '\0';
     if (!name) name = "<memory>";
-    if (!out || (!buf && len)) return fail(err, errlen, "'%s': idx_parse_mem: NULL argument", name);
+    if (!out || !data_bytes || (!buf && len)) return fail(err, errlen, "'%s': idx_parse_header: NULL argument", name);
     uint32_t ndim = expect_magic & 0xffu;
     if ((expect_magic & 0xffffff00u) != 0x00000800u || ndim < 1 || ndim > IDX_MAX_NDIM)
         return fail(err, errlen, "'%s': unsupported expected IDX magic 0x%08x", name, expect_magic);
@@ -82,27 +83,44 @@ int idx_parse_mem(const uint8_t *buf, uint64_t len, uint32_t expect_magic,
         item *= out->dims[d]; /* <= 2^64 for ndim <= 3: two 32-bit factors */
     }
     uint64_t count = out->dims[0];
+    out->count = count;
+    out->item_size = item;
+    out->data_offset = hdr;
+    /* count * item overflows only if item > UINT64_MAX / count: saturate
+     * (no file holds that many bytes; callers compare against what they
+     * have and name the header's numbers). */
+    *data_bytes = count && item > UINT64_MAX / count ? UINT64_MAX : count * item;
+    return MXP_OK;
+}
+
+int idx_parse_mem(const uint8_t *buf, uint64_t len, uint32_t expect_magic,
+                  const char *name, idx_view *out, char *err, size_t errlen) {
+    uint64_t need = 0;
+    if (!name) name = "<memory>";
+    int rc = idx_parse_header(buf, len, expect_magic, name, out, &need, err, errlen);
+    if (rc != MXP_OK) {
+        if (out) memset(out, 0, sizeof *out);
+        return rc;
+    }
+    uint64_t hdr = out->data_offset, count = out->count, item = out->item_size;
     uint64_t avail = len - hdr;
-    /* count * item can overflow only if item > avail / count; compare by
-     * division so a hostile header cannot wrap the check. */
-    if (count && item > avail / count) {
+    if (need > avail) {
         unsigned long long have_items = (unsigned long long)(avail / item);
+        memset(out, 0, sizeof *out);
         return fail(err, errlen,
                     "'%s': truncated IDX data: the header declares %llu item(s) of %llu byte(s) from "
                     "byte offset %llu, but the file ends at byte offset %llu (%llu complete item(s))",
                     name, (unsigned long long)count, (unsigned long long)item, (unsigned long long)hdr,
                     (unsigned long long)len, have_items);
     }
-    uint64_t need = count * item;
-    if (avail != need)
+    if (avail != need) {
+        memset(out, 0, sizeof *out);
         return fail(err, errlen,
                     "'%s': %llu unexpected trailing byte(s) at byte offset %llu: the header declares "
                     "%llu item(s) of %llu byte(s), which end there",
                     name, (unsigned long long)(avail - need), (unsigned long long)(hdr + need),
                     (unsigned long long)count, (unsigned long long)item);
-    out->count = count;
-    out->item_size = item;
-    out->data_offset = hdr;
+    }
     out->data = buf + hdr;
     return MXP_OK;
 }

@@ -5,14 +5,16 @@
  * accepts only unsigned-byte files (type 0x08) with the exact magic the
  * caller expects (0x00000801 labels, 0x00000803 images).
  *
- * idx_parse_mem validates a whole file image in memory and returns a view
- * into it (no allocation, so it is what the fuzz harness drives);
- * idx_load reads a file, gzipped or not, into memory and parses it.  Sizes
- * in the header are never trusted: the data length must equal the product
- * of the dimensions exactly (checked without overflow), and memory is
- * allocated only as the decompressed data actually arrives.  Errors are
- * written to a caller buffer: the file name, what was expected, what was
- * found and the byte offset.  Not thread-safe per object; no global state. */
+ * idx_parse_header validates the magic and dimensions and says how many
+ * data bytes they declare (checked without overflow); idx_parse_mem
+ * validates a whole file image in memory and returns a view into it (no
+ * allocation, so it is what the fuzz harness drives); idx_load reads a
+ * file, gzipped or not, and parses it, streaming the decompression into a
+ * buffer of exactly the declared size after checking that size against
+ * what the file can hold (idx_file.c).  The data length must equal the
+ * product of the dimensions exactly.  Errors are written to a caller
+ * buffer: the file name, what was expected, what was found and the byte
+ * offset.  Not thread-safe per object; no global state. */
 #ifndef MXP_IO_IMAGE_IDX_H
 #define MXP_IO_IMAGE_IDX_H
 
@@ -42,6 +44,14 @@ typedef struct idx_file {
     uint64_t len;
     idx_view view;
 } idx_file;
+
+/* Validate the header at buf[0..len) (len may be just the header) for
+ * magic `expect_magic`: fills out's magic, dims, count, item_size and
+ * data_offset (out->data stays NULL) and *data_bytes = count * item_size
+ * (UINT64_MAX when that overflows).
+ * MXP_EFORMAT with a message naming `name` and the offset otherwise. */
+int idx_parse_header(const uint8_t *buf, uint64_t len, uint32_t expect_magic, const char *name, idx_view *out,
+                     uint64_t *data_bytes, char *err, size_t errlen);
 
 /* Validate buf[0..len) as an IDX file with magic `expect_magic`.  `name`
  * (a path or "<memory>") is used in messages.  Returns 0 (MXP_OK) or a
