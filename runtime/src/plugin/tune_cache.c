@@ -221,41 +221,30 @@ static void cache_refresh(void) {
     table_clear(&mine);
 }
 
-/* YAML double-quoted scalar. */
-static void put_quoted(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\x%02x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* The cache file's content: every entry of the table `vt`. */
 static int cache_put(FILE *f, void *vt) {
     const tune_table *t = vt;
     fprintf(f, "# mxplug tune cache: the fastest implementation per op signature, written by\n"
                "# the 'tune' policy.  Safe to delete; entries are re-timed when missing.\n"
                "version: 1\nentries:%s\n", t->n ? "" : " []");
+    int bad = 0;
     for (int i = 0; i < t->n; i++) {
         const mxp__tune_entry *e = &t->v[i];
         fputs("  - op: ", f);
-        put_quoted(f, e->op);
+        bad |= mxp__yaml_put_quoted(f, e->op);
         fputs("\n    signature: ", f);
-        put_quoted(f, e->sig);
+        bad |= mxp__yaml_put_quoted(f, e->sig);
         fputs("\n    choice: ", f);
-        put_quoted(f, e->choice);
+        bad |= mxp__yaml_put_quoted(f, e->choice);
         fputs("\n    times_ms: {", f);
         for (int k = 0; k < e->n_times; k++) {
             fputs(k ? ", " : "", f);
-            put_quoted(f, e->names[k]);
+            bad |= mxp__yaml_put_quoted(f, e->names[k]);
             fprintf(f, ": %.6g", e->ms[k]);
         }
         fputs("}\n", f);
     }
-    return MXP_OK;
+    return bad ? mxp__error(MXP_EINVAL, "tune cache: an entry holds a string that is not UTF-8") : MXP_OK;
 }
 
 /* Merge the file's entries with g_tab and write atomically (g_tune_mu held). */

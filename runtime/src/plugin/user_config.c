@@ -95,6 +95,9 @@ static int cfg_read(const char *path) {
         rc = mxp__error(MXP_EFORMAT, "%s: the config must be a mapping", path);
     }
     yaml_document_delete(&doc);
+    /* An ignored file is ignored whole: entries read before the offending
+     * one must not stay in force (fuzz_user_yaml). */
+    if (rc) cfg_clear();
     return rc;
 }
 
@@ -136,7 +139,16 @@ static int cfg_write(FILE *f, void *unused) {
     (void)unused;
     fprintf(f, "# mxplug user config (written by mxp_config_set_impl / `mxplug impl`)\n");
     fprintf(f, g_n_cfg ? "impl:\n" : "impl: {}\n");
-    for (int i = 0; i < g_n_cfg; i++) fprintf(f, "  \"%s\": \"%s\"\n", g_cfg[i].op, g_cfg[i].policy);
+    for (int i = 0; i < g_n_cfg; i++) {
+        /* Quoted so that any name the reader accepted reads back the same
+         * (a '"' in a name made the file unreadable: fuzz_user_yaml). */
+        fputs("  ", f);
+        if (mxp__yaml_put_quoted(f, g_cfg[i].op)) return mxp__error(MXP_EINVAL, "user config: op name is not UTF-8");
+        fputs(": ", f);
+        if (mxp__yaml_put_quoted(f, g_cfg[i].policy))
+            return mxp__error(MXP_EINVAL, "user config: policy of '%s' is not UTF-8", g_cfg[i].op);
+        fputc('\n', f);
+    }
     return MXP_OK;
 }
 

@@ -1,5 +1,6 @@
 /* yaml_file.c — per-user YAML files cached by (path, mtime): their path,
- * the staleness stamp, a guarded parse, their directory (yaml_file.h).
+ * the staleness stamp, a guarded parse, their directory, and the one
+ * quoting routine their writers use (yaml_file.h).
  * Used by user_config.c and tune_cache.c; no state of its own. */
 #include "plugin/yaml_file.h"
 #include "plugin/yaml_guard.h"
@@ -7,6 +8,7 @@
 #include <mxplug/fileio.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -79,4 +81,41 @@ int mxp__mkdirs_for(const char *path, const char *what) {
         *p = '/';
     }
     return MXP_OK;
+}
+
+/* One UTF-8 sequence at s: its code point and length, or -1 when invalid
+ * (overlong, surrogate, beyond U+10FFFF, cut short). */
+static int utf8_decode(const unsigned char *s, uint32_t *cp) {
+    int n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+    if (!n || s[0] >= 0xf8) return -1;
+    uint32_t c = s[0] & (0x7fu >> n);
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return -1;
+        c = c << 6 | (s[i] & 0x3fu);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return -1;
+    *cp = c;
+    return n;
+}
+
+int mxp__yaml_put_quoted(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        if (*p == '"' || *p == '\\') {
+            fprintf(f, "\\%c", *p++);
+        } else if (*p >= 0x20 && *p < 0x7f) {
+            fputc(*p++, f);
+        } else if (*p < 0x80) {
+            fprintf(f, "\\x%02x", *p++);
+        } else {
+            uint32_t c;
+            int n = utf8_decode(p, &c);
+            if (n < 0) return -1;
+            fprintf(f, c <= 0xffff ? "\\u%04x" : "\\U%08x", (unsigned)c);
+            p += n;
+        }
+    }
+    fputc('"', f);
+    return 0;
 }

@@ -7,6 +7,7 @@
  *   mxp__file_stamp_*     (path, mtime) of the last read: stale or not
  *   mxp__yaml_file_load   read + guard (yaml_guard.h) + parse into a document
  *   mxp__mkdirs_for       create the directories above a file to be written
+ *   mxp__yaml_put_quoted  write a string as a YAML double-quoted scalar
  * Not here: what the documents mean, locking (each caller holds its own
  * mutex around its stamp and table), atomic writes (mxp_file_write_atomic). */
 #ifndef MXP_PLUGIN_YAML_FILE_H
@@ -17,6 +18,7 @@
 #include <yaml.h>
 
 #include <stddef.h>
+#include <stdio.h>
 #include <time.h>
 
 /* "$<xdg_var>/mxplug/<name>" when that variable is set and not empty, else
@@ -53,5 +55,12 @@ int mxp__yaml_file_load(const char *path, const char *what, size_t max_bytes, ya
 /* Create the directories above the file `path` (mkdir -p of its dirname).
  * MXP_OK or MXP_EIO "WHAT 'PATH': cannot create its directory: why". */
 int mxp__mkdirs_for(const char *path, const char *what);
+
+/* Write s as a YAML double-quoted scalar that reads back as exactly s:
+ * printable ASCII as is, '"' and '\\' escaped, every other character as
+ * \xNN, \uXXXX or \UXXXXXXXX (so the file is ASCII whatever s holds; a raw
+ * U+0085 or U+2028 would read back as a line break, a raw C1 control not at
+ * all).  Returns 0, or -1 (nothing sensible written) when s is not UTF-8. */
+int mxp__yaml_put_quoted(FILE *f, const char *s);
 
 #endif /* MXP_PLUGIN_YAML_FILE_H */
