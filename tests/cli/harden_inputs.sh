@@ -86,4 +86,13 @@ hasnt "$TMP/err" "cannot parse"
     "$TMP/empty.npy" || fail "numpy"
 run 1 $T "$MXPLUG" predict --model "$TMP/no-such-model" --epoch 1 --input "$TMP/empty.npy"
 has "$TMP/err" "empty.npy' is empty: dimension 1 of its shape is 0"
+# Option values go through tools/mxplug/cli_args.c (fuzz_cli_args): a shape
+# `info --why` used to explain with the bad dimension dropped, a --repeat
+# that overflowed atoi, a --param with an empty key: all usage errors now.
+run 2 $T "$MXPLUG" info Activation --why --shape data=4,-3 --param act_type=relu
+has "$TMP/err" "bad shape 'data=4,-3'"
+run 2 $T "$MXPLUG" bench Activation --shape data=4 --param act_type=relu --repeat 99999999999
+has "$TMP/err" "--repeat: '99999999999' is not an integer"
+run 2 $T "$MXPLUG" bench Activation --shape data=4 --param =relu
+has "$TMP/err" "--param wants KEY=VALUE, got '=relu'"
 echo "harden_inputs: ok"

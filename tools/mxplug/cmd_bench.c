@@ -20,6 +20,7 @@
  * An impl that refuses the configuration is listed with its reason.
  * Public API only. */
 #include "cli.h"
+#include "cli_args.h"
 
 #include <errno.h>
 #include <math.h>
@@ -34,7 +35,8 @@ typedef struct bench_cfg {
     const char *op;
     const char *keys[B_MAX_KV], *vals[B_MAX_KV];
     int n_kv;
-    const char *shape_args[B_MAX_KV];
+    char shape_names[B_MAX_KV][64];
+    mxp_shape shapes[B_MAX_KV];
     int n_shapes;
     int repeat;
     mxp_device dev;
@@ -236,20 +238,24 @@ static int parse(int argc, char **argv, bench_cfg *c) {
             if (i + 1 >= argc) return cli_usage_error("bench", "%s needs a value", a);
             const char *v = argv[++i];
             if (!strcmp(a, "--repeat")) {
-                c->repeat = atoi(v);
-                if (c->repeat < 1) return cli_usage_error("bench", "--repeat must be at least 1");
+                long long r;
+                if (cli_parse_int("bench", "--repeat", v, 1, 1000000, &r)) return CLI_USAGE;
+                c->repeat = (int)r;
             } else if (!strcmp(a, "--device")) {
                 if (strcmp(v, "cpu")) return cli_usage_error("bench", "only --device cpu is supported");
-            } else if (!strchr(v, '=')) {
-                return cli_usage_error("bench", "%s wants NAME=VALUE, got '%s'", a, v);
             } else if (!strcmp(a, "--shape")) {
                 if (c->n_shapes >= B_MAX_KV) return cli_usage_error("bench", "too many --shape");
-                c->shape_args[c->n_shapes++] = v;
+                /* Every buffer holds n doubles (+8): refuse sizes that overflow. */
+                if (cli_parse_shape_arg("bench", v, sizeof(double), 8, c->shape_names[c->n_shapes],
+                                        sizeof c->shape_names[0], &c->shapes[c->n_shapes]))
+                    return CLI_USAGE;
+                c->n_shapes++;
             } else {
                 if (c->n_kv >= B_MAX_KV) return cli_usage_error("bench", "too many --param");
-                char *eq = strchr(v, '=');
-                c->keys[c->n_kv] = strndup(v, (size_t)(eq - v));
-                c->vals[c->n_kv++] = eq + 1;
+                char *key;
+                int rc = cli_parse_kv_arg("bench", "--param", v, &key, &c->vals[c->n_kv]);
+                if (rc) return rc == CLI_USAGE ? rc : -1; /* 1 means --help */
+                c->keys[c->n_kv++] = key;
             }
         } else if (a[0] == '-') {
             return cli_usage_error("bench", "unknown option '%s'", a);
@@ -273,11 +279,11 @@ static void shape_str(const mxp_shape *s, char *buf, size_t cap) {
 int cmd_bench(int argc, char **argv) {
     bench_cfg c;
     int prc = parse(argc, argv, &c);
-    if (prc == 1) {
-        usage(stdout);
-        return CLI_OK;
+    if (prc) {
+        for (int i = 0; i < c.n_kv; i++) free((char *)c.keys[i]);
+        if (prc == 1) usage(stdout);
+        return prc == 1 ? CLI_OK : prc < 0 ? CLI_FAIL : prc;
     }
-    if (prc) return prc;
     int status = CLI_FAIL, rc;
     const mxp_op *op = mxp_op_find(c.op);
     mxp_symbol *sym = NULL, *vars[B_MAX_IO] = {0};
@@ -313,37 +319,8 @@ int cmd_bench(int argc, char **argv) {
     }
     if ((rc = mxp_symbol_compose(sym, "bench", n_in + n_ax, arg_names, vars))) goto symfail;
     const char *known_names[B_MAX_KV];
-    mxp_shape known[B_MAX_KV];
-    char namebuf[B_MAX_KV][64];
-    for (int s = 0; s < c.n_shapes; s++) {
-        const char *eq = strchr(c.shape_args[s], '=');
-        snprintf(namebuf[s], sizeof namebuf[s], "%.*s", (int)(eq - c.shape_args[s]), c.shape_args[s]);
-        known_names[s] = namebuf[s];
-        known[s].ndim = 0;
-        for (const char *p = eq + 1; *p;) {
-            char *e;
-            errno = 0;
-            long long v = strtoll(p, &e, 10);
-            if (e == p || v < 0 || errno == ERANGE || (*e && *e != ',')) {
-                status = cli_usage_error("bench", "bad shape '%s': dimensions are integers >= 0 separated by ','",
-                                         c.shape_args[s]);
-                goto done;
-            }
-            if (known[s].ndim == MXP_MAX_NDIM) {
-                status = cli_usage_error("bench", "shape '%s': more than %d dimensions", c.shape_args[s],
-                                         MXP_MAX_NDIM);
-                goto done;
-            }
-            known[s].dims[known[s].ndim++] = v;
-            p = *e == ',' ? e + 1 : e;
-        }
-        /* Every buffer below holds n doubles (+8): refuse sizes that overflow. */
-        if (mxp_size_of_shape(c.shape_args[s], known[s].dims, known[s].ndim, sizeof(double), 8, NULL, NULL)) {
-            status = cli_usage_error("bench", "--shape %s", mxp_last_error());
-            goto done;
-        }
-    }
-    rc = mxp_symbol_infer_shape(sym, c.n_shapes, known_names, known, &n_args, &as, &n_outs, &os, &n_aux, &xs,
+    for (int s = 0; s < c.n_shapes; s++) known_names[s] = c.shape_names[s];
+    rc = mxp_symbol_infer_shape(sym, c.n_shapes, known_names, c.shapes, &n_args, &as, &n_outs, &os, &n_aux, &xs,
                                 &complete);
     if (rc) goto symfail;
     if (!complete || n_args != n_in || n_aux != n_ax) {

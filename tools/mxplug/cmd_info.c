@@ -12,6 +12,7 @@
  * is looked up as an iterator, a kvstore type and a device (mxp_feature_*),
  * in that order, and described the same way (pack, doc, parameters). */
 #include "cli.h"
+#include "cli_args.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -112,36 +113,32 @@ int cmd_info(int argc, char **argv) {
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (cli_is_help(a)) { info_help(stdout); return CLI_OK; }
+        if (cli_is_help(a)) { info_help(stdout); goto done; }
         if (strcmp(a, "--why") == 0) { why = 1; continue; }
         if (strcmp(a, "--device") == 0 || strcmp(a, "--shape") == 0 || strcmp(a, "--param") == 0) {
-            if (i + 1 >= argc) return cli_usage_error("info", "%s needs a value", a);
+            if (i + 1 >= argc) { status = cli_usage_error("info", "%s needs a value", a); goto done; }
             const char *v = argv[++i];
             if (strcmp(a, "--device") == 0) { device = v; continue; }
-            if (!strchr(v, '=') || v[0] == '=')
-                return cli_usage_error("info", "%s expects NAME=VALUE, got '%s'", a, v);
             if (strcmp(a, "--shape") == 0) {
-                if (n_shapes >= INFO_MAX_KV) return cli_usage_error("info", "too many --shape");
+                if (n_shapes >= INFO_MAX_KV) { status = cli_usage_error("info", "too many --shape"); goto done; }
+                char name[64];
+                mxp_shape shp;
+                if ((status = cli_parse_shape_arg("info", v, sizeof(float), 0, name, sizeof name, &shp))) goto done;
                 shapes[n_shapes++] = v;
             } else {
-                if (n_kv >= INFO_MAX_KV) return cli_usage_error("info", "too many --param");
-                /* Split a copy so argv stays intact. */
-                char *c = strdup(v);
-                if (!c) { cli_err("out of memory"); return CLI_FAIL; }
-                char *eq = strchr(c, '=');
-                *eq = '\0';
-                kv_copy[n_kv] = c;
-                keys[n_kv] = c;
-                vals[n_kv] = eq + 1;
-                n_kv++;
+                if (n_kv >= INFO_MAX_KV) { status = cli_usage_error("info", "too many --param"); goto done; }
+                char *key;
+                if ((status = cli_parse_kv_arg("info", "--param", v, &key, &vals[n_kv]))) goto done;
+                kv_copy[n_kv] = key;
+                keys[n_kv++] = key;
             }
             continue;
         }
-        if (a[0] == '-') return cli_usage_error("info", "unknown option '%s'", a);
-        if (op_name) return cli_usage_error("info", "one OP only (got '%s' and '%s')", op_name, a);
+        if (a[0] == '-') { status = cli_usage_error("info", "unknown option '%s'", a); goto done; }
+        if (op_name) { status = cli_usage_error("info", "one OP only (got '%s' and '%s')", op_name, a); goto done; }
         op_name = a;
     }
-    if (!op_name) return cli_usage_error("info", "missing NAME");
+    if (!op_name) { status = cli_usage_error("info", "missing NAME"); goto done; }
 
     int rc = mxp_registry_init();
     if (rc != MXP_OK) { status = cli_fail(rc, "reading manifests"); goto done; }

@@ -34,40 +34,19 @@ int cli_opt(const char *cmd, int argc, char **argv, int *i, const char *name, co
     return 1;
 }
 
-int cli_parse_int(const char *cmd, const char *what, const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return cli_usage_error(cmd, "%s: '%s' is not an integer in [%lld, %lld]", what, s, lo, hi);
-    *out = v;
-    return CLI_OK;
-}
-
-int cli_parse_double(const char *cmd, const char *what, const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    /* ERANGE on underflow (1e-320) still gives a usable value; overflow
-     * gives inf, which no option accepts. */
-    if (end == s || *end) return cli_usage_error(cmd, "%s: '%s' is not a number", what, s);
-    if (!isfinite(v) || (errno == ERANGE && fabs(v) > 1)) return cli_usage_error(cmd, "%s: '%s' is not a finite number", what, s);
-    *out = v;
-    return CLI_OK;
-}
-
 /* ------------------------------------------------------------ data */
+/* A path cut to fit `cap` would name another file: 0 (not found) then. */
 static int find_file(const char *dir, const char *base, char *out, size_t cap) {
-    snprintf(out, cap, "%s/%s", dir, base);
-    if (access(out, R_OK) == 0) return 1;
-    snprintf(out, cap, "%s/%s.gz", dir, base);
-    return access(out, R_OK) == 0;
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, base) < cap && access(out, R_OK) == 0) return 1;
+    return (size_t)snprintf(out, cap, "%s/%s.gz", dir, base) < cap && access(out, R_OK) == 0;
 }
 
 int cli_mnist_files(const char *cmd, const char *spec, const char *split, char *images, char *labels, size_t cap) {
-    if (strncmp(spec, "mnist:", 6) != 0 || !spec[6])
+    int kind;
+    const char *dir;
+    if (cli_parse_data_spec(cmd, spec, &kind, &dir)) return CLI_USAGE;
+    if (kind != CLI_DATA_MNIST)
         return cli_usage_error(cmd, "--data '%s': expected mnist:DIR (a directory of MNIST IDX files)", spec);
-    const char *dir = spec + 6;
     char ib[128], lb[128];
     snprintf(ib, sizeof ib, "%s-images-idx3-ubyte", split);
     snprintf(lb, sizeof lb, "%s-labels-idx1-ubyte", split);

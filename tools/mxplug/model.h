@@ -9,6 +9,7 @@
 #define MXP_TOOLS_MXPLUG_MODEL_H
 
 #include "cli.h"
+#include "cli_args.h"
 
 #include <mxplug/executor.h>
 
@@ -17,9 +18,7 @@
  * stores the value, advances *i past it and returns 1; a missing value
  * prints a usage error and returns -1.  0: not this option. */
 int cli_opt(const char *cmd, int argc, char **argv, int *i, const char *name, const char **val);
-/* Strict number parsing ("what" names the option in the error). */
-int cli_parse_int(const char *cmd, const char *what, const char *s, long long lo, long long hi, long long *out);
-int cli_parse_double(const char *cmd, const char *what, const char *s, double *out);
+/* Strict number parsing: cli_args.h. */
 
 /* ------------------------------------------------------------ data */
 /* `mnist:DIR`: DIR/{train,t10k}-images-idx3-ubyte[.gz] and the labels.

@@ -3,6 +3,7 @@
  * --aug sets scale (the same range as mnist:, which uses MNISTIter's
  * 1/256).  Validation never augments randomly: centre crop, no mirror. */
 #include "rec_data.h"
+#include "cli_args.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,11 +37,16 @@ static int64_t count_records(const char *rec, const char *idx) {
 static int make_iter(const char *cmd, const char *rec, const char *idx, const cli_rec_opts *o, int64_t batch,
                      uint64_t seed, int training, mxp_iter **out) {
     const char *keys[MAX_KW], *vals[MAX_KW];
-    char shape[64], bs[32], sd[32];
-    int n = 0;
-    snprintf(shape, sizeof shape, "(%s)", o->data_shape);
+    char shape[160], bs[32], sd[32];
+    /* C,H,W parsed here (a long value was cut to fit before), then
+     * written back in full. */
+    mxp_shape ds;
+    if (cli_parse_dims(cmd, "--data-shape", o->data_shape, 1, 3, 3, &ds)) return CLI_USAGE;
+    snprintf(shape, sizeof shape, "(%lld,%lld,%lld)", (long long)ds.dims[0], (long long)ds.dims[1],
+             (long long)ds.dims[2]);
     snprintf(bs, sizeof bs, "%lld", (long long)batch);
     snprintf(sd, sizeof sd, "%lld", (long long)(seed & 0x7fffffffffffffffull));
+    int n = 0;
     keys[n] = "path_imgrec", vals[n++] = rec;
     if (idx) keys[n] = "path_imgidx", vals[n++] = idx;
     keys[n] = "data_shape", vals[n++] = shape;
@@ -51,17 +57,18 @@ static int make_iter(const char *cmd, const char *rec, const char *idx, const cl
     if (training && o->rand_crop) keys[n] = "rand_crop", vals[n++] = "True";
     if (training && o->rand_mirror) keys[n] = "rand_mirror", vals[n++] = "True";
     int has_scale = 0;
-    char *aug = o->aug ? strdup(o->aug) : NULL;
-    for (char *save = NULL, *kv = aug ? strtok_r(aug, ",", &save) : NULL; kv; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq || eq == kv || n >= MAX_KW - 2) {
+    char *aug = NULL;
+    int n_aug = 0;
+    if (o->aug) {
+        int rc = cli_parse_kv_list(cmd, "--aug", o->aug, &aug, keys + n, vals + n, MAX_KW - 1 - n, &n_aug);
+        if (rc) {
             free(aug);
-            return cli_usage_error(cmd, "--aug '%s': expected key=value[,key=value...]", o->aug);
+            return rc;
         }
-        *eq = 0;
-        if (!strcmp(kv, "scale")) has_scale = 1;
-        keys[n] = kv, vals[n++] = eq + 1;
     }
+    for (int i = n; i < n + n_aug; i++)
+        if (!strcmp(keys[i], "scale")) has_scale = 1;
+    n += n_aug;
     if (!has_scale) keys[n] = "scale", vals[n++] = "0.00390625";
     int rc = mxp_iter_create("ImageRecordIter", n, keys, vals, out);
     free(aug);
@@ -73,9 +80,14 @@ int cli_rec_iters(const char *cmd, const char *spec, const cli_rec_opts *o, int6
                   mxp_iter **train, mxp_iter **val, int64_t *n_train) {
     *train = *val = NULL;
     *n_train = 0;
-    if (!cli_is_rec_spec(spec) || !spec[4])
+    int kind;
+    const char *prefix;
+    if (cli_parse_data_spec(cmd, spec, &kind, &prefix)) return CLI_USAGE;
+    if (kind != CLI_DATA_REC)
         return cli_usage_error(cmd, "--data '%s': expected rec:PREFIX (PREFIX_train.rec, PREFIX_val.rec)", spec);
     if (!o->data_shape) return cli_usage_error(cmd, "--data rec:PREFIX needs --data-shape C,H,W (e.g. 3,32,32)");
+    mxp_shape ds;
+    if (cli_parse_dims(cmd, "--data-shape", o->data_shape, 1, 3, 3, &ds)) return CLI_USAGE;
     char rec[4096], idx[4096], vrec[4096], vidx[4096];
     snprintf(rec, sizeof rec, "%s_train.rec", spec + 4);
     snprintf(idx, sizeof idx, "%s_train.idx", spec + 4);

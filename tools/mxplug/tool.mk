@@ -16,3 +16,12 @@ $(BUILD)/obj/tools/mxplug/io-image/%.o: plugins/io-image/src/%.c | deps
 	$(CC) $(BASEFLAGS) $(API_INC) -Iplugins/io-image/src -c $< -o $@
 $(BUILD)/bin/mxplug: $(IM2REC_PACK_OBJS)
 TOOL_LDLIBS_mxplug += $(IM2REC_PACK_OBJS) -ljpeg -lturbojpeg -lpng
+
+# tests/fuzz/fuzz_cli_args.c drives the option parsers without a command:
+# cli_args.c and device_opt.c compiled by the fuzz rules (the harness
+# supplies the message functions main.c has).
+$(BUILD)/fuzz/obj/tools/mxplug/%.o: tools/mxplug/%.c | deps $(CONFIG_H)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Itools/mxplug -c $< -o $@
+$(BUILD)/fuzz/obj/tests/fuzz/fuzz_cli_args.o: FUZZ_CFLAGS += -Itools/mxplug
+$(BUILD)/fuzz/fuzz_cli_args: $(BUILD)/fuzz/obj/tools/mxplug/cli_args.o $(BUILD)/fuzz/obj/tools/mxplug/device_opt.o

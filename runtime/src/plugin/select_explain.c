@@ -8,6 +8,10 @@
  * Calls into pack code go through opdef.h. */
 #include "plugin/plugin_impl.h"
 
+#include <mxplug/fileio.h>
+
+#include <errno.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +26,20 @@ static int explain_shape(const char *op, const char *spec, char (*names)[MXP_NAM
     if (idx < 0) return mxp__error(MXP_EINVAL, "explain: op '%s' has no input named '%.*s'", op, (int)(eq - spec), spec);
     mxp_shape *t = &sh[idx];
     t->ndim = 0;
-    for (const char *p = eq + 1; *p && t->ndim < MXP_MAX_NDIM;) {
+    /* Strict: digits and ',' only, at most MXP_MAX_NDIM, no overflow (a
+     * negative, a 12th dimension or "1,x" was silently dropped before). */
+    for (const char *p = eq + 1; *p;) {
         char *end;
-        long long v = strtoll(p, &end, 10);
-        if (end == p) break;
+        errno = 0;
+        long long v = *p >= '0' && *p <= '9' ? strtoll(p, &end, 10) : -1;
+        if (v < 0 || errno == ERANGE || (*end && *end != ',') || (*end == ',' && !end[1]))
+            return mxp__error(MXP_EINVAL, "explain: shape '%s': dimensions are integers >= 0 separated by ','", spec);
+        if (t->ndim == MXP_MAX_NDIM)
+            return mxp__error(MXP_EINVAL, "explain: shape '%s': more than %d dimensions", spec, MXP_MAX_NDIM);
         t->dims[t->ndim++] = v;
         p = *end == ',' ? end + 1 : end;
     }
-    return MXP_OK;
+    return mxp_size_of_shape(spec, t->dims, t->ndim, 1, 0, NULL, NULL);
 }
 
 int mxp_op_explain(const char *op_name, const char *device, const char *const *shapes, int n_shapes,

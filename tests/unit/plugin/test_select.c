@@ -118,6 +118,25 @@ Test(select, tune_chooses_an_accepting_impl_and_explains) {
     unsetenv("XDG_CACHE_HOME");
 }
 
+/* explain's shapes are parsed strictly (issue 12 §6, found by
+ * tests/fuzz/fuzz_cli_args via `mxplug info --why --shape`): a negative
+ * dimension, a 9th one, junk after a number or a size that overflows was
+ * dropped or cut silently and explained a different configuration. */
+Test(select, explain_refuses_malformed_shapes) {
+    const char *bad[][2] = {{"data=4,-3", "integers >= 0"},
+                            {"data=1,2,3,4,5,6,7,8,9", "more than 8 dimensions"},
+                            {"data=2,x", "integers >= 0"},
+                            {"data=2,", "integers >= 0"},
+                            {"data=4611686018427387904,4", "data=4611686018427387904,4"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *rep = NULL;
+        const char *shapes[] = {bad[i][0]};
+        cr_expect_eq(mxp_op_explain("psel_scale", "cpu", shapes, 1, NULL, NULL, 0, &rep), MXP_EINVAL, "%s", bad[i][0]);
+        cr_expect(strstr(mxp_last_error(), bad[i][1]), "%s: %s", bad[i][0], mxp_last_error());
+        free(rep);
+    }
+}
+
 Test(select, simple_broadcast_shape_inference) {
     mxp_shape a = {3, 0, {4, 1, 5}}, b = {2, 0, {3, 1}}, o;
     cr_assert_eq(mxp__simple_broadcast_shape(&a, &b, &o), MXP_OK);
