@@ -24,3 +24,20 @@ PACK_CFLAGS_io-image += -Iruntime/src/io
 IO_IMAGE_FUZZ_OBJS := $(addprefix $(BUILD)/fuzz/obj/plugins/io-image/src/,img_codec.o img_resize.o image_aug.o)
 $(BUILD)/fuzz/fuzz_image: $(IO_IMAGE_FUZZ_OBJS)
 $(BUILD)/fuzz/fuzz_image: RUNTIME_LIBS += -ljpeg -lturbojpeg -lpng
+
+# tests/fuzz/fuzz_iter_create.c creates the pack's iterators through the
+# runtime: it loads a copy of the pack built with the fuzz flags (coverage,
+# ASan/UBSan; sanitizer runtimes come from the harness executable), named by
+# its own manifest next to the harness.
+IO_IMAGE_FUZZ_PACK_OBJS := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(wildcard plugins/io-image/src/*.c)) \
+  $(BUILD)/fuzz/obj/plugins/io-image/shared/recordio_core.o
+$(BUILD)/fuzz/obj/plugins/io-image/shared/recordio_core.o: runtime/src/io/recordio_core.c | deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fvisibility=hidden -c $< -o $@
+$(BUILD)/fuzz/iter-packs/libmxp-io-image.so: $(IO_IMAGE_FUZZ_PACK_OBJS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -shared -fsanitize=fuzzer-no-link $(FUZZ_SAN) -o $@ $^ -ljpeg -lturbojpeg -lpng -lz -lm -pthread
+$(BUILD)/fuzz/iter-packs/manifest.yaml: plugins/io-image/manifest.yaml
+	@mkdir -p $(dir $@)
+	@{ echo "manifest_version: 1"; echo "packs:"; sed 's/^/  /' $<; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/fuzz/fuzz_iter_create: | $(BUILD)/fuzz/iter-packs/libmxp-io-image.so $(BUILD)/fuzz/iter-packs/manifest.yaml
