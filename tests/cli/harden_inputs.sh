@@ -95,4 +95,11 @@ run 2 $T "$MXPLUG" bench Activation --shape data=4 --param act_type=relu --repea
 has "$TMP/err" "--repeat: '99999999999' is not an integer"
 run 2 $T "$MXPLUG" bench Activation --shape data=4 --param =relu
 has "$TMP/err" "--param wants KEY=VALUE, got '=relu'"
+# bench's own allocation failing (3.2 GB of float64 inputs under a 2.9 GB
+# address-space limit): exit 1 with a message (stderr was empty).  Not under
+# sanitizers, whose shadow memory needs the address space.
+if [ -z "${SANITIZE:-}" ]; then
+    run 1 sh -c "ulimit -v 3000000; exec $T '$MXPLUG' bench Activation --shape data=400000000 --param act_type=relu"
+    has "$TMP/err" "out of memory for 400000000 float64 values"
+fi
 echo "harden_inputs: ok"
