@@ -135,14 +135,16 @@ static void h_free_params(const mxp_param_def *defs, uint32_t n_defs, void *para
     mxp__params_free(defs, n_defs, params);
 }
 
-/* invoke: provided by the op module once it exists (weak link-free hook). */
-static mxp__host_invoke_fn g_invoke;
-void mxp__host_set_invoke(mxp__host_invoke_fn fn) { g_invoke = fn; }
+/* invoke: provided by the op module once it exists (weak link-free hook).
+ * Atomic: every mxp_invoke installs it, from any number of threads at once. */
+static _Atomic(mxp__host_invoke_fn) g_invoke;
+void mxp__host_set_invoke(mxp__host_invoke_fn fn) { atomic_store_explicit(&g_invoke, fn, memory_order_release); }
 
 static int h_invoke(const char *op, uint32_t n_in, const mxp_tensor *in, uint32_t n_out, const mxp_tensor *out,
                     const char *const *keys, const char *const *vals, uint32_t n_kwargs) {
-    if (!g_invoke) return mxp__error(MXP_EUNSUPPORTED, "host.invoke('%s'): the op runtime is not available", op);
-    return g_invoke(op, n_in, in, n_out, out, keys, vals, n_kwargs);
+    mxp__host_invoke_fn fn = atomic_load_explicit(&g_invoke, memory_order_acquire);
+    if (!fn) return mxp__error(MXP_EUNSUPPORTED, "host.invoke('%s'): the op runtime is not available", op);
+    return fn(op, n_in, in, n_out, out, keys, vals, n_kwargs);
 }
 
 static int h_new_var(struct mxp_var **out) { return mxp_engine_new_var(out); }
