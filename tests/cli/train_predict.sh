@@ -67,8 +67,9 @@ has "$TMP/out" "cross-entropy="
 # counts (the sums themselves: tests/unit/profiler), lanes named after the
 # engine workers and the iterator's prefetch thread.
 run 0 "$MXPLUG" train --net "$NET" --data "mnist:$DATA" --epochs 2 --seed 3 --model-prefix "$TMP/mlp" \
-    --load-epoch 1 --profile "$TMP/trace.json" --profile-summary
+    --load-epoch 1 --profile "$TMP/trace.json" --profile-summary --lr-step-epochs 1 --lr-factor 0.5
 has "$TMP/out" "epoch 2/2"
+has "$TMP/out" "train: lr x0.5 after epoch 1 (937 updates per epoch)" # floor(60000 / 64)
 hasnt "$TMP/out" "epoch 1/2"
 [ -s "$TMP/mlp-0002.params" ] || fail "resumed run wrote no mlp-0002.params"
 has "$TMP/out" "profile written to $TMP/trace.json"
@@ -206,6 +207,12 @@ run 2 "$MXPLUG" train --net "$NET" --data "mnist:$DATA" --optimizer lbfgs
 has "$TMP/err" "use sgd or adam"
 run 2 "$MXPLUG" train --net "$NET" --data "mnist:$DATA" --epochs zero
 has "$TMP/err" "--epochs"
+run 2 "$MXPLUG" train --net "$NET" --data "mnist:$DATA" --lr-step-epochs 2,2
+has "$TMP/err" "--lr-step-epochs '2,2': epochs must increase"
+run 2 "$MXPLUG" train --net "$NET" --data "mnist:$DATA" --lr-factor 1.5
+has "$TMP/err" "--lr-factor must be in (0, 1]"
+run 2 "$MXPLUG" train --net "$NET" --data "mnist:$DATA" --shard rows
+has "$TMP/err" "--shard 'rows': use strided or contiguous"
 run 1 "$MXPLUG" score --model "$TMP/nope" --epoch 1 --data "mnist:$DATA"
 has "$TMP/err" "nope-symbol.json"
 for c in train predict score; do

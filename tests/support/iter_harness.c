@@ -142,6 +142,14 @@ static int parse_one(const mxp_param_def *d, const char *val, void *out, const c
         memcpy(slot, &b, sizeof b);
         return MXP_OK;
     }
+    case MXP_PARAM_ENUM: {
+        for (int32_t i = 0; d->choices && d->choices[i]; i++)
+            if (!strcmp(d->choices[i], val)) {
+                memcpy(slot, &i, sizeof i);
+                return MXP_OK;
+            }
+        return fake_set_error(MXP_EINVAL, "%s '%s': '%s' is not one of its choices", what, d->name, val);
+    }
     case MXP_PARAM_STRING: {
         char *old;
         memcpy(&old, slot, sizeof old);

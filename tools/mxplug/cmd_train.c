@@ -28,6 +28,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <limits.h>
@@ -50,6 +51,9 @@ static void usage(FILE *f) {
             "  --lr X              learning rate (default 0.01 for sgd, 0.001 for adam)\n"
             "  --momentum M        sgd momentum (default 0.9)\n"
             "  --wd W              weight decay (default 0)\n"
+            "  --lr-factor F       multiply the learning rate by F at each --lr-step-epochs\n"
+            "                      epoch (MXNet's MultiFactorScheduler; default 0.1)\n"
+            "  --lr-step-epochs L  comma-separated epochs after which the rate drops, e.g. 1,2\n"
             "  --allow-nan         go on when the loss or weights become NaN/inf (default: stop\n"
             "                      with an error naming the epoch and batch, saving nothing)\n"
             "  --seed S            initialization and shuffling seed (default 0)\n"
@@ -85,6 +89,10 @@ static void usage(FILE *f) {
             "                      is per worker, rank 0 prints and checkpoints); dist_async\n"
             "                      also needs server ranks: the last MXP_KV_NUM_SERVERS\n"
             "                      (default 1) serve\n"
+            "  --shard MODE        how workers split MNIST data: strided (default: one global\n"
+            "                      order per epoch, worker k takes every n-th sample from k, so\n"
+            "                      n workers x B train exactly as 1 worker x n*B) or contiguous\n"
+            "                      (MXNet's num_parts slices, each shuffled by itself)\n"
             "\n"
             "One line per epoch on stdout (train metric, validation accuracy, time,\n"
             "samples/s); on a terminal a live bar on stderr as well.\n");
@@ -122,6 +130,26 @@ static void default_prefix(const char *net, char *buf, size_t cap) {
 
 /* True when the checkpoint's PREFIX-symbol.json is the net file itself:
  * writing it would overwrite the user's input. */
+enum { MAX_STEP_EPOCHS = 64 };
+
+/* --lr-step-epochs "1,3,5": strictly increasing epochs >= 1. */
+static int parse_step_epochs(const char *cmd, const char *v, int64_t *out, int *n) {
+    const char *p = v;
+    *n = 0;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        long long e = strtoll(p, &end, 10);
+        if (end == p || errno || e < 1 || e > 100000 || (*end && *end != ','))
+            return cli_usage_error(cmd, "--lr-step-epochs '%s': use increasing epoch numbers >= 1, e.g. 1,2", v);
+        if (*n == MAX_STEP_EPOCHS) return cli_usage_error(cmd, "--lr-step-epochs '%s': at most %d epochs", v, MAX_STEP_EPOCHS);
+        if (*n && e <= out[*n - 1]) return cli_usage_error(cmd, "--lr-step-epochs '%s': epochs must increase", v);
+        out[(*n)++] = e;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
 static int prefix_overwrites_net(const char *prefix, const char *net) {
     char sym[4096], a[PATH_MAX], b[PATH_MAX];
     snprintf(sym, sizeof sym, "%s-symbol.json", prefix);
@@ -160,7 +188,10 @@ int cmd_train(int argc, char **argv) {
     const char *net = NULL, *data = NULL, *opt = "sgd", *prefix = NULL, *v;
     const char *plot = NULL, *log_json = NULL;
     long long epochs = 10, batch = 64, seed = 0, load_epoch = -1, frequent = 50;
-    double lr = NAN, momentum = 0.9, wd = 0;
+    double lr = NAN, momentum = 0.9, wd = 0, lr_factor = 0.1;
+    int64_t step_epochs[MAX_STEP_EPOCHS];
+    int n_step_epochs = 0;
+    const char *shard = "strided";
     const char *impls[32];
     int n_impl = 0;
     int stats = 0, profile_summary = 0;
@@ -205,6 +236,12 @@ int cmd_train(int argc, char **argv) {
         else if (OPT("--plot")) { if (r < 0) return CLI_USAGE; plot = v; }
         else if (OPT("--log-json")) { if (r < 0) return CLI_USAGE; log_json = v; }
         else if (OPT("--kv-store")) { if (r < 0) return CLI_USAGE; kv_type = v; }
+        else if (OPT("--shard")) {
+            if (r < 0) return CLI_USAGE;
+            if (strcmp(v, "strided") && strcmp(v, "contiguous"))
+                return cli_usage_error(cmd, "--shard '%s': use strided or contiguous", v);
+            shard = v;
+        }
         else if (OPT("--device")) {
             if (r < 0 || cli_device_parse(cmd, v, &dev)) return CLI_USAGE;
         }
@@ -234,6 +271,13 @@ int cmd_train(int argc, char **argv) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_double(cmd, "--momentum", v, &momentum)) return CLI_USAGE;
             if (momentum < 0 || momentum >= 1) return cli_usage_error(cmd, "--momentum must be in [0, 1)");
+        } else if (OPT("--lr-factor")) {
+            if (r < 0) return CLI_USAGE;
+            if (cli_parse_double(cmd, "--lr-factor", v, &lr_factor)) return CLI_USAGE;
+            if (!(lr_factor > 0 && lr_factor <= 1)) return cli_usage_error(cmd, "--lr-factor must be in (0, 1]");
+        } else if (OPT("--lr-step-epochs")) {
+            if (r < 0) return CLI_USAGE;
+            if (parse_step_epochs(cmd, v, step_epochs, &n_step_epochs)) return CLI_USAGE;
         } else if (OPT("--wd")) {
             if (r < 0) return CLI_USAGE;
             if (cli_parse_double(cmd, "--wd", v, &wd)) return CLI_USAGE;
@@ -347,8 +391,8 @@ int cmd_train(int argc, char **argv) {
         if (cli_rec_iters(cmd, data, &ro, batch, (uint64_t)seed, &train, &val, &n_train)) goto done;
     } else {
         if (flat < 0 && cli_net_input_layout(sym, batch, 28, 28, &flat)) goto done;
-        if (cli_mnist_iter_part(timg, tlab, batch, flat, 1, (uint64_t)seed, 0, workers, rank, &train)) goto done;
-        if (cli_mnist_iter_part(vimg, vlab, batch, flat, 0, 0, 1, val_split, val_split > 1 ? rank : 0, &val)) goto done;
+        if (cli_mnist_iter_part(timg, tlab, batch, flat, 1, (uint64_t)seed, 0, workers, rank, shard, &train)) goto done;
+        if (cli_mnist_iter_part(vimg, vlab, batch, flat, 0, 0, 1, val_split, val_split > 1 ? rank : 0, NULL, &val)) goto done;
     }
     static const char *const data_names[] = {"data"}, *const label_names[] = {"softmax_label"};
     if ((rc = mxp_module_create(sym, 1, data_names, 1, label_names, &mod))) {
@@ -398,6 +442,15 @@ int cmd_train(int argc, char **argv) {
     fo.user = &ctx;
     fo.allow_nan = allow_nan;
     fo.kvstore = kv;
+    /* Steps in updates: an epoch is floor(samples per worker / batch)
+     * updates for MNIST (a short last batch is dropped) and the ceiling for
+     * records (round_batch pads it), as the iterators give them. */
+    int64_t per_worker = n_train / workers, epoch_updates = rec ? (per_worker + batch - 1) / batch : per_worker / batch;
+    int64_t lr_steps[MAX_STEP_EPOCHS];
+    for (int j = 0; j < n_step_epochs; j++) lr_steps[j] = step_epochs[j] * epoch_updates;
+    fo.n_lr_steps = n_step_epochs;
+    fo.lr_steps = lr_steps;
+    fo.lr_factor = lr_factor;
     if (kv)
         fprintf(out, "train: kvstore %s, worker %d of %d, %lld samples per worker per epoch\n", kv_type, rank,
                 workers, (long long)(n_train / workers));
@@ -406,6 +459,11 @@ int cmd_train(int argc, char **argv) {
            !strcmp(opt, "sgd") ? (momentum > 0 ? " momentum" : "") : "", batch, (long long)begin + 1, epochs, prefix,
            epochs);
     if (!strcmp(opt, "sgd") && momentum > 0) fprintf(out, "train: momentum=%g wd=%g seed=%lld\n", momentum, wd, seed);
+    if (n_step_epochs) {
+        fprintf(out, "train: lr x%g after epoch", lr_factor);
+        for (int j = 0; j < n_step_epochs; j++) fprintf(out, "%s%lld", j ? "," : " ", (long long)step_epochs[j]);
+        fprintf(out, " (%lld updates per epoch)\n", (long long)epoch_updates);
+    }
     if (dev.type != MXP_DEV_CPU) {
         char dn[32];
         fprintf(out, "train: device %s\n", cli_device_str(dev, dn, sizeof dn));

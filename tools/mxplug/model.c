@@ -75,21 +75,21 @@ int64_t cli_idx_count(const char *path) {
 
 int cli_mnist_iter(const char *images, const char *labels, int64_t batch, int flat, int shuffle, uint64_t seed,
                    int round_batch, mxp_iter **out) {
-    return cli_mnist_iter_part(images, labels, batch, flat, shuffle, seed, round_batch, 1, 0, out);
+    return cli_mnist_iter_part(images, labels, batch, flat, shuffle, seed, round_batch, 1, 0, NULL, out);
 }
 
 int cli_mnist_iter_part(const char *images, const char *labels, int64_t batch, int flat, int shuffle, uint64_t seed,
-                        int round_batch, int num_parts, int part_index, mxp_iter **out) {
+                        int round_batch, int num_parts, int part_index, const char *shard, mxp_iter **out) {
     char bs[32], sd[32], np[16], pi[16];
     snprintf(bs, sizeof bs, "%lld", (long long)batch);
     snprintf(sd, sizeof sd, "%lld", (long long)(seed & 0x7fffffffffffffffull));
     snprintf(np, sizeof np, "%d", num_parts);
     snprintf(pi, sizeof pi, "%d", part_index);
     const char *keys[] = {"image", "label", "batch_size", "flat", "shuffle", "seed", "round_batch", "silent",
-                          "num_parts", "part_index"};
+                          "num_parts", "part_index", "shard"};
     const char *vals[] = {images, labels, bs, flat ? "True" : "False", shuffle ? "True" : "False", sd,
-                          round_batch ? "True" : "False", "True", np, pi};
-    int rc = mxp_iter_create("MNISTIter", 10, keys, vals, out);
+                          round_batch ? "True" : "False", "True", np, pi, shard};
+    int rc = mxp_iter_create("MNISTIter", shard ? 11 : 10, keys, vals, out);
     if (rc) return cli_fail(rc, "creating MNISTIter over '%s'", images);
     return CLI_OK;
 }

@@ -31,9 +31,11 @@ int64_t cli_idx_count(const char *path);
  * else (B,1,28,28).  round_batch: keep every sample (last batch padded). */
 int cli_mnist_iter(const char *images, const char *labels, int64_t batch, int flat, int shuffle, uint64_t seed,
                    int round_batch, mxp_iter **out);
-/* The same over part part_index of num_parts (a worker's shard). */
+/* The same over part part_index of num_parts (a worker's shard); shard:
+ * MNISTIter's "contiguous" (MXNet's split) or "strided" (one global order,
+ * every num_parts-th sample), NULL for the iterator's default. */
 int cli_mnist_iter_part(const char *images, const char *labels, int64_t batch, int flat, int shuffle, uint64_t seed,
-                        int round_batch, int num_parts, int part_index, mxp_iter **out);
+                        int round_batch, int num_parts, int part_index, const char *shard, mxp_iter **out);
 
 /* Does the net take flat (B, rows*cols) input?  Decided by shape
  * inference: flat if the graph infers with it, else image (B,1,rows,cols)

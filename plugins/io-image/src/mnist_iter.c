@@ -8,9 +8,16 @@
  * host's tensors, pixels scaled by 1/256 exactly as MXNet does (not 1/255).
  *
  * Behaviour, and where it departs from MXNet on purpose:
- *   - Sharding as MXNet's GetPart: part k of n is the contiguous slice
- *     [floor(count/n*k), floor(count/n*(k+1))) computed in double.
- *   - Shuffle happens within the shard.  MXNet shuffles once at Init and
+ *   - Sharding as MXNet's GetPart (shard='contiguous', the default): part
+ *     k of n is the contiguous slice [floor(count/n*k), floor(count/n*(k+1)))
+ *     computed in double, and shuffle happens within the shard.
+ *     shard='strided' (an mxplug extension, PyTorch's DistributedSampler):
+ *     every part draws the same global order of all samples for the epoch
+ *     and part k takes positions k, k+n, k+2n, ... (floor(count/n) of
+ *     them, the same for every part), so n workers' batches of B together
+ *     are exactly one worker's batch of n*B, and every worker sees all of
+ *     the data over the epochs.
+ *   - Shuffle:  MXNet shuffles once at Init and
  *     repeats that order every epoch; here epoch e's order is a fresh
  *     Fisher–Yates permutation driven by splitmix64 seeded from (seed, e),
  *     a pure function of both, so a resumed run sees the same batches.
@@ -43,7 +50,11 @@ typedef struct mnist_params {
     int32_t round_batch;
     int64_t num_parts;
     int64_t part_index;
+    int32_t shard; /* index into shard_modes */
 } mnist_params;
+
+static const char *const shard_modes[] = {"contiguous", "strided", NULL};
+enum { SHARD_CONTIGUOUS = 0, SHARD_STRIDED = 1 };
 
 typedef struct mnist_iter {
     const mxp_host *host;
@@ -53,10 +64,15 @@ typedef struct mnist_iter {
     uint32_t rows, cols;
     uint64_t item;        /* rows * cols                               */
     uint64_t start;       /* first sample of the shard in the file     */
-    uint64_t n;           /* samples in the shard                      */
-    uint8_t *pixels;      /* n * item                                  */
-    uint8_t *labels;      /* n                                         */
-    uint64_t *order;      /* n, when shuffling                         */
+    uint64_t n;           /* samples this part reads per epoch         */
+    uint64_t held;        /* samples kept in memory: n, or all of them
+                             when strided                             */
+    uint64_t stride, offset; /* position j of the part is global order
+                             position offset + j*stride (1, 0 unless
+                             strided)                                  */
+    uint8_t *pixels;      /* held * item                               */
+    uint8_t *labels;      /* held                                      */
+    uint64_t *order;      /* held, when shuffling                      */
     uint64_t pos;         /* next position in the epoch's order        */
 } mnist_iter;
 
@@ -80,11 +96,11 @@ static uint64_t below(uint64_t *s, uint64_t bound) {
 /* order := the permutation of epoch `epoch`: identity, then Fisher–Yates
  * with a stream that depends only on (seed, epoch). */
 static void make_order(mnist_iter *it, uint64_t epoch) {
-    for (uint64_t i = 0; i < it->n; i++) it->order[i] = i;
+    for (uint64_t i = 0; i < it->held; i++) it->order[i] = i;
     uint64_t s = it->seed;
     uint64_t k = splitmix64(&s) ^ epoch;
     s = k;
-    for (uint64_t i = it->n; i > 1; i--) {
+    for (uint64_t i = it->held; i > 1; i--) {
         uint64_t j = below(&s, i);
         uint64_t t = it->order[i - 1];
         it->order[i - 1] = it->order[j];
@@ -171,17 +187,27 @@ static int mnist_create(mxp_iter_create_args *a) {
     }
     /* MXNet's GetPart, in double as it computes it. */
     uint64_t count = img.view.count;
-    double per = (double)count / (double)p->num_parts;
-    uint64_t s0 = (uint64_t)(per * (double)p->part_index);
-    uint64_t s1 = (uint64_t)(per * (double)(p->part_index + 1));
-    if (s1 > count) s1 = count;
-    if (s0 > s1) s0 = s1;
-    it->start = s0;
-    it->n = s1 - s0;
-    it->pixels = take_shard(&img, it->start, it->n);
-    it->labels = take_shard(&lab, it->start, it->n);
-    if (it->shuffle && it->n) {
-        it->order = malloc((size_t)it->n * sizeof *it->order);
+    it->stride = 1;
+    it->offset = 0;
+    if (p->shard == SHARD_STRIDED) {
+        it->start = 0;
+        it->held = count;
+        it->n = count / (uint64_t)p->num_parts;
+        it->stride = (uint64_t)p->num_parts;
+        it->offset = (uint64_t)p->part_index;
+    } else {
+        double per = (double)count / (double)p->num_parts;
+        uint64_t s0 = (uint64_t)(per * (double)p->part_index);
+        uint64_t s1 = (uint64_t)(per * (double)(p->part_index + 1));
+        if (s1 > count) s1 = count;
+        if (s0 > s1) s0 = s1;
+        it->start = s0;
+        it->n = it->held = s1 - s0;
+    }
+    it->pixels = take_shard(&img, it->start, it->held);
+    it->labels = take_shard(&lab, it->start, it->held);
+    if (it->shuffle && it->held) {
+        it->order = malloc((size_t)it->held * sizeof *it->order);
         if (!it->order) {
             mnist_free(it);
             return io_image_report(host, MXP_ENOMEM, "MNISTIter: out of memory for a shuffle order of %" PRIu64, count);
@@ -291,7 +317,8 @@ static int mnist_next(mxp_iter_next_args *a) {
             k %= it->n; /* wrap to the start of this epoch's order */
             pad++;
         }
-        uint64_t s = it->order ? it->order[k] : k;
+        uint64_t g = it->offset + k * it->stride; /* position in the epoch's global order */
+        uint64_t s = it->order ? it->order[g] : g;
         const uint8_t *src = it->pixels + s * it->item;
         float *out = dst + j * it->item;
         for (uint64_t q = 0; q < it->item; q++) out[q] = (float)src[q] * scale;
@@ -328,6 +355,11 @@ static const mxp_param_def mnist_param_defs[] = {
     MXP_PARAM("round_batch", MXP_PARAM_BOOL, 0, mnist_params, round_batch, "False", 0, 0, NULL,
               "mxplug extension: fill a short last batch by wrapping around and report it as pad "
               "(MXNet's MNISTIter drops it)."),
+    MXP_PARAM("shard", MXP_PARAM_ENUM, 0, mnist_params, shard, "contiguous", 0, 0, shard_modes,
+              "mxplug extension: how num_parts split the data. 'contiguous' (MXNet's GetPart): part k is the k-th "
+              "slice, shuffled within itself. 'strided' (PyTorch's DistributedSampler): all parts draw one global "
+              "order per epoch and part k takes every num_parts-th sample from position k, so num_parts batches "
+              "of B are one batch of num_parts*B."),
 };
 
 const mxp_iter_def io_image_mnist_iter_def = {

@@ -192,6 +192,7 @@ Test(mnist, registers_with_mxnet_schema) {
         {"num_parts", "1", MXP_PARAM_INT},
         {"part_index", "0", MXP_PARAM_INT},
         {"round_batch", "False", MXP_PARAM_BOOL},
+        {"shard", "contiguous", MXP_PARAM_ENUM},
     };
     cr_assert_eq(d->n_params, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -488,6 +489,52 @@ Test(mnist, sharding_is_contiguous_disjoint_and_complete) {
     check_shards(10, 3, "shuffle=True");
     check_shards(100, 7, "shuffle=True");
     check_shards(5, 8, "shuffle=False"); /* more parts than samples */
+}
+
+/* shard=strided: for each epoch, batch b of part k (batch size B, P
+ * parts) holds samples order[(b*B + j)*P + k] of the one-part epoch order
+ * (batch size P*B), so the P parts' batch b together are the one-part
+ * batch b; every part gets floor(n/P) samples, none twice within a part. */
+static void check_strided(uint32_t n, int parts, uint32_t batch, const char *shuffle) {
+    files f;
+    make_files(&f, n, 2, 2, 0);
+    char bsp[32], np[32];
+    snprintf(bsp, sizeof bsp, "batch_size=%u", batch);
+    snprintf(np, sizeof np, "num_parts=%d", parts);
+    for (uint64_t epoch = 0; epoch < 3; epoch++) {
+        /* The one-part order, in round_batch mode to see every sample. */
+        iter_instance whole;
+        const char *kw[] = {"batch_size=1", "silent=True", shuffle, "seed=11"};
+        cr_assert_eq(create(&f, &whole, 4, kw), MXP_OK, "%s", iter_harness_error());
+        uint32_t order[512];
+        int batches, pad;
+        cr_assert_eq(run_epoch(&whole, epoch, 4, order, 512, &batches, &pad), n);
+        iter_harness_destroy(&whole);
+        iter_harness_close(&H);
+        for (int k = 0; k < parts; k++) {
+            char pi[32];
+            snprintf(pi, sizeof pi, "part_index=%d", k);
+            const char *kv[] = {bsp, "silent=True", shuffle, "seed=11", np, pi, "shard=strided"};
+            iter_instance it;
+            cr_assert_eq(create(&f, &it, 7, kv), MXP_OK, "%s", iter_harness_error());
+            uint32_t ids[512];
+            uint32_t got = run_epoch(&it, epoch, 4, ids, 512, &batches, &pad);
+            uint32_t per = n / (uint32_t)parts;
+            cr_assert_eq(got, per / batch * batch, "part %d: %u samples, want %u", k, got, per / batch * batch);
+            for (uint32_t i = 0; i < got; i++)
+                cr_assert_eq(ids[i], order[i * (uint32_t)parts + (uint32_t)k], "epoch %lu part %d position %u",
+                             (unsigned long)epoch, k, i);
+            iter_harness_destroy(&it);
+            iter_harness_close(&H);
+        }
+    }
+    remove_files(&f);
+}
+
+Test(mnist, strided_shards_make_up_the_one_part_batches) {
+    check_strided(40, 2, 4, "shuffle=True");
+    check_strided(41, 3, 2, "shuffle=True"); /* 41 = 3*13 + 2: the tail of each epoch's order is left out */
+    check_strided(12, 2, 3, "shuffle=False");
 }
 
 Test(mnist, part_index_out_of_range) {
