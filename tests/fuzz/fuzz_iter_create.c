@@ -24,7 +24,9 @@
  * Properties, besides no crash, leak, UB or hang: a refusal has a message;
  * an acceptance has data and label entries whose shapes have the batch
  * size on axis 0, and up to 8 batches (two epochs) come back without a
- * crash, each pad within [0, batch). Seeds: tests/fuzz/corpus/iter_create/. */
+ * crash, each pad within [0, batch); every sample of a batch is the
+ * fixture sample its index names (MNIST pixels / 256 and labels, CSV rows
+ * and labels, record labels), whatever shuffling, sharding and padding. Seeds: tests/fuzz/corpus/iter_create/. */
 #include <mxplug.h>
 
 #include <ctype.h>
@@ -39,6 +41,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char g_dir[64];
+static uint8_t g_px[20 * 25]; /* the MNIST fixture's pixels */
 
 static void quiet(int level, const char *cat, const char *msg, void *user) {
     (void)level;
@@ -95,7 +98,7 @@ static void make_fixtures(void) {
     enum { N = 20, R = 5, C = 5 };
     uint8_t img[16 + N * R * C], lab[8 + N];
     be32(img, 0x803), be32(img + 4, N), be32(img + 8, R), be32(img + 12, C);
-    for (int i = 0; i < N * R * C; i++) img[16 + i] = (uint8_t)(i * 37);
+    for (int i = 0; i < N * R * C; i++) img[16 + i] = g_px[i] = (uint8_t)(i * 37);
     be32(lab, 0x801), be32(lab + 4, N);
     for (int i = 0; i < N; i++) lab[8 + i] = (uint8_t)(i % 10);
     put("img", img, sizeof img, 0);
@@ -234,7 +237,73 @@ static void defaults(int which, kwargs *kw) {
         kw_set(kw, d[which][i][0], strlen(d[which][i][0]), d[which][i][1], strlen(d[which][i][1]));
 }
 
-static void run(mxp_iter *it) {
+/* Which fixtures the kwargs name: what a batch's values must be. */
+typedef struct expect {
+    int mnist_px, mnist_lab; /* image = img[.gz], label = lab[.gz]          */
+    int csv_data, csv_lab;   /* data_csv = data.csv, label_csv = label.csv */
+    int rec_lab;             /* path_imgrec = img.rec, one label a record   */
+} expect;
+
+static int names(const kwargs *kw, const char *key, const char *a, const char *b) {
+    for (int i = 0; i < kw->n; i++) {
+        if (strcmp(kw->keys[i], key)) continue;
+        const char *slash = strrchr(kw->vals[i], '/');
+        const char *base = slash ? slash + 1 : kw->vals[i];
+        return !strcmp(base, a) || (b && !strcmp(base, b));
+    }
+    return 0;
+}
+
+static const char *kw_get(const kwargs *kw, const char *key) {
+    for (int i = 0; i < kw->n; i++)
+        if (!strcmp(kw->keys[i], key)) return kw->vals[i];
+    return NULL;
+}
+
+/* Every sample of the batch is the fixture sample its index names: MNIST
+ * pixels / 256 and label, CSV row values and label, record labels.  Index
+ * i of a batch is the sample's position in the whole file (shards too). */
+static void check_values(mxp_iter *it, int which, const expect *e) {
+    int64_t n = 0;
+    const uint64_t *idx = mxp_iter_index(it, &n);
+    if (!idx) return;
+    mxp_ndarray *d = mxp_iter_data(it, 0), *l = mxp_iter_num_label(it) ? mxp_iter_label(it, 0) : NULL;
+    int64_t dn = mxp_ndarray_size(d), ln = l ? mxp_ndarray_size(l) : 0;
+    if (n < 1 || dn % n || (l && ln % n)) abort();
+    float *dv = NULL, *lv = NULL;
+    if (mxp_ndarray_dtype(d) == MXP_DTYPE_F32 && (dv = malloc((size_t)dn * sizeof *dv)) &&
+        mxp_ndarray_sync_copy_to(d, dv, (size_t)dn * sizeof *dv))
+        abort();
+    if (l && mxp_ndarray_dtype(l) == MXP_DTYPE_F32 && (lv = malloc((size_t)ln * sizeof *lv)) &&
+        mxp_ndarray_sync_copy_to(l, lv, (size_t)ln * sizeof *lv))
+        abort();
+    int64_t per = dn / n, lper = l ? ln / n : 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t r = idx[j];
+        if (which == 0) {
+            if (r >= 20) abort();
+            if (e->mnist_px && dv && per == 25)
+                for (int q = 0; q < 25; q++)
+                    if (dv[j * 25 + q] != (float)g_px[r * 25 + q] / 256.0f) abort(); /* wrong pixels */
+            if (e->mnist_lab && lv && lper == 1 && lv[j] != (float)(r % 10)) abort();
+        } else if (which == 1) {
+            if (r >= 20) abort();
+            if (e->csv_data && dv && per == 6)
+                for (int c = 0; c < 6; c++) {
+                    char cell[16];
+                    snprintf(cell, sizeof cell, "%d.%d", (int)r, c);
+                    if (dv[j * 6 + c] != strtof(cell, NULL)) abort(); /* wrong row */
+                }
+            if (e->csv_lab && lv && lper == 1 && lv[j] != (float)(r % 3)) abort();
+        } else if (e->rec_lab && lv && lper == 1) {
+            if (r >= 12 || lv[j] != (float)(r % 4)) abort(); /* wrong record label */
+        }
+    }
+    free(dv);
+    free(lv);
+}
+
+static void run(mxp_iter *it, int which, const expect *e) {
     int64_t b = mxp_iter_batch_size(it);
     if (b < 1) abort();
     for (int k = 0; k < mxp_iter_num_data(it) + mxp_iter_num_label(it); k++) {
@@ -256,6 +325,7 @@ static void run(mxp_iter *it) {
             if (!mxp_iter_data(it, 0)) abort();
             int pad = mxp_iter_pad(it);
             if (pad < 0 || pad >= b) abort();
+            check_values(it, which, e);
         }
         if (mxp_iter_reset(it) != MXP_OK) return;
     }
@@ -303,7 +373,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc != MXP_OK) {
         if (it || !mxp_last_error()[0]) abort();
     } else {
-        run(it);
+        const char *lw = kw_get(&kw, "label_width");
+        expect e = {names(&kw, "image", "img", "img.gz"), names(&kw, "label", "lab", "lab.gz"),
+                    names(&kw, "data_csv", "data.csv", NULL), names(&kw, "label_csv", "label.csv", NULL),
+                    names(&kw, "path_imgrec", "img.rec", NULL) && (!lw || !strcmp(lw, "1"))};
+        run(it, which, &e);
         mxp_iter_free(it);
     }
     kw_free(&kw);
