@@ -23,7 +23,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "nn_dense.h"
+#include "detect.h"
 
 /* ---------------------------------------------------------------- box math */
 static void to_corner(const double *b, int center, double *c) {
@@ -33,7 +33,7 @@ static void to_corner(const double *b, int center, double *c) {
     }
     c[0] = b[0] - b[2] / 2, c[1] = b[1] - b[3] / 2, c[2] = b[0] + b[2] / 2, c[3] = b[1] + b[3] / 2;
 }
-static double iou_corner(const double *a, const double *b) {
+double nn_box_iou_corner(const double *a, const double *b) {
     double w = fmin(a[2], b[2]) - fmax(a[0], b[0]), h = fmin(a[3], b[3]) - fmax(a[1], b[1]);
     if (w <= 0 || h <= 0) return 0;
     double inter = w * h, u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
@@ -71,7 +71,7 @@ static int iou_f(nd_io *io) {
             double a[4], b[4];
             to_corner(io->in[0].v + 4 * i, p->format, a);
             to_corner(io->in[1].v + 4 * j, p->format, b);
-            io->out[0].v[i * nr + j] = iou_corner(a, b);
+            io->out[0].v[i * nr + j] = nn_box_iou_corner(a, b);
         }
     return MXP_OK;
 }
@@ -142,7 +142,7 @@ static int nms_select(const nms_params *p, const double *rows, int64_t N, int64_
             if (!p->force_suppress && p->id_index >= 0 && rj[p->id_index] != ri[p->id_index]) continue;
             double bj[4];
             to_corner(rj + p->coord_start, p->in_format, bj);
-            dead = iou_corner(bi, bj) > p->overlap_thresh;
+            dead = nn_box_iou_corner(bi, bj) > p->overlap_thresh;
         }
         if (!dead) keep[m++] = order[i]; /* m <= i: never overwrites an unread entry */
     }
@@ -204,8 +204,8 @@ static const mxp_param_def mbp_schema[] = {
     NN_P("offsets", MXP_PARAM_STRING, 0, mbp_raw, offsets, "(0.5,0.5)", NULL, "Priorbox center offsets, y and x respectively"),
 };
 #define MBP_MAX 32
-/* "(0.5, 0.25)" / "[1,2]" / "1.5" into v; returns the count or -1. */
-static int parse_floats(const char *s, double *v, int cap) {
+/* See detect.h. */
+int nn_parse_floats(const char *s, double *v, int cap) {
     const char *p = s;
     while (*p == ' ' || *p == '(' || *p == '[') p++;
     int n = 0;
@@ -223,9 +223,9 @@ static int parse_floats(const char *s, double *v, int cap) {
 }
 typedef struct mbp_cfg { double sizes[MBP_MAX], ratios[MBP_MAX], steps[2], offsets[2]; int ns, nr; } mbp_cfg;
 static int mbp_parse(const mbp_raw *p, mbp_cfg *c) {
-    c->ns = parse_floats(p->sizes, c->sizes, MBP_MAX);
-    c->nr = parse_floats(p->ratios, c->ratios, MBP_MAX);
-    if (c->ns < 1 || c->nr < 1 || parse_floats(p->steps, c->steps, 2) != 2 || parse_floats(p->offsets, c->offsets, 2) != 2)
+    c->ns = nn_parse_floats(p->sizes, c->sizes, MBP_MAX);
+    c->nr = nn_parse_floats(p->ratios, c->ratios, MBP_MAX);
+    if (c->ns < 1 || c->nr < 1 || nn_parse_floats(p->steps, c->steps, 2) != 2 || nn_parse_floats(p->offsets, c->offsets, 2) != 2)
         return NN_ERR(MXP_EINVAL, "MultiBoxPrior: sizes '%s', ratios '%s', steps '%s', offsets '%s' are not float tuples "
                       "(sizes and ratios non-empty, steps and offsets of 2)", p->sizes, p->ratios, p->steps, p->offsets);
     for (int i = 0; i < c->ns; i++) if (c->sizes[i] <= 0) return NN_ERR(MXP_EINVAL, "MultiBoxPrior: sizes must be > 0");

@@ -88,6 +88,8 @@ int nn_register_deconv(mxp_registrar *r);
 int nn_register_ext(mxp_registrar *r);
 int nn_register_norm_ext(mxp_registrar *r);
 int nn_register_detect(mxp_registrar *r);
+int nn_register_multibox(mxp_registrar *r); /* multibox.c */
+int nn_register_ctc(mxp_registrar *r);      /* ctc_loss.c */
 
 /* Schema helpers. */
 #define NN_P(NAME, TYPE, FLAGS, ST, FIELD, DEF, CHOICES, DOC) \

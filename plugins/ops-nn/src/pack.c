@@ -28,6 +28,8 @@ static int nn_init(const mxp_plugin_init_args *a) {
     if ((st = nn_register_ext(r)) < 0) return st;
     if ((st = nn_register_norm_ext(r)) < 0) return st;
     if ((st = nn_register_detect(r)) < 0) return st;
+    if ((st = nn_register_multibox(r)) < 0) return st;
+    if ((st = nn_register_ctc(r)) < 0) return st;
     if ((st = nn_register_spatial(r)) < 0) return st;
     if ((st = nn_register_bf16(r)) < 0) return st;
     return MXP_OK;
