@@ -8,7 +8,7 @@
 # extra relu implementation next to ops-basic's, and that both go through
 # the registry (`info` loads the pack; `--why` ranks both relu impls; an
 # app built with pkg-config mxplug runs both with mxp_invoke); `packs
-# --stats` lists the template's counter.
+# --stats` lists the template's counter and `bench` what relu's counted.
 . "$(dirname "$0")/lib/common.sh"
 
 prefix="$TMP/prefix"
@@ -91,6 +91,9 @@ run 0 "$MX" info hard_swish
 run 0 "$MX" info relu --why --shape data=2,3
 has "$TMP/out" "thirdparty"
 has "$TMP/out" "default"
+# bench shows what each impl's pack counted: 4 runs (warm-up + 3) of 20.
+run 0 "$MX" bench relu --shape data=4,5 --repeat 3
+has "$TMP/out" "relu_thirdparty.elements +80 elements (20 per run)"
 # The naive Convolution reads ops-nn's params by name: fixed to it, it
 # accepts the configuration (its supports() reads every parameter).
 run 0 env MXP_IMPL_Convolution=naive "$MX" info Convolution --why --shape data=1,2,5,5 --param kernel=3,3 --param num_filter=4

@@ -17,9 +17,12 @@
  *   - any other op: the same op run on float64 copies of the inputs with
  *     the 'auto' policy (so it shares code with the packs: the line says
  *     so); "-" when no implementation takes float64.
- * An impl that refuses the configuration is listed with its reason.
+ * An impl that refuses the configuration is listed with its reason; under
+ * each timed impl, the counters its pack published (ABI 1.2) that its
+ * runs moved, with the amount per run (pack_stats.c).
  * Public API only. */
 #include "cli.h"
+#include "pack_stats.h"
 #include "cli_args.h"
 
 #include <errno.h>
@@ -417,6 +420,10 @@ int cmd_bench(int argc, char **argv) {
         }
         mxp_ndarray *out[B_MAX_IO] = {0};
         int no = 0;
+        /* The impl's pack counters (ABI 1.2) before its runs. */
+        mxp_pack_stat *st0 = NULL;
+        int n_st0 = 0;
+        cli_pack_stats_take(mxp_op_impl_pack(op, k), &st0, &n_st0);
         rc = run_op(&c, n_in, in32, n_ax, aux32, &no, out); /* warm-up */
         for (int r = 0; !rc && r < c.repeat; r++) {
             for (int i = 0; i < no; i++) mxp_ndarray_release(out[i]);
@@ -441,7 +448,15 @@ int cmd_bench(int argc, char **argv) {
             }
             printf("%-12s %12.3f %10s %12s\n", iname, med, gf, rd);
             timed++;
+            /* What the pack counted over the warm-up and the timed runs. */
+            mxp_engine_wait_for_all();
+            mxp_pack_stat *st1 = NULL;
+            int n_st1 = 0;
+            if (cli_pack_stats_take(mxp_op_impl_pack(op, k), &st1, &n_st1) == MXP_OK)
+                cli_pack_stats_moved(stdout, "             ", st0, n_st0, st1, n_st1, c.repeat + 1);
+            mxp_pack_stats_free(st1);
         }
+        mxp_pack_stats_free(st0);
         for (int i = 0; i < no; i++) mxp_ndarray_release(out[i]);
         fflush(stdout);
     }

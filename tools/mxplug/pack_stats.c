@@ -4,8 +4,9 @@
  * (mxp_op_impl_stats) and the counters the pack publishes itself
  * (mxp_pack_stats, ABI 1.2), as text or as JSON.
  * Text leaves out implementations that never ran, so a training run's
- * table shows which impl did the work; JSON lists every one.  Public API
- * only. */
+ * table shows which impl did the work; JSON lists every one.  Also the
+ * counters one pack moved between two snapshots (`mxplug bench`, per
+ * impl).  Public API only. */
 #include "pack_stats.h"
 
 #include <string.h>
@@ -98,4 +99,34 @@ int cli_pack_stats(FILE *out, const char *prefix, json_t *arr) {
     }
     if (!shown && !arr) fprintf(out, "%s(no pack loaded)\n", prefix);
     return MXP_OK;
+}
+
+int cli_pack_stats_take(const char *pack, mxp_pack_stat **out, int *out_n) {
+    *out = NULL;
+    *out_n = 0;
+    const mxp_pack *p = pack ? mxp_pack_find(pack) : NULL;
+    if (!p || mxp_pack_state(p, NULL) != MXP_PACK_LOADED) return MXP_OK;
+    return mxp_pack_stats(p, out, out_n);
+}
+
+void cli_pack_stats_moved(FILE *out, const char *prefix, const mxp_pack_stat *before, int n_before,
+                          const mxp_pack_stat *after, int n_after, int runs) {
+    for (int k = 0; k < n_after; k++) {
+        uint64_t was = 0;
+        for (int j = 0; j < n_before; j++)
+            if (!strcmp(before[j].name, after[k].name)) was = before[j].value;
+        if (after[k].gauge) {
+            if (after[k].value != was) fprintf(out, "%s%s = %llu %s (level)\n", prefix, after[k].name,
+                                               (unsigned long long)after[k].value, after[k].unit);
+            continue;
+        }
+        if (after[k].value <= was) continue; /* a reload restarted it, or nothing moved */
+        uint64_t d = after[k].value - was;
+        if (after[k].kind == MXP_PACK_STAT_NANOS)
+            fprintf(out, "%s%s +%.3f ms (%.3f ms per run)\n", prefix, after[k].name, (double)d / 1e6,
+                    runs > 0 ? (double)d / 1e6 / runs : 0.0);
+        else
+            fprintf(out, "%s%s +%llu %s (%.0f per run)\n", prefix, after[k].name, (unsigned long long)d,
+                    after[k].unit, runs > 0 ? (double)d / runs : 0.0);
+    }
 }

@@ -17,4 +17,12 @@
  * Returns MXP_OK or the failing call's status. */
 int cli_pack_stats(FILE *out, const char *prefix, json_t *arr);
 
+/* A snapshot of pack `pack`'s counters (none when it is not loaded): free
+ * *out with mxp_pack_stats_free. */
+int cli_pack_stats_take(const char *pack, mxp_pack_stat **out, int *out_n);
+/* One line per counter that moved from `before` to `after`: running totals
+ * as "+delta unit (delta/runs per run)", gauges with their new level. */
+void cli_pack_stats_moved(FILE *out, const char *prefix, const mxp_pack_stat *before, int n_before,
+                          const mxp_pack_stat *after, int n_after, int runs);
+
 #endif /* MXP_TOOLS_MXPLUG_PACK_STATS_H */
