@@ -90,6 +90,7 @@ int nn_register_norm_ext(mxp_registrar *r);
 int nn_register_detect(mxp_registrar *r);
 int nn_register_multibox(mxp_registrar *r); /* multibox.c */
 int nn_register_ctc(mxp_registrar *r);      /* ctc_loss.c */
+int nn_register_rnn(mxp_registrar *r);        /* rnn.c */
 
 /* Schema helpers. */
 #define NN_P(NAME, TYPE, FLAGS, ST, FIELD, DEF, CHOICES, DOC) \

@@ -31,6 +31,7 @@ static int nn_init(const mxp_plugin_init_args *a) {
     if ((st = nn_register_multibox(r)) < 0) return st;
     if ((st = nn_register_ctc(r)) < 0) return st;
     if ((st = nn_register_spatial(r)) < 0) return st;
+    if ((st = nn_register_rnn(r)) < 0) return st;
     if ((st = nn_register_bf16(r)) < 0) return st;
     return MXP_OK;
 }
