@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "pack_harness.h"
+#include "fake_host.h"
 
 #include "../../../plugins/ops-cuda/src/functors/ew_binary.h"
 #include "../../../plugins/ops-cuda/src/functors/ew_scalar.h"
@@ -21,13 +21,13 @@
 #include "resource/resource.h"
 #include "../../../plugins/ops-cuda/src/functors/reduce.h"
 
-static ph_pack *P;
+static fh_pack *P;
 
 static void setup(void) {
-    P = ph_load(PH_PACK_PATH("ops-basic"));
-    cr_assert(P, "load ops-basic: %s", ph_last_error());
+    P = fh_load("ops-basic");
+    cr_assert(P, "load ops-basic: %s", fh_error());
 }
-static void teardown(void) { ph_unload(P); }
+static void teardown(void) { fh_unload(P); }
 
 TestSuite(functors, .init = setup, .fini = teardown);
 
@@ -41,27 +41,27 @@ static int close_f(double got, double want) {
     return fabs(got - want) <= 1e-6 + 2e-6 * fabs(want);
 }
 
-static ph_arr rand_arr(uint64_t seed, double lo, double hi) {
-    ph_arr a = ph_arr_new(MXP_DTYPE_F32, 2, SHAPE(8, 12));
-    ph_fill_uniform(&a, seed, lo, hi);
+static fh_arr rand_arr(uint64_t seed, double lo, double hi) {
+    fh_arr a = fh_arr_new(MXP_DTYPE_F32, 2, SHAPE(8, 12));
+    fh_fill_uniform(&a, seed, lo, hi);
     return a;
 }
 
-static ph_arr forward1(const char *op, const char *const *kw, int n_in, const ph_arr *in) {
-    ph_arr out[PH_MAX_IO];
+static fh_arr forward1(const char *op, const char *const *kw, int n_in, const fh_arr *in) {
+    fh_arr out[FH_MAX_IO];
     memset(out, 0, sizeof out);
     int n_out = 0;
-    int rc = ph_forward(P, op, kw, n_in, in, &n_out, out, MXP_REQ_WRITE);
-    cr_assert_eq(rc, 0, "%s forward: %s", op, ph_last_error());
-    for (int i = 1; i < n_out; i++) ph_arr_free(&out[i]);
+    int rc = fh_forward(P, op, kw, n_in, in, &n_out, out, MXP_REQ_WRITE);
+    cr_assert_eq(rc, 0, "%s forward: %s", op, fh_error());
+    for (int i = 1; i < n_out; i++) fh_arr_free(&out[i]);
     return out[0];
 }
 
-static void backward(const char *op, const char *const *kw, int n_in, const ph_arr *in, const ph_arr *out,
-                     const ph_arr *og, ph_arr *grads) {
-    for (int i = 0; i < n_in; i++) grads[i] = ph_arr_new(MXP_DTYPE_F32, in[i].ndim, in[i].shape);
-    int rc = ph_backward(P, op, kw, n_in, in, 1, out, og, grads, NULL);
-    cr_assert_eq(rc, 0, "%s backward: %s", op, ph_last_error());
+static void backward(const char *op, const char *const *kw, int n_in, const fh_arr *in, const fh_arr *out,
+                     const fh_arr *og, fh_arr *grads) {
+    for (int i = 0; i < n_in; i++) grads[i] = fh_arr_new(MXP_DTYPE_F32, in[i].ndim, in[i].shape);
+    int rc = fh_backward(P, op, kw, n_in, in, 1, out, og, grads, NULL);
+    cr_assert_eq(rc, 0, "%s backward: %s", op, fh_error());
 }
 
 typedef struct ucase {
@@ -88,22 +88,22 @@ Test(functors, unary_forward_and_gradient_match_ops_basic) {
     cr_assert_eq(sizeof k_unary / sizeof k_unary[0], (size_t)CU_U_COUNT, "every unary op code is tested");
     for (size_t c = 0; c < sizeof k_unary / sizeof k_unary[0]; c++) {
         const ucase *u = &k_unary[c];
-        ph_arr x = rand_arr(10 + c, u->lo, u->hi);
-        ph_arr y = forward1(u->name, NULL, 1, &x);
-        for (int64_t i = 0; i < ph_numel(&x); i++)
-            cr_assert(close_f(cu_unary_fwd(u->op, (float)ph_get(&x, i)), ph_get(&y, i)), "%s(%.9g): functor %.9g, ops-basic %.9g",
-                      u->name, ph_get(&x, i), cu_unary_fwd(u->op, (float)ph_get(&x, i)), ph_get(&y, i));
-        ph_arr og = rand_arr(100 + c, -1, 1);
-        ph_arr g;
+        fh_arr x = rand_arr(10 + c, u->lo, u->hi);
+        fh_arr y = forward1(u->name, NULL, 1, &x);
+        for (int64_t i = 0; i < fh_numel(&x); i++)
+            cr_assert(close_f(cu_unary_fwd(u->op, (float)fh_get(&x, i)), fh_get(&y, i)), "%s(%.9g): functor %.9g, ops-basic %.9g",
+                      u->name, fh_get(&x, i), cu_unary_fwd(u->op, (float)fh_get(&x, i)), fh_get(&y, i));
+        fh_arr og = rand_arr(100 + c, -1, 1);
+        fh_arr g;
         backward(u->name, NULL, 1, &x, &y, &og, &g);
-        const ph_arr *v = cu_unary_grad_uses_output(u->op) ? &y : &x;
-        for (int64_t i = 0; i < ph_numel(&x); i++) {
-            float want = (float)ph_get(&g, i);
+        const fh_arr *v = cu_unary_grad_uses_output(u->op) ? &y : &x;
+        for (int64_t i = 0; i < fh_numel(&x); i++) {
+            float want = (float)fh_get(&g, i);
             float got = cu_unary_grad_is_zero(u->op) ? 0.0f
-                                                      : cu_unary_bwd(u->op, (float)ph_get(&og, i), (float)ph_get(v, i));
-            cr_assert(close_f(got, want), "%s' at %.9g: functor %.9g, ops-basic %.9g", u->name, ph_get(&x, i), got, want);
+                                                      : cu_unary_bwd(u->op, (float)fh_get(&og, i), (float)fh_get(v, i));
+            cr_assert(close_f(got, want), "%s' at %.9g: functor %.9g, ops-basic %.9g", u->name, fh_get(&x, i), got, want);
         }
-        ph_arr_free(&x); ph_arr_free(&y); ph_arr_free(&og); ph_arr_free(&g);
+        fh_arr_free(&x); fh_arr_free(&y); fh_arr_free(&og); fh_arr_free(&g);
     }
 }
 
@@ -127,29 +127,29 @@ Test(functors, binary_forward_and_gradients_match_ops_basic) {
     cr_assert_eq(sizeof k_binary / sizeof k_binary[0], (size_t)CU_B_COUNT, "every binary op code is tested");
     for (size_t c = 0; c < sizeof k_binary / sizeof k_binary[0]; c++) {
         const bcase *b = &k_binary[c];
-        ph_arr in[2] = {rand_arr(20 + c, b->lo, b->hi), rand_arr(40 + c, b->lo, b->hi)};
+        fh_arr in[2] = {rand_arr(20 + c, b->lo, b->hi), rand_arr(40 + c, b->lo, b->hi)};
         /* Ties matter for comparisons and max/min: make every 4th pair equal. */
-        for (int64_t i = 0; i < ph_numel(&in[0]); i += 4) ph_set(&in[1], i, ph_get(&in[0], i));
-        ph_arr y = forward1(b->name, NULL, 2, in);
-        for (int64_t i = 0; i < ph_numel(&y); i++) {
-            float got = cu_binary_fwd(b->op, (float)ph_get(&in[0], i), (float)ph_get(&in[1], i));
-            cr_assert(close_f(got, ph_get(&y, i)), "%s[%lld]: functor %.9g, ops-basic %.9g", b->name, (long long)i, got,
-                      ph_get(&y, i));
+        for (int64_t i = 0; i < fh_numel(&in[0]); i += 4) fh_set(&in[1], i, fh_get(&in[0], i));
+        fh_arr y = forward1(b->name, NULL, 2, in);
+        for (int64_t i = 0; i < fh_numel(&y); i++) {
+            float got = cu_binary_fwd(b->op, (float)fh_get(&in[0], i), (float)fh_get(&in[1], i));
+            cr_assert(close_f(got, fh_get(&y, i)), "%s[%lld]: functor %.9g, ops-basic %.9g", b->name, (long long)i, got,
+                      fh_get(&y, i));
         }
-        ph_arr og = rand_arr(60 + c, -1, 1);
-        ph_arr g[2];
+        fh_arr og = rand_arr(60 + c, -1, 1);
+        fh_arr g[2];
         backward(b->name, NULL, 2, in, &y, &og, g);
-        for (int64_t i = 0; i < ph_numel(&y); i++) {
-            float dy = (float)ph_get(&og, i), av = (float)ph_get(&in[0], i), bv = (float)ph_get(&in[1], i);
+        for (int64_t i = 0; i < fh_numel(&y); i++) {
+            float dy = (float)fh_get(&og, i), av = (float)fh_get(&in[0], i), bv = (float)fh_get(&in[1], i);
             float gl = cu_binary_grad_is_zero(b->op) ? 0.0f : cu_binary_bwd_lhs(b->op, dy, av, bv);
             float gr = cu_binary_grad_is_zero(b->op) ? 0.0f : cu_binary_bwd_rhs(b->op, dy, av, bv);
-            cr_assert(close_f(gl, ph_get(&g[0], i)), "%s d/dlhs[%lld]: functor %.9g, ops-basic %.9g", b->name,
-                      (long long)i, gl, ph_get(&g[0], i));
-            cr_assert(close_f(gr, ph_get(&g[1], i)), "%s d/drhs[%lld]: functor %.9g, ops-basic %.9g", b->name,
-                      (long long)i, gr, ph_get(&g[1], i));
+            cr_assert(close_f(gl, fh_get(&g[0], i)), "%s d/dlhs[%lld]: functor %.9g, ops-basic %.9g", b->name,
+                      (long long)i, gl, fh_get(&g[0], i));
+            cr_assert(close_f(gr, fh_get(&g[1], i)), "%s d/drhs[%lld]: functor %.9g, ops-basic %.9g", b->name,
+                      (long long)i, gr, fh_get(&g[1], i));
         }
-        ph_arr_free(&in[0]); ph_arr_free(&in[1]); ph_arr_free(&y); ph_arr_free(&og);
-        ph_arr_free(&g[0]); ph_arr_free(&g[1]);
+        fh_arr_free(&in[0]); fh_arr_free(&in[1]); fh_arr_free(&y); fh_arr_free(&og);
+        fh_arr_free(&g[0]); fh_arr_free(&g[1]);
     }
 }
 
@@ -178,26 +178,26 @@ Test(functors, scalar_forward_and_gradient_match_ops_basic) {
         const scase *sc = &k_scalar[c];
         const char *const kw[] = {"scalar", sc->scalar, NULL};
         float s = strtof(sc->scalar, NULL);
-        ph_arr x = rand_arr(80 + c, sc->lo, sc->hi);
+        fh_arr x = rand_arr(80 + c, sc->lo, sc->hi);
         /* Hit the ties of comparisons and max/min exactly. */
-        for (int64_t i = 0; i < ph_numel(&x); i += 5) ph_set(&x, i, s);
-        ph_arr y = forward1(sc->name, kw, 1, &x);
-        for (int64_t i = 0; i < ph_numel(&x); i++) {
-            float got = cu_scalar_fwd(sc->op, (float)ph_get(&x, i), s);
-            cr_assert(close_f(got, ph_get(&y, i)), "%s(%.9g, %s): functor %.9g, ops-basic %.9g", sc->name, ph_get(&x, i),
-                      sc->scalar, got, ph_get(&y, i));
+        for (int64_t i = 0; i < fh_numel(&x); i += 5) fh_set(&x, i, s);
+        fh_arr y = forward1(sc->name, kw, 1, &x);
+        for (int64_t i = 0; i < fh_numel(&x); i++) {
+            float got = cu_scalar_fwd(sc->op, (float)fh_get(&x, i), s);
+            cr_assert(close_f(got, fh_get(&y, i)), "%s(%.9g, %s): functor %.9g, ops-basic %.9g", sc->name, fh_get(&x, i),
+                      sc->scalar, got, fh_get(&y, i));
         }
-        ph_arr og = rand_arr(120 + c, -1, 1);
-        ph_arr g;
+        fh_arr og = rand_arr(120 + c, -1, 1);
+        fh_arr g;
         backward(sc->name, kw, 1, &x, &y, &og, &g);
-        const ph_arr *v = cu_scalar_grad_uses_output(sc->op) ? &y : &x;
-        for (int64_t i = 0; i < ph_numel(&x); i++) {
+        const fh_arr *v = cu_scalar_grad_uses_output(sc->op) ? &y : &x;
+        for (int64_t i = 0; i < fh_numel(&x); i++) {
             float got = cu_scalar_grad_is_zero(sc->op) ? 0.0f
-                                                        : cu_scalar_bwd(sc->op, (float)ph_get(&og, i), (float)ph_get(v, i), s);
-            cr_assert(close_f(got, ph_get(&g, i)), "%s' at %.9g: functor %.9g, ops-basic %.9g", sc->name, ph_get(&x, i),
-                      got, ph_get(&g, i));
+                                                        : cu_scalar_bwd(sc->op, (float)fh_get(&og, i), (float)fh_get(v, i), s);
+            cr_assert(close_f(got, fh_get(&g, i)), "%s' at %.9g: functor %.9g, ops-basic %.9g", sc->name, fh_get(&x, i),
+                      got, fh_get(&g, i));
         }
-        ph_arr_free(&x); ph_arr_free(&y); ph_arr_free(&og); ph_arr_free(&g);
+        fh_arr_free(&x); fh_arr_free(&y); fh_arr_free(&og); fh_arr_free(&g);
     }
 }
 
@@ -221,29 +221,29 @@ Test(functors, reduce_forward_and_gradient_match_ops_basic) {
         const char *const kw_axis[] = {"axis", "1", NULL};
         const char *const kw_ord[] = {"axis", "1", "ord", r->ord, NULL};
         const char *const *kw = r->ord ? kw_ord : kw_axis;
-        ph_arr x = rand_arr(140 + c, 0.5, 1.5);
-        if (r->op == CU_R_MAX || r->op == CU_R_MIN) ph_set(&x, 13, ph_get(&x, 14)); /* a tie in row 1 */
-        if (r->op == CU_R_NORM1) ph_set(&x, 3, -ph_get(&x, 3));
-        ph_arr y = forward1(r->name, kw, 1, &x);
-        cr_assert_eq(ph_numel(&y), 8);
+        fh_arr x = rand_arr(140 + c, 0.5, 1.5);
+        if (r->op == CU_R_MAX || r->op == CU_R_MIN) fh_set(&x, 13, fh_get(&x, 14)); /* a tie in row 1 */
+        if (r->op == CU_R_NORM1) fh_set(&x, 3, -fh_get(&x, 3));
+        fh_arr y = forward1(r->name, kw, 1, &x);
+        cr_assert_eq(fh_numel(&y), 8);
         for (int row = 0; row < 8; row++) {
             double acc = cu_reduce_init(r->op);
-            for (int k = 0; k < 12; k++) acc = cu_reduce_step(r->op, acc, (float)ph_get(&x, row * 12 + k));
+            for (int k = 0; k < 12; k++) acc = cu_reduce_step(r->op, acc, (float)fh_get(&x, row * 12 + k));
             float got = cu_reduce_final(r->op, acc, 12);
-            cr_assert(close_f(got, ph_get(&y, row)), "%s%s row %d: functor %.9g, ops-basic %.9g", r->name,
-                      r->ord ? r->ord : "", row, got, ph_get(&y, row));
+            cr_assert(close_f(got, fh_get(&y, row)), "%s%s row %d: functor %.9g, ops-basic %.9g", r->name,
+                      r->ord ? r->ord : "", row, got, fh_get(&y, row));
         }
-        ph_arr og = ph_arr_new(MXP_DTYPE_F32, 1, SHAPE(8));
-        ph_fill_uniform(&og, 160 + c, -1, 1);
-        ph_arr g;
+        fh_arr og = fh_arr_new(MXP_DTYPE_F32, 1, SHAPE(8));
+        fh_fill_uniform(&og, 160 + c, -1, 1);
+        fh_arr g;
         backward(r->name, kw, 1, &x, &y, &og, &g);
         for (int64_t i = 0; i < 96; i++) {
             int row = (int)(i / 12);
-            float got = cu_reduce_bwd(r->op, (float)ph_get(&og, row), (float)ph_get(&x, i), (float)ph_get(&y, row), 12);
-            cr_assert(close_f(got, ph_get(&g, i)), "%s%s' [%lld]: functor %.9g, ops-basic %.9g", r->name,
-                      r->ord ? r->ord : "", (long long)i, got, ph_get(&g, i));
+            float got = cu_reduce_bwd(r->op, (float)fh_get(&og, row), (float)fh_get(&x, i), (float)fh_get(&y, row), 12);
+            cr_assert(close_f(got, fh_get(&g, i)), "%s%s' [%lld]: functor %.9g, ops-basic %.9g", r->name,
+                      r->ord ? r->ord : "", (long long)i, got, fh_get(&g, i));
         }
-        ph_arr_free(&x); ph_arr_free(&y); ph_arr_free(&og); ph_arr_free(&g);
+        fh_arr_free(&x); fh_arr_free(&y); fh_arr_free(&og); fh_arr_free(&g);
     }
 }
 
@@ -285,39 +285,39 @@ Test(functors, optimizer_updates_match_ops_basic) {
          {0.01f, 0.0f, 1.0f, -1.0f, 0.9f, 1e-8f, 0.5f}},
     };
     for (size_t c = 0; c < sizeof k_opts / sizeof k_opts[0]; c++) {
-        ph_arr in[4], init[4];
+        fh_arr in[4], init[4];
         for (int i = 0; i < k_opts[c].n_in; i++) {
             in[i] = rand_arr(200 + c * 8 + (size_t)i, i >= 2 ? 0.0 : -1.0, 1.0);
-            init[i] = ph_arr_clone(&in[i]);
+            init[i] = fh_arr_clone(&in[i]);
         }
-        ph_arr y = forward1(k_opts[c].op, k_opts[c].kw, k_opts[c].n_in, in);
+        fh_arr y = forward1(k_opts[c].op, k_opts[c].kw, k_opts[c].n_in, in);
         const cu_opt_hp *h = &k_opts[c].hp;
         for (int64_t i = 0; i < N; i++) {
-            float w = (float)ph_get(&init[0], i), g = (float)ph_get(&init[1], i), nw, s1 = 0, s2 = 0;
+            float w = (float)fh_get(&init[0], i), g = (float)fh_get(&init[1], i), nw, s1 = 0, s2 = 0;
             switch (c) {
             case 0: nw = cu_sgd_w(h, w, g); break;
-            case 1: s1 = cu_sgd_mom_m(h, (float)ph_get(&init[2], i), w, g); nw = w + s1; break;
+            case 1: s1 = cu_sgd_mom_m(h, (float)fh_get(&init[2], i), w, g); nw = w + s1; break;
             case 2:
-                s1 = cu_adam_mean(h, (float)ph_get(&init[2], i), w, g);
-                s2 = cu_adam_var(h, (float)ph_get(&init[3], i), w, g);
+                s1 = cu_adam_mean(h, (float)fh_get(&init[2], i), w, g);
+                s2 = cu_adam_var(h, (float)fh_get(&init[3], i), w, g);
                 nw = cu_adam_w(h, w, s1, s2);
                 break;
-            default: s1 = cu_rms_n(h, (float)ph_get(&init[2], i), w, g); nw = cu_rms_w(h, w, g, s1); break;
+            default: s1 = cu_rms_n(h, (float)fh_get(&init[2], i), w, g); nw = cu_rms_w(h, w, g, s1); break;
             }
-            cr_assert(close_f(nw, ph_get(&y, i)), "%s weight[%lld]: functor %.9g, ops-basic %.9g", k_opts[c].op,
-                      (long long)i, nw, ph_get(&y, i));
+            cr_assert(close_f(nw, fh_get(&y, i)), "%s weight[%lld]: functor %.9g, ops-basic %.9g", k_opts[c].op,
+                      (long long)i, nw, fh_get(&y, i));
             if (k_opts[c].n_in > 2)
-                cr_assert(close_f(s1, ph_get(&in[2], i)), "%s state 2 [%lld]: functor %.9g, ops-basic %.9g",
-                          k_opts[c].op, (long long)i, s1, ph_get(&in[2], i));
+                cr_assert(close_f(s1, fh_get(&in[2], i)), "%s state 2 [%lld]: functor %.9g, ops-basic %.9g",
+                          k_opts[c].op, (long long)i, s1, fh_get(&in[2], i));
             if (k_opts[c].n_in > 3)
-                cr_assert(close_f(s2, ph_get(&in[3], i)), "%s state 3 [%lld]: functor %.9g, ops-basic %.9g",
-                          k_opts[c].op, (long long)i, s2, ph_get(&in[3], i));
+                cr_assert(close_f(s2, fh_get(&in[3], i)), "%s state 3 [%lld]: functor %.9g, ops-basic %.9g",
+                          k_opts[c].op, (long long)i, s2, fh_get(&in[3], i));
         }
         for (int i = 0; i < k_opts[c].n_in; i++) {
-            ph_arr_free(&in[i]);
-            ph_arr_free(&init[i]);
+            fh_arr_free(&in[i]);
+            fh_arr_free(&init[i]);
         }
-        ph_arr_free(&y);
+        fh_arr_free(&y);
     }
 }
 

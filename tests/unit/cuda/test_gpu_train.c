@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pack_harness.h"
+#include "fake_host.h"
 
-#define CUDA_SO PH_PACK_PATH("ops-cuda")
+#define CUDA_SO FH_PACK_PATH("ops-cuda")
 #define FASHION "/usr/share/datasets/fashion-mnist"
 
 static const mxp_device CPU = {MXP_DEV_CPU, 0};

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pack_harness.h"
+#include "fake_host.h"
 
-#define CUDA_SO PH_PACK_PATH("ops-cuda")
+#define CUDA_SO FH_PACK_PATH("ops-cuda")
 
 static void need_pack(void) {
     if (access(CUDA_SO, R_OK) != 0)

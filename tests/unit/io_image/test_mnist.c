@@ -1,5 +1,5 @@
 /* test_mnist.c — the io-image pack's MNISTIter, driven through the
- * iterator ABI by tests/support/iter_harness (dlopen, fake host, registrar).
+ * iterator ABI by tests/support/fake_host (dlopen, fake host, registrar).
  *
  * Small IDX files are written per test (plain and gzipped) with pixels that
  * encode the sample number (pixel 0 = id & 255, pixel 1 = id >> 8, the rest
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "iter_harness.h"
+#include "fake_host.h"
 
 #define PACK_SO MXP_BUILD_DIR "/plugins/libmxp-io-image.so"
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
@@ -103,18 +103,23 @@ static void remove_files(files *f) {
     rmdir(f->dir);
 }
 
-static iter_harness H;
+static fh_pack *H;
+
+static void close_pack(void) {
+    fh_unload(H);
+    H = NULL;
+}
 
 static const mxp_iter_def *mnist(void) {
-    int rc = iter_harness_open(&H, PACK_SO);
-    cr_assert_eq(rc, MXP_OK, "open %s: %s", PACK_SO, iter_harness_error());
-    const mxp_iter_def *d = iter_harness_find(&H, "MNISTIter");
+    H = fh_load(PACK_SO);
+    cr_assert(H, "open %s: %s", PACK_SO, fh_error());
+    const mxp_iter_def *d = fh_iter_def(H, "MNISTIter");
     cr_assert(d, "MNISTIter not registered");
     return d;
 }
 
 /* kwargs as "key=value" strings. */
-static int create(const files *f, iter_instance *it, int n, const char *const *kv) {
+static int create(const files *f, fh_iter *it, int n, const char *const *kv) {
     const char *keys[16], *vals[16];
     char store[16][96];
     cr_assert(n + 2 <= 16);
@@ -130,35 +135,35 @@ static int create(const files *f, iter_instance *it, int n, const char *const *k
         keys[2 + i] = store[i];
         vals[2 + i] = eq + 1;
     }
-    return iter_harness_create(mnist(), keys, vals, (uint32_t)(n + 2), it);
+    return fh_iter_create(mnist(), keys, vals, (uint32_t)(n + 2), it);
 }
 
 /* Sample id encoded in row j of the data batch (pixels 0 and 1). */
-static uint32_t id_at(const iter_instance *it, uint32_t j, uint64_t item) {
-    const float *d = iter_harness_f32(it, 0) + j * item;
+static uint32_t id_at(const fh_iter *it, uint32_t j, uint64_t item) {
+    const float *d = fh_iter_f32(it, 0) + j * item;
     return (uint32_t)(d[0] * 256.0f) | (uint32_t)(d[1] * 256.0f) << 8;
 }
 
 /* Checks every element of row j against sample `id`. */
-static void check_row(const iter_instance *it, uint32_t j, uint64_t item, uint32_t id) {
-    const float *d = iter_harness_f32(it, 0) + j * item;
+static void check_row(const fh_iter *it, uint32_t j, uint64_t item, uint32_t id) {
+    const float *d = fh_iter_f32(it, 0) + j * item;
     for (uint64_t q = 0; q < item; q++)
         cr_assert_eq(d[q], (float)pixel(id, (uint32_t)q) / 256.0f, "row %u pixel %lu: %g", j, (unsigned long)q,
                      (double)d[q]);
-    cr_assert_eq(iter_harness_f32(it, 1)[j], (float)(id % 10), "row %u label", j);
+    cr_assert_eq(fh_iter_f32(it, 1)[j], (float)(id % 10), "row %u label", j);
 }
 
 /* Runs one epoch; records sample ids in ids[] (returns count incl. pad). */
-static uint32_t run_epoch(iter_instance *it, uint64_t epoch, uint64_t item, uint32_t *ids, uint32_t cap,
+static uint32_t run_epoch(fh_iter *it, uint64_t epoch, uint64_t item, uint32_t *ids, uint32_t cap,
                           int *batches, int *last_pad) {
-    cr_assert_eq(iter_harness_reset(it, epoch), MXP_OK);
+    cr_assert_eq(fh_iter_reset(it, epoch), MXP_OK);
     uint32_t n = 0;
     *batches = 0;
     *last_pad = -1;
     int64_t bs = it->shapes[0].dims[0];
     for (;;) {
         int has, pad;
-        cr_assert_eq(iter_harness_next(it, 1, &has, &pad), MXP_OK, "%s", iter_harness_error());
+        cr_assert_eq(fh_iter_next(it, 1, &has, &pad), MXP_OK, "%s", fh_error());
         if (!has) {
             cr_assert_eq(pad, 0);
             break;
@@ -179,8 +184,8 @@ static uint32_t run_epoch(iter_instance *it, uint64_t epoch, uint64_t item, uint
 /* ---------------------------------------------------------- registration */
 Test(mnist, registers_with_mxnet_schema) {
     const mxp_iter_def *d = mnist();
-    cr_assert_str_eq(H.desc->name, "io-image");
-    cr_assert_eq(H.n_defs, 4); /* MNISTIter, ImageRecordIter, ImageRecordUInt8Iter, CSVIter */
+    cr_assert_str_eq(fh_pack_desc(H)->name, "io-image");
+    cr_assert_eq(fh_n_iters(H), 4); /* MNISTIter, ImageRecordIter, ImageRecordUInt8Iter, CSVIter */
     static const struct { const char *name, *def; int32_t type; } want[] = {
         {"image", "./train-images-idx3-ubyte", MXP_PARAM_STRING},
         {"label", "./train-labels-idx1-ubyte", MXP_PARAM_STRING},
@@ -203,16 +208,16 @@ Test(mnist, registers_with_mxnet_schema) {
         cr_assert_str_eq(p->default_value, want[i].def, "%s", want[i].name);
         cr_assert_eq(p->type, want[i].type, "%s", want[i].name);
     }
-    iter_harness_close(&H);
+    close_pack();
 }
 
 /* ---------------------------------------------------------------- values */
 static void values_and_shape(int gz, int flat) {
     files f;
     make_files(&f, 5, 3, 4, gz);
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=5", "shuffle=False", flat ? "flat=True" : "flat=False"};
-    cr_assert_eq(create(&f, &it, 3, kv), MXP_OK, "%s", iter_harness_error());
+    cr_assert_eq(create(&f, &it, 3, kv), MXP_OK, "%s", fh_error());
     cr_assert_eq(it.n_data, 1);
     cr_assert_eq(it.n_label, 1);
     cr_assert_str_eq(it.names[0], "data");
@@ -231,18 +236,18 @@ static void values_and_shape(int gz, int flat) {
     cr_assert_eq(it.shapes[1].ndim, 1);
     cr_assert_eq(it.shapes[1].dims[0], 5);
     /* The log line MXNet prints (silent=False). */
-    cr_assert(strstr(iter_harness_log(), "MNISTIter: load 5 images"), "log: %s", iter_harness_log());
+    cr_assert(strstr(fh_log(), "MNISTIter: load 5 images"), "log: %s", fh_log());
     int has, pad;
-    cr_assert_eq(iter_harness_next(&it, 0, &has, &pad), MXP_OK);
+    cr_assert_eq(fh_iter_next(&it, 0, &has, &pad), MXP_OK);
     cr_assert_eq(has, 1);
     cr_assert_eq(pad, 0);
     for (uint32_t j = 0; j < 5; j++) check_row(&it, j, 12, j);
     /* Spot values: sample 4, pixel 2 = (4*31 + 14) & 255 = 138 -> 138/256. */
-    cr_assert_eq(iter_harness_f32(&it, 0)[4 * 12 + 2], 0.5390625f);
-    cr_assert_eq(iter_harness_next(&it, 0, &has, &pad), MXP_OK);
+    cr_assert_eq(fh_iter_f32(&it, 0)[4 * 12 + 2], 0.5390625f);
+    cr_assert_eq(fh_iter_next(&it, 0, &has, &pad), MXP_OK);
     cr_assert_eq(has, 0);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
@@ -265,19 +270,19 @@ Test(mnist, full_scale_pixel_is_255_over_256) {
     lab[8] = 7;
     write_bytes(f.img, img, sizeof img, 0);
     write_bytes(f.lab, lab, sizeof lab, 1);
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=1", "silent=True"};
-    cr_assert_eq(create(&f, &it, 2, kv), MXP_OK, "%s", iter_harness_error());
+    cr_assert_eq(create(&f, &it, 2, kv), MXP_OK, "%s", fh_error());
     int has, pad;
-    cr_assert_eq(iter_harness_next(&it, 0, &has, &pad), MXP_OK);
-    const float *d = iter_harness_f32(&it, 0);
+    cr_assert_eq(fh_iter_next(&it, 0, &has, &pad), MXP_OK);
+    const float *d = fh_iter_f32(&it, 0);
     cr_assert_eq(d[0], 0.99609375f);
     cr_assert_eq(d[1], 0.0f);
     cr_assert_eq(d[2], 0.5f);
     cr_assert_eq(d[3], 0.00390625f);
-    cr_assert_eq(iter_harness_f32(&it, 1)[0], 7.0f);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    cr_assert_eq(fh_iter_f32(&it, 1)[0], 7.0f);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
@@ -285,9 +290,9 @@ Test(mnist, full_scale_pixel_is_255_over_256) {
 Test(mnist, short_last_batch_dropped_like_mxnet) {
     files f;
     make_files(&f, 10, 2, 2, 0);
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=4", "shuffle=False", "silent=True"};
-    cr_assert_eq(create(&f, &it, 3, kv), MXP_OK, "%s", iter_harness_error());
+    cr_assert_eq(create(&f, &it, 3, kv), MXP_OK, "%s", fh_error());
     uint32_t ids[64];
     int batches, pad;
     uint32_t n = run_epoch(&it, 0, 4, ids, 64, &batches, &pad);
@@ -299,17 +304,17 @@ Test(mnist, short_last_batch_dropped_like_mxnet) {
     n = run_epoch(&it, 1, 4, ids, 64, &batches, &pad);
     cr_assert_eq(batches, 2);
     cr_assert_eq(ids[0], 0);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
 Test(mnist, round_batch_pads_last_batch_by_wrapping) {
     files f;
     make_files(&f, 10, 2, 2, 1);
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=4", "shuffle=False", "silent=True", "round_batch=True"};
-    cr_assert_eq(create(&f, &it, 4, kv), MXP_OK, "%s", iter_harness_error());
+    cr_assert_eq(create(&f, &it, 4, kv), MXP_OK, "%s", fh_error());
     uint32_t ids[64];
     int batches, pad;
     uint32_t n = run_epoch(&it, 0, 4, ids, 64, &batches, &pad);
@@ -318,17 +323,17 @@ Test(mnist, round_batch_pads_last_batch_by_wrapping) {
     cr_assert_eq(pad, 2);
     uint32_t want[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1};
     for (uint32_t i = 0; i < 12; i++) cr_assert_eq(ids[i], want[i], "position %u", i);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
 Test(mnist, round_batch_with_shuffle_pads_from_the_epoch_order) {
     files f;
     make_files(&f, 7, 2, 2, 0);
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=3", "seed=5", "silent=True", "round_batch=True"};
-    cr_assert_eq(create(&f, &it, 4, kv), MXP_OK, "%s", iter_harness_error());
+    cr_assert_eq(create(&f, &it, 4, kv), MXP_OK, "%s", fh_error());
     uint32_t ids[64];
     int batches, pad;
     uint32_t n = run_epoch(&it, 2, 4, ids, 64, &batches, &pad);
@@ -340,46 +345,46 @@ Test(mnist, round_batch_with_shuffle_pads_from_the_epoch_order) {
     int seen[7] = {0};
     for (uint32_t i = 0; i < 7; i++) seen[ids[i]]++;
     for (uint32_t i = 0; i < 7; i++) cr_assert_eq(seen[i], 1, "sample %u seen %d times", i, seen[i]);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
 Test(mnist, batch_larger_than_dataset) {
     files f;
     make_files(&f, 3, 2, 2, 0);
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=8", "shuffle=False", "silent=True"};
-    cr_assert_eq(create(&f, &it, 3, kv), MXP_OK, "%s", iter_harness_error());
+    cr_assert_eq(create(&f, &it, 3, kv), MXP_OK, "%s", fh_error());
     uint32_t ids[64];
     int batches, pad;
     cr_assert_eq(run_epoch(&it, 0, 4, ids, 64, &batches, &pad), 0);
     cr_assert_eq(batches, 0);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     const char *kv2[] = {"batch_size=8", "shuffle=False", "silent=True", "round_batch=1"};
-    cr_assert_eq(create(&f, &it, 4, kv2), MXP_OK, "%s", iter_harness_error());
+    cr_assert_eq(create(&f, &it, 4, kv2), MXP_OK, "%s", fh_error());
     cr_assert_eq(run_epoch(&it, 0, 4, ids, 64, &batches, &pad), 8);
     cr_assert_eq(batches, 1);
     cr_assert_eq(pad, 5);
     uint32_t want[8] = {0, 1, 2, 0, 1, 2, 0, 1};
     for (uint32_t i = 0; i < 8; i++) cr_assert_eq(ids[i], want[i]);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
 /* --------------------------------------------------------------- shuffle */
 static void epoch_ids(const files *f, const char *seed, uint64_t epoch, uint32_t *ids, uint32_t n) {
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=10", "silent=True", seed};
-    cr_assert_eq(create(f, &it, 3, kv), MXP_OK, "%s", iter_harness_error());
+    cr_assert_eq(create(f, &it, 3, kv), MXP_OK, "%s", fh_error());
     uint32_t got[512];
     int batches, pad;
     cr_assert_eq(run_epoch(&it, epoch, 4, got, 512, &batches, &pad), n);
     memcpy(ids, got, n * sizeof *ids);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
 }
 
 static int same(const uint32_t *a, const uint32_t *b, uint32_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
@@ -407,7 +412,7 @@ Test(mnist, shuffle_is_a_pure_function_of_seed_and_epoch) {
 
     /* Resuming: an iterator that ran epochs 0..3 and one reset straight
      * to epoch 3 see the same order; so does going back to epoch 0. */
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=10", "silent=True", "seed=7"};
     cr_assert_eq(create(&f, &it, 3, kv), MXP_OK);
     uint32_t got[N];
@@ -417,20 +422,20 @@ Test(mnist, shuffle_is_a_pure_function_of_seed_and_epoch) {
     run_epoch(&it, 0, 4, got, N, &batches, &pad);
     cr_assert(same(got, e0, N));
     /* Before any reset the iterator is in epoch 0. */
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     cr_assert_eq(create(&f, &it, 3, kv), MXP_OK);
     uint32_t n = 0;
     for (;;) {
         int has;
-        cr_assert_eq(iter_harness_next(&it, 1, &has, &pad), MXP_OK);
+        cr_assert_eq(fh_iter_next(&it, 1, &has, &pad), MXP_OK);
         if (!has) break;
         for (uint32_t j = 0; j < 10; j++) got[n++] = (uint32_t)it.index[j];
     }
     cr_assert_eq(n, N);
     cr_assert(same(got, e0, N));
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
@@ -438,7 +443,7 @@ Test(mnist, no_shuffle_keeps_file_order_every_epoch) {
     files f;
     make_files(&f, 20, 1, 2, 0);
     uint32_t a[20];
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=5", "silent=True", "shuffle=False", "seed=99"};
     cr_assert_eq(create(&f, &it, 4, kv), MXP_OK);
     int batches, pad;
@@ -446,8 +451,8 @@ Test(mnist, no_shuffle_keeps_file_order_every_epoch) {
         cr_assert_eq(run_epoch(&it, e, 2, a, 20, &batches, &pad), 20);
         for (uint32_t i = 0; i < 20; i++) cr_assert_eq(a[i], i);
     }
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
@@ -463,8 +468,8 @@ static void check_shards(uint32_t n, int parts, const char *shuffle) {
         snprintf(np, sizeof np, "num_parts=%d", parts);
         snprintf(pi, sizeof pi, "part_index=%d", k);
         const char *kv[] = {"batch_size=1", "silent=True", shuffle, np, pi};
-        iter_instance it;
-        cr_assert_eq(create(&f, &it, 5, kv), MXP_OK, "%s", iter_harness_error());
+        fh_iter it;
+        cr_assert_eq(create(&f, &it, 5, kv), MXP_OK, "%s", fh_error());
         uint32_t ids[1024];
         int batches, pad;
         uint32_t got = run_epoch(&it, 1, 4, ids, 1024, &batches, &pad);
@@ -477,8 +482,8 @@ static void check_shards(uint32_t n, int parts, const char *shuffle) {
             cr_assert_eq(owner[ids[i]], -1, "sample %u in parts %d and %d", ids[i], owner[ids[i]], k);
             owner[ids[i]] = k;
         }
-        iter_harness_destroy(&it);
-        iter_harness_close(&H);
+        fh_iter_destroy(&it);
+        close_pack();
     }
     for (uint32_t i = 0; i < n; i++) cr_assert_neq(owner[i], -1, "sample %u in no part", i);
     remove_files(&f);
@@ -503,20 +508,20 @@ static void check_strided(uint32_t n, int parts, uint32_t batch, const char *shu
     snprintf(np, sizeof np, "num_parts=%d", parts);
     for (uint64_t epoch = 0; epoch < 3; epoch++) {
         /* The one-part order, in round_batch mode to see every sample. */
-        iter_instance whole;
+        fh_iter whole;
         const char *kw[] = {"batch_size=1", "silent=True", shuffle, "seed=11"};
-        cr_assert_eq(create(&f, &whole, 4, kw), MXP_OK, "%s", iter_harness_error());
+        cr_assert_eq(create(&f, &whole, 4, kw), MXP_OK, "%s", fh_error());
         uint32_t order[512];
         int batches, pad;
         cr_assert_eq(run_epoch(&whole, epoch, 4, order, 512, &batches, &pad), n);
-        iter_harness_destroy(&whole);
-        iter_harness_close(&H);
+        fh_iter_destroy(&whole);
+        close_pack();
         for (int k = 0; k < parts; k++) {
             char pi[32];
             snprintf(pi, sizeof pi, "part_index=%d", k);
             const char *kv[] = {bsp, "silent=True", shuffle, "seed=11", np, pi, "shard=strided"};
-            iter_instance it;
-            cr_assert_eq(create(&f, &it, 7, kv), MXP_OK, "%s", iter_harness_error());
+            fh_iter it;
+            cr_assert_eq(create(&f, &it, 7, kv), MXP_OK, "%s", fh_error());
             uint32_t ids[512];
             uint32_t got = run_epoch(&it, epoch, 4, ids, 512, &batches, &pad);
             uint32_t per = n / (uint32_t)parts;
@@ -524,8 +529,8 @@ static void check_strided(uint32_t n, int parts, uint32_t batch, const char *shu
             for (uint32_t i = 0; i < got; i++)
                 cr_assert_eq(ids[i], order[i * (uint32_t)parts + (uint32_t)k], "epoch %lu part %d position %u",
                              (unsigned long)epoch, k, i);
-            iter_harness_destroy(&it);
-            iter_harness_close(&H);
+            fh_iter_destroy(&it);
+            close_pack();
         }
     }
     remove_files(&f);
@@ -540,23 +545,23 @@ Test(mnist, strided_shards_make_up_the_one_part_batches) {
 Test(mnist, part_index_out_of_range) {
     files f;
     make_files(&f, 4, 2, 2, 0);
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"num_parts=2", "part_index=2"};
     cr_assert_eq(create(&f, &it, 2, kv), MXP_EINVAL);
-    cr_assert(strstr(iter_harness_error(), "part_index"), "%s", iter_harness_error());
-    iter_harness_close(&H);
+    cr_assert(strstr(fh_error(), "part_index"), "%s", fh_error());
+    close_pack();
     remove_files(&f);
 }
 
 /* ---------------------------------------------------------------- errors */
 static void expect_error(const files *f, int status, const char *const *subs, int n_subs) {
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"silent=True"};
     int rc = create(f, &it, 1, kv);
-    cr_assert_eq(rc, status, "status %d, want %d (%s)", rc, status, iter_harness_error());
+    cr_assert_eq(rc, status, "status %d, want %d (%s)", rc, status, fh_error());
     for (int i = 0; i < n_subs; i++)
-        cr_assert(strstr(iter_harness_error(), subs[i]), "message lacks '%s': %s", subs[i], iter_harness_error());
-    iter_harness_close(&H);
+        cr_assert(strstr(fh_error(), subs[i]), "message lacks '%s': %s", subs[i], fh_error());
+    close_pack();
 }
 
 Test(mnist, truncated_image_file) {
@@ -684,24 +689,24 @@ Test(mnist, missing_file) {
 Test(mnist, next_rejects_wrong_tensors) {
     files f;
     make_files(&f, 4, 2, 2, 0);
-    iter_instance it;
+    fh_iter it;
     const char *kv[] = {"batch_size=2", "silent=True"};
     cr_assert_eq(create(&f, &it, 2, kv), MXP_OK);
     int has, pad;
     it.tensors[0].dtype = MXP_DTYPE_F64;
-    cr_assert_eq(iter_harness_next(&it, 0, &has, &pad), MXP_ETYPE);
+    cr_assert_eq(fh_iter_next(&it, 0, &has, &pad), MXP_ETYPE);
     cr_assert_eq(has, 0);
     it.tensors[0].dtype = MXP_DTYPE_F32;
     it.shape_storage[1][0] = 3;
-    cr_assert_eq(iter_harness_next(&it, 0, &has, &pad), MXP_ESHAPE);
-    cr_assert(strstr(iter_harness_error(), "softmax_label"), "%s", iter_harness_error());
+    cr_assert_eq(fh_iter_next(&it, 0, &has, &pad), MXP_ESHAPE);
+    cr_assert(strstr(fh_error(), "softmax_label"), "%s", fh_error());
     it.shape_storage[1][0] = 2;
     it.index_capacity = 1;
-    cr_assert_eq(iter_harness_next(&it, 1, &has, &pad), MXP_EINVAL);
-    cr_assert_eq(iter_harness_next(&it, 0, &has, &pad), MXP_OK);
+    cr_assert_eq(fh_iter_next(&it, 1, &has, &pad), MXP_EINVAL);
+    cr_assert_eq(fh_iter_next(&it, 0, &has, &pad), MXP_OK);
     cr_assert_eq(has, 1);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
     remove_files(&f);
 }
 
@@ -718,17 +723,17 @@ static void fashion_epoch(const char *prefix, uint32_t n, uint32_t batch) {
     char bs[32];
     snprintf(bs, sizeof bs, "batch_size=%u", batch);
     const char *kv[] = {bs, "shuffle=False"};
-    iter_instance it;
-    cr_assert_eq(create(&f, &it, 2, kv), MXP_OK, "%s", iter_harness_error());
+    fh_iter it;
+    cr_assert_eq(create(&f, &it, 2, kv), MXP_OK, "%s", fh_error());
     int64_t e[4] = {batch, 1, 28, 28};
     for (int d = 0; d < 4; d++) cr_assert_eq(it.shapes[0].dims[d], e[d]);
     uint32_t hist[10] = {0}, batches = 0;
     for (;;) {
         int has, pad;
-        cr_assert_eq(iter_harness_next(&it, 1, &has, &pad), MXP_OK, "%s", iter_harness_error());
+        cr_assert_eq(fh_iter_next(&it, 1, &has, &pad), MXP_OK, "%s", fh_error());
         if (!has) break;
         cr_assert_eq(pad, 0);
-        const float *lab = iter_harness_f32(&it, 1), *d = iter_harness_f32(&it, 0);
+        const float *lab = fh_iter_f32(&it, 1), *d = fh_iter_f32(&it, 0);
         for (uint32_t j = 0; j < batch; j++) {
             cr_assert(lab[j] >= 0.0f && lab[j] <= 9.0f && lab[j] == (float)(int)lab[j], "label %g", (double)lab[j]);
             hist[(int)lab[j]]++;
@@ -740,8 +745,8 @@ static void fashion_epoch(const char *prefix, uint32_t n, uint32_t batch) {
     cr_assert_eq(batches, n / batch);
     /* Fashion-MNIST is balanced: n/10 samples of each class. */
     for (int c = 0; c < 10; c++) cr_assert_eq(hist[c], n / 10, "class %d: %u", c, hist[c]);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
 }
 
 Test(mnist, real_fashion_mnist_test_set) {
@@ -752,19 +757,19 @@ Test(mnist, real_fashion_mnist_test_set) {
     snprintf(f.img, sizeof f.img, FASHION_DIR "/t10k-images-idx3-ubyte.gz");
     snprintf(f.lab, sizeof f.lab, FASHION_DIR "/t10k-labels-idx1-ubyte.gz");
     const char *kv[] = {"batch_size=10", "shuffle=False", "silent=True"};
-    iter_instance it;
-    cr_assert_eq(create(&f, &it, 3, kv), MXP_OK, "%s", iter_harness_error());
+    fh_iter it;
+    cr_assert_eq(create(&f, &it, 3, kv), MXP_OK, "%s", fh_error());
     int has, pad;
-    cr_assert_eq(iter_harness_next(&it, 0, &has, &pad), MXP_OK);
+    cr_assert_eq(fh_iter_next(&it, 0, &has, &pad), MXP_OK);
     const float want[10] = {9, 2, 1, 1, 6, 1, 4, 6, 5, 7};
-    for (int j = 0; j < 10; j++) cr_assert_eq(iter_harness_f32(&it, 1)[j], want[j], "label %d", j);
+    for (int j = 0; j < 10; j++) cr_assert_eq(fh_iter_f32(&it, 1)[j], want[j], "label %d", j);
     /* Sum of the first image's bytes (33456, computed from the file with
      * Python's gzip) / 256. */
     double s = 0;
-    for (int q = 0; q < 784; q++) s += iter_harness_f32(&it, 0)[q];
+    for (int q = 0; q < 784; q++) s += fh_iter_f32(&it, 0)[q];
     cr_assert_float_eq(s, 33456.0 / 256.0, 1e-3);
-    iter_harness_destroy(&it);
-    iter_harness_close(&H);
+    fh_iter_destroy(&it);
+    close_pack();
 }
 
 Test(mnist, real_fashion_mnist_train_set, .timeout = 120) {
@@ -775,14 +780,14 @@ Test(mnist, real_fashion_mnist_train_set, .timeout = 120) {
 Test(mnist, batch_size_bounds) {
     files f;
     make_files(&f, 4, 2, 2, 0);
-    iter_instance it;
+    fh_iter it;
     const char *kv0[] = {"batch_size=0"};
     cr_assert_eq(create(&f, &it, 1, kv0), MXP_EINVAL);
-    cr_assert(strstr(iter_harness_error(), "batch_size"), "%s", iter_harness_error());
-    iter_harness_close(&H);
+    cr_assert(strstr(fh_error(), "batch_size"), "%s", fh_error());
+    close_pack();
     const char *kv1[] = {"batch_size=2147483648"};
     cr_assert_eq(create(&f, &it, 1, kv1), MXP_EINVAL);
-    cr_assert(strstr(iter_harness_error(), "batch_size"), "%s", iter_harness_error());
-    iter_harness_close(&H);
+    cr_assert(strstr(fh_error(), "batch_size"), "%s", fh_error());
+    close_pack();
     remove_files(&f);
 }

@@ -7,15 +7,15 @@
 #include <math.h>
 #include <string.h>
 
-#include "pack_harness.h"
+#include "fake_host.h"
 
-static ph_pack *P;
+static fh_pack *P;
 
 static void ob_setup(void) {
-    P = ph_load(PH_PACK_PATH("ops-basic"));
-    cr_assert(P, "load ops-basic: %s", ph_last_error());
+    P = fh_load("ops-basic");
+    cr_assert(P, "load ops-basic: %s", fh_error());
 }
-static void ob_teardown(void) { ph_unload(P); }
+static void ob_teardown(void) { fh_unload(P); }
 
 static inline int close_to(double a, double b, double atol, double rtol) {
     if (isnan(a) && isnan(b)) return 1;
@@ -27,18 +27,18 @@ static inline int close_to(double a, double b, double atol, double rtol) {
 #define KW(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* Run op forward, asserting success; returns out[0] (caller frees). */
-static inline ph_arr run1(const char *op, const char *const *kw, int n_in, const ph_arr *in) {
-    ph_arr out[PH_MAX_IO];
+static inline fh_arr run1(const char *op, const char *const *kw, int n_in, const fh_arr *in) {
+    fh_arr out[FH_MAX_IO];
     memset(out, 0, sizeof out);
     int n_out = 0;
-    int rc = ph_forward(P, op, kw, n_in, in, &n_out, out, MXP_REQ_WRITE);
-    cr_assert_eq(rc, 0, "%s forward: %d %s", op, rc, ph_last_error());
-    for (int i = 1; i < n_out; i++) ph_arr_free(&out[i]);
+    int rc = fh_forward(P, op, kw, n_in, in, &n_out, out, MXP_REQ_WRITE);
+    cr_assert_eq(rc, 0, "%s forward: %d %s", op, rc, fh_error());
+    for (int i = 1; i < n_out; i++) fh_arr_free(&out[i]);
     return out[0];
 }
 
 #define GRAD_OK(op, kw, n, in, mask)                                                   \
-    cr_assert_eq(ph_grad_check(P, op, kw, n, in, mask, 1e-6, 1e-6, 1e-5), 0, "%s",     \
-                 ph_last_error())
+    cr_assert_eq(fh_grad_check(P, op, kw, n, in, mask, 1e-6, 1e-6, 1e-5), 0, "%s",     \
+                 fh_error())
 
 #endif

@@ -43,26 +43,26 @@ static const bcase cases[] = {
 TestSuite(binary, .init = ob_setup, .fini = ob_teardown);
 
 /* Values on a coarse grid so comparisons hit equality sometimes. */
-static void grid(ph_arr *a, uint64_t seed) {
-    ph_fill_uniform(a, seed, 0.5, 3.0);
-    for (int64_t i = 0; i < ph_numel(a); i++) ph_set(a, i, round(ph_get(a, i) * 4) / 4);
+static void grid(fh_arr *a, uint64_t seed) {
+    fh_fill_uniform(a, seed, 0.5, 3.0);
+    for (int64_t i = 0; i < fh_numel(a); i++) fh_set(a, i, round(fh_get(a, i) * 4) / 4);
 }
 
 Test(binary, elemwise_forward) {
     for (size_t c = 0; c < NC; c++) {
         for (int dt = 0; dt < 2; dt++) {
             int32_t dtype = dt ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
-            ph_arr in[2] = {ph_arr_new(dtype, 2, SHAPE(7, 9)), ph_arr_new(dtype, 2, SHAPE(7, 9))};
+            fh_arr in[2] = {fh_arr_new(dtype, 2, SHAPE(7, 9)), fh_arr_new(dtype, 2, SHAPE(7, 9))};
             grid(&in[0], 1);
             grid(&in[1], 2);
             const char *name = cases[c].alias && dt ? cases[c].alias : cases[c].ename;
-            ph_arr y = run1(name, NULL, 2, in);
+            fh_arr y = run1(name, NULL, 2, in);
             for (int64_t i = 0; i < 63; i++) {
-                double want = cases[c].ref(ph_get(&in[0], i), ph_get(&in[1], i));
-                cr_assert(close_to(ph_get(&y, i), want, 1e-6, 1e-6), "%s[%lld] = %g want %g", name,
-                          (long long)i, ph_get(&y, i), want);
+                double want = cases[c].ref(fh_get(&in[0], i), fh_get(&in[1], i));
+                cr_assert(close_to(fh_get(&y, i), want, 1e-6, 1e-6), "%s[%lld] = %g want %g", name,
+                          (long long)i, fh_get(&y, i), want);
             }
-            ph_arr_free(&in[0]); ph_arr_free(&in[1]); ph_arr_free(&y);
+            fh_arr_free(&in[0]); fh_arr_free(&in[1]); fh_arr_free(&y);
         }
     }
 }
@@ -70,53 +70,53 @@ Test(binary, elemwise_forward) {
 Test(binary, broadcast_forward) {
     /* (4,1,5) op (3,1) -> (4,3,5) */
     for (size_t c = 0; c < NC; c++) {
-        ph_arr in[2] = {ph_arr_new(MXP_DTYPE_F32, 3, SHAPE(4, 1, 5)), ph_arr_new(MXP_DTYPE_F32, 2, SHAPE(3, 1))};
+        fh_arr in[2] = {fh_arr_new(MXP_DTYPE_F32, 3, SHAPE(4, 1, 5)), fh_arr_new(MXP_DTYPE_F32, 2, SHAPE(3, 1))};
         grid(&in[0], 3);
         grid(&in[1], 4);
-        ph_arr y = run1(cases[c].bname, NULL, 2, in);
+        fh_arr y = run1(cases[c].bname, NULL, 2, in);
         cr_assert_eq(y.ndim, 3);
         cr_assert(y.shape[0] == 4 && y.shape[1] == 3 && y.shape[2] == 5);
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 3; j++)
                 for (int k = 0; k < 5; k++) {
-                    double want = cases[c].ref(ph_get(&in[0], i * 5 + k), ph_get(&in[1], j));
-                    cr_assert(close_to(ph_get(&y, (i * 3 + j) * 5 + k), want, 1e-6, 1e-6), "%s", cases[c].bname);
+                    double want = cases[c].ref(fh_get(&in[0], i * 5 + k), fh_get(&in[1], j));
+                    cr_assert(close_to(fh_get(&y, (i * 3 + j) * 5 + k), want, 1e-6, 1e-6), "%s", cases[c].bname);
                 }
-        ph_arr_free(&in[0]); ph_arr_free(&in[1]); ph_arr_free(&y);
+        fh_arr_free(&in[0]); fh_arr_free(&in[1]); fh_arr_free(&y);
     }
 }
 
 Test(binary, gradients_elemwise_and_broadcast) {
     for (size_t c = 0; c < NC; c++) {
         if (!cases[c].diff) continue;
-        ph_arr e[2] = {ph_arr_new(MXP_DTYPE_F64, 2, SHAPE(3, 4)), ph_arr_new(MXP_DTYPE_F64, 2, SHAPE(3, 4))};
-        ph_fill_uniform(&e[0], 5, 0.5, 2.0);
-        ph_fill_uniform(&e[1], 6, 0.6, 2.1);
+        fh_arr e[2] = {fh_arr_new(MXP_DTYPE_F64, 2, SHAPE(3, 4)), fh_arr_new(MXP_DTYPE_F64, 2, SHAPE(3, 4))};
+        fh_fill_uniform(&e[0], 5, 0.5, 2.0);
+        fh_fill_uniform(&e[1], 6, 0.6, 2.1);
         GRAD_OK(cases[c].ename, NULL, 2, e, 3);
-        ph_arr b[2] = {ph_arr_new(MXP_DTYPE_F64, 3, SHAPE(2, 1, 4)), ph_arr_new(MXP_DTYPE_F64, 2, SHAPE(3, 1))};
-        ph_fill_uniform(&b[0], 7, 0.5, 2.0);
-        ph_fill_uniform(&b[1], 8, 0.6, 2.1);
+        fh_arr b[2] = {fh_arr_new(MXP_DTYPE_F64, 3, SHAPE(2, 1, 4)), fh_arr_new(MXP_DTYPE_F64, 2, SHAPE(3, 1))};
+        fh_fill_uniform(&b[0], 7, 0.5, 2.0);
+        fh_fill_uniform(&b[1], 8, 0.6, 2.1);
         GRAD_OK(cases[c].bname, NULL, 2, b, 3);
-        ph_arr_free(&e[0]); ph_arr_free(&e[1]); ph_arr_free(&b[0]); ph_arr_free(&b[1]);
+        fh_arr_free(&e[0]); fh_arr_free(&e[1]); fh_arr_free(&b[0]); fh_arr_free(&b[1]);
     }
 }
 
 Test(binary, broadcast_add_bias_gradient_is_column_sum) {
     double xv[6] = {1, 2, 3, 4, 5, 6}, bv[3] = {10, 20, 30};
-    ph_arr in[2] = {ph_arr_from(MXP_DTYPE_F64, 2, SHAPE(2, 3), xv), ph_arr_from(MXP_DTYPE_F64, 1, SHAPE(3), bv)};
-    ph_arr y = run1("broadcast_plus", NULL, 2, in);
+    fh_arr in[2] = {fh_arr_from(MXP_DTYPE_F64, 2, SHAPE(2, 3), xv), fh_arr_from(MXP_DTYPE_F64, 1, SHAPE(3), bv)};
+    fh_arr y = run1("broadcast_plus", NULL, 2, in);
     double ogv[6] = {1, 2, 3, 4, 5, 6};
-    ph_arr og = ph_arr_from(MXP_DTYPE_F64, 2, SHAPE(2, 3), ogv);
-    ph_arr g[2];
+    fh_arr og = fh_arr_from(MXP_DTYPE_F64, 2, SHAPE(2, 3), ogv);
+    fh_arr g[2];
     memset(g, 0, sizeof g);
-    cr_assert_eq(ph_backward(P, "broadcast_add", NULL, 2, in, 1, &y, &og, g, NULL), 0);
+    cr_assert_eq(fh_backward(P, "broadcast_add", NULL, 2, in, 1, &y, &og, g, NULL), 0);
     cr_assert_eq(g[1].ndim, 1);
-    cr_assert_eq(ph_get(&g[1], 0), 5.0);
-    cr_assert_eq(ph_get(&g[1], 1), 7.0);
-    cr_assert_eq(ph_get(&g[1], 2), 9.0);
-    for (int i = 0; i < 6; i++) cr_assert_eq(ph_get(&g[0], i), ogv[i]);
-    ph_arr_free(&in[0]); ph_arr_free(&in[1]); ph_arr_free(&y); ph_arr_free(&og);
-    ph_arr_free(&g[0]); ph_arr_free(&g[1]);
+    cr_assert_eq(fh_get(&g[1], 0), 5.0);
+    cr_assert_eq(fh_get(&g[1], 1), 7.0);
+    cr_assert_eq(fh_get(&g[1], 2), 9.0);
+    for (int i = 0; i < 6; i++) cr_assert_eq(fh_get(&g[0], i), ogv[i]);
+    fh_arr_free(&in[0]); fh_arr_free(&in[1]); fh_arr_free(&y); fh_arr_free(&og);
+    fh_arr_free(&g[0]); fh_arr_free(&g[1]);
 }
 
 typedef struct scase {
@@ -138,26 +138,26 @@ static const scase scases[] = {
 
 Test(binary, scalar_ops_forward_and_gradient) {
     for (size_t c = 0; c < sizeof scases / sizeof scases[0]; c++) {
-        ph_arr x = ph_arr_new(MXP_DTYPE_F64, 2, SHAPE(5, 3));
+        fh_arr x = fh_arr_new(MXP_DTYPE_F64, 2, SHAPE(5, 3));
         grid(&x, 9 + c);
-        ph_arr y = run1(scases[c].name, KW("scalar", "1.5"), 1, &x);
+        fh_arr y = run1(scases[c].name, KW("scalar", "1.5"), 1, &x);
         for (int64_t i = 0; i < 15; i++) {
-            double want = scases[c].ref(ph_get(&x, i), 1.5);
-            cr_assert(close_to(ph_get(&y, i), want, 1e-12, 1e-12), "%s(%g) = %g want %g",
-                      scases[c].name, ph_get(&x, i), ph_get(&y, i), want);
+            double want = scases[c].ref(fh_get(&x, i), 1.5);
+            cr_assert(close_to(fh_get(&y, i), want, 1e-12, 1e-12), "%s(%g) = %g want %g",
+                      scases[c].name, fh_get(&x, i), fh_get(&y, i), want);
         }
-        ph_arr_free(&y);
+        fh_arr_free(&y);
         if (scases[c].diff) {
-            ph_fill_uniform(&x, 40 + c, 0.3, 2.9);  /* off the 1.5 kink */
+            fh_fill_uniform(&x, 40 + c, 0.3, 2.9);  /* off the 1.5 kink */
             for (int64_t i = 0; i < 15; i++)
-                if (fabs(ph_get(&x, i) - 1.5) < 0.01) ph_set(&x, i, 1.7);
+                if (fabs(fh_get(&x, i) - 1.5) < 0.01) fh_set(&x, i, 1.7);
             GRAD_OK(scases[c].name, KW("scalar", "1.5"), 1, &x, 1);
         }
-        ph_arr_free(&x);
+        fh_arr_free(&x);
     }
     /* the MXNet 0.x alias */
-    ph_arr x = ph_arr_new(MXP_DTYPE_F32, 1, SHAPE(3));
-    ph_arr y = run1("_PlusScalar", KW("scalar", "2"), 1, &x);
-    cr_assert_eq(ph_get(&y, 2), 2.0);
-    ph_arr_free(&x); ph_arr_free(&y);
+    fh_arr x = fh_arr_new(MXP_DTYPE_F32, 1, SHAPE(3));
+    fh_arr y = run1("_PlusScalar", KW("scalar", "2"), 1, &x);
+    cr_assert_eq(fh_get(&y, 2), 2.0);
+    fh_arr_free(&x); fh_arr_free(&y);
 }

@@ -18,36 +18,36 @@ static void check_mom(int64_t n, int req, double clip, int32_t dt, uint64_t seed
     const double lr = 0.05, mu = 0.9, wd = 0.01, rs = 0.25;
     char clip_s[32];
     snprintf(clip_s, sizeof clip_s, "%g", clip);
-    ph_arr w = ph_arr_new(dt, 1, SHAPE(n)), g = ph_arr_new(dt, 1, SHAPE(n)), mom = ph_arr_new(dt, 1, SHAPE(n));
-    ph_fill_uniform(&w, seed, -1, 1);
-    ph_fill_uniform(&g, seed + 1, -8, 8);   /* |rs g| up to 2: clip 0.5 cuts many */
-    ph_fill_uniform(&mom, seed + 2, -0.1, 0.1);
-    ph_arr y = req == MXP_REQ_INPLACE ? w : ph_arr_new(dt, 1, SHAPE(n));
-    if (req == MXP_REQ_ADD) ph_fill_uniform(&y, seed + 3, -1, 1);
+    fh_arr w = fh_arr_new(dt, 1, SHAPE(n)), g = fh_arr_new(dt, 1, SHAPE(n)), mom = fh_arr_new(dt, 1, SHAPE(n));
+    fh_fill_uniform(&w, seed, -1, 1);
+    fh_fill_uniform(&g, seed + 1, -8, 8);   /* |rs g| up to 2: clip 0.5 cuts many */
+    fh_fill_uniform(&mom, seed + 2, -0.1, 0.1);
+    fh_arr y = req == MXP_REQ_INPLACE ? w : fh_arr_new(dt, 1, SHAPE(n));
+    if (req == MXP_REQ_ADD) fh_fill_uniform(&y, seed + 3, -1, 1);
     double *rw = malloc(sizeof(double) * (size_t)n), *rm = malloc(sizeof(double) * (size_t)n);
     double *ry = malloc(sizeof(double) * (size_t)n);
     for (int64_t i = 0; i < n; i++) {
-        double m = mu * ph_get(&mom, i) - lr * wd * ph_get(&w, i) - lr * clipd(rs * ph_get(&g, i), clip);
+        double m = mu * fh_get(&mom, i) - lr * wd * fh_get(&w, i) - lr * clipd(rs * fh_get(&g, i), clip);
         rm[i] = m;
-        rw[i] = ph_get(&w, i) + m;
-        ry[i] = req == MXP_REQ_ADD ? ph_get(&y, i) + rw[i] : rw[i];
+        rw[i] = fh_get(&w, i) + m;
+        ry[i] = req == MXP_REQ_ADD ? fh_get(&y, i) + rw[i] : rw[i];
     }
-    ph_arr in[3] = {w, g, mom};
-    ph_arr out[2] = {y};
+    fh_arr in[3] = {w, g, mom};
+    fh_arr out[2] = {y};
     int no;
-    cr_assert_eq(ph_forward(P, "sgd_mom_update",
+    cr_assert_eq(fh_forward(P, "sgd_mom_update",
                             KW("lr", "0.05", "momentum", "0.9", "wd", "0.01", "rescale_grad", "0.25",
                                "clip_gradient", clip_s),
-                            3, in, &no, out, req), 0, "%s", ph_last_error());
+                            3, in, &no, out, req), 0, "%s", fh_error());
     double tol = dt == MXP_DTYPE_F32 ? 1e-6 : 1e-14;
     for (int64_t i = 0; i < n; i++) {
-        cr_assert(close_to(ph_get(&mom, i), rm[i], tol, tol), "n %lld req %d clip %g: mom[%lld] %.9g want %.9g",
-                  (long long)n, req, clip, (long long)i, ph_get(&mom, i), rm[i]);
-        cr_assert(close_to(ph_get(&y, i), ry[i], tol, tol), "n %lld req %d clip %g: out[%lld] %.9g want %.9g",
-                  (long long)n, req, clip, (long long)i, ph_get(&y, i), ry[i]);
+        cr_assert(close_to(fh_get(&mom, i), rm[i], tol, tol), "n %lld req %d clip %g: mom[%lld] %.9g want %.9g",
+                  (long long)n, req, clip, (long long)i, fh_get(&mom, i), rm[i]);
+        cr_assert(close_to(fh_get(&y, i), ry[i], tol, tol), "n %lld req %d clip %g: out[%lld] %.9g want %.9g",
+                  (long long)n, req, clip, (long long)i, fh_get(&y, i), ry[i]);
     }
-    if (req != MXP_REQ_INPLACE) ph_arr_free(&y);
-    ph_arr_free(&w); ph_arr_free(&g); ph_arr_free(&mom);
+    if (req != MXP_REQ_INPLACE) fh_arr_free(&y);
+    fh_arr_free(&w); fh_arr_free(&g); fh_arr_free(&mom);
     free(rw); free(rm); free(ry);
 }
 
@@ -70,25 +70,25 @@ Test(optimizer_fast, sgd_mom_lengths_req_clip) {
  * path runs) gives identical bits. */
 Test(optimizer_fast, sgd_mom_fused_matches_generic) {
     const int64_t n = 1000;
-    ph_arr w = ph_arr_new(MXP_DTYPE_F32, 1, SHAPE(n)), g = ph_arr_new(MXP_DTYPE_F32, 1, SHAPE(n));
-    ph_arr mom = ph_arr_new(MXP_DTYPE_F32, 1, SHAPE(n));
-    ph_fill_uniform(&w, 5, -1, 1);
-    ph_fill_uniform(&g, 6, -8, 8);
-    ph_fill_uniform(&mom, 7, -0.1, 0.1);
-    ph_arr w2 = ph_arr_clone(&w), mom2 = ph_arr_clone(&mom);
+    fh_arr w = fh_arr_new(MXP_DTYPE_F32, 1, SHAPE(n)), g = fh_arr_new(MXP_DTYPE_F32, 1, SHAPE(n));
+    fh_arr mom = fh_arr_new(MXP_DTYPE_F32, 1, SHAPE(n));
+    fh_fill_uniform(&w, 5, -1, 1);
+    fh_fill_uniform(&g, 6, -8, 8);
+    fh_fill_uniform(&mom, 7, -0.1, 0.1);
+    fh_arr w2 = fh_arr_clone(&w), mom2 = fh_arr_clone(&mom);
     const char *const *kw = KW("lr", "0.05", "momentum", "0.9", "wd", "0.01", "rescale_grad", "0.25", "clip_gradient", "0.5");
-    ph_arr in[3] = {w, g, mom};
-    ph_arr out[2] = {w};
+    fh_arr in[3] = {w, g, mom};
+    fh_arr out[2] = {w};
     int no;
-    cr_assert_eq(ph_forward(P, "sgd_mom_update", kw, 3, in, &no, out, MXP_REQ_INPLACE), 0, "%s", ph_last_error());
-    mxp_tensor tin[3] = {ph_view(&w2), ph_view(&g), ph_view(&mom2)};
+    cr_assert_eq(fh_forward(P, "sgd_mom_update", kw, 3, in, &no, out, MXP_REQ_INPLACE), 0, "%s", fh_error());
+    mxp_tensor tin[3] = {fh_view(&w2), fh_view(&g), fh_view(&mom2)};
     int64_t shp[2] = {n / 2, 2}, st_t[2] = {1, n / 2};
     /* every operand viewed transposed: (n/2, 2) with strides (1, n/2) — same elements, same pairing */
     for (int i = 0; i < 3; i++) { tin[i].ndim = 2; tin[i].shape = shp; tin[i].strides = st_t; }
     mxp_tensor tout = tin[0];
-    cr_assert_eq(ph_forward_views(P, "sgd_mom_update", kw, 3, tin, 1, &tout, MXP_REQ_INPLACE), 0, "%s",
-                 ph_last_error());
+    cr_assert_eq(fh_forward_views(P, "sgd_mom_update", kw, 3, tin, 1, &tout, MXP_REQ_INPLACE), 0, "%s",
+                 fh_error());
     cr_assert_eq(memcmp(w.data, w2.data, (size_t)n * sizeof(float)), 0);
     cr_assert_eq(memcmp(mom.data, mom2.data, (size_t)n * sizeof(float)), 0);
-    ph_arr_free(&w); ph_arr_free(&g); ph_arr_free(&mom); ph_arr_free(&w2); ph_arr_free(&mom2);
+    fh_arr_free(&w); fh_arr_free(&g); fh_arr_free(&mom); fh_arr_free(&w2); fh_arr_free(&mom2);
 }

@@ -4,9 +4,9 @@
 
 TestSuite(shape, .init = ob_setup, .fini = ob_teardown);
 
-static ph_arr iota(int32_t dt, int nd, const int64_t *shape) {
-    ph_arr a = ph_arr_new(dt, nd, shape);
-    for (int64_t i = 0; i < ph_numel(&a); i++) ph_set(&a, i, (double)i);
+static fh_arr iota(int32_t dt, int nd, const int64_t *shape) {
+    fh_arr a = fh_arr_new(dt, nd, shape);
+    for (int64_t i = 0; i < fh_numel(&a); i++) fh_set(&a, i, (double)i);
     return a;
 }
 
@@ -31,82 +31,82 @@ Test(shape, reshape_special_codes_table) {
         {3, {10, 5, 4}, "(-1,0)", 1, 2, {50, 4}},
     };
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
-        ph_arr x = iota(MXP_DTYPE_F32, t[k].nd, t[k].in);
-        ph_arr out[2] = {{0}};
+        fh_arr x = iota(MXP_DTYPE_F32, t[k].nd, t[k].in);
+        fh_arr out[2] = {{0}};
         int n;
-        int rc = ph_forward(P, "Reshape", KW("shape", t[k].shape, "reverse", t[k].rev ? "True" : "False"),
+        int rc = fh_forward(P, "Reshape", KW("shape", t[k].shape, "reverse", t[k].rev ? "True" : "False"),
                             1, &x, &n, out, MXP_REQ_WRITE);
-        if (k == 8) { cr_assert_neq(rc, 0, "(2,3,4,5) -> (-3,4) must fail"); ph_arr_free(&x); continue; }
-        cr_assert_eq(rc, 0, "case %zu %s: %s", k, t[k].shape, ph_last_error());
+        if (k == 8) { cr_assert_neq(rc, 0, "(2,3,4,5) -> (-3,4) must fail"); fh_arr_free(&x); continue; }
+        cr_assert_eq(rc, 0, "case %zu %s: %s", k, t[k].shape, fh_error());
         cr_assert_eq(out[0].ndim, t[k].ond, "case %zu rank %d", k, out[0].ndim);
         for (int d = 0; d < t[k].ond; d++)
             cr_assert_eq(out[0].shape[d], t[k].out[d], "case %zu %s dim %d = %lld", k, t[k].shape, d,
                          (long long)out[0].shape[d]);
-        for (int64_t i = 0; i < ph_numel(&x); i++) cr_assert_eq(ph_get(&out[0], i), (double)i);
-        ph_arr_free(&x);
-        ph_arr_free(&out[0]);
+        for (int64_t i = 0; i < fh_numel(&x); i++) cr_assert_eq(fh_get(&out[0], i), (double)i);
+        fh_arr_free(&x);
+        fh_arr_free(&out[0]);
     }
-    ph_arr x = iota(MXP_DTYPE_F64, 3, SHAPE(2, 3, 4));
+    fh_arr x = iota(MXP_DTYPE_F64, 3, SHAPE(2, 3, 4));
     GRAD_OK("reshape", KW("shape", "(-1, 0)", "reverse", "True"), 1, &x, 1);
-    ph_arr_free(&x);
+    fh_arr_free(&x);
 }
 
 Test(shape, transpose_values_and_gradient) {
-    ph_arr x = iota(MXP_DTYPE_F64, 3, SHAPE(2, 3, 4));
-    ph_arr y = run1("transpose", KW("axes", "(1,2,0)"), 1, &x);
+    fh_arr x = iota(MXP_DTYPE_F64, 3, SHAPE(2, 3, 4));
+    fh_arr y = run1("transpose", KW("axes", "(1,2,0)"), 1, &x);
     cr_assert(y.shape[0] == 3 && y.shape[1] == 4 && y.shape[2] == 2);
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++)
             for (int k = 0; k < 2; k++)
-                cr_assert_eq(ph_get(&y, (i * 4 + j) * 2 + k), ph_get(&x, (k * 3 + i) * 4 + j));
-    ph_arr_free(&y);
+                cr_assert_eq(fh_get(&y, (i * 4 + j) * 2 + k), fh_get(&x, (k * 3 + i) * 4 + j));
+    fh_arr_free(&y);
     y = run1("transpose", NULL, 1, &x);  /* reverse */
     cr_assert(y.shape[0] == 4 && y.shape[2] == 2);
-    cr_assert_eq(ph_get(&y, 1), ph_get(&x, 12));
-    ph_arr_free(&y);
+    cr_assert_eq(fh_get(&y, 1), fh_get(&x, 12));
+    fh_arr_free(&y);
     GRAD_OK("transpose", KW("axes", "(2,0,1)"), 1, &x, 1);
-    ph_arr_free(&x);
+    fh_arr_free(&x);
 }
 
 Test(shape, expand_dims_flatten) {
-    ph_arr x = iota(MXP_DTYPE_F64, 3, SHAPE(2, 3, 4));
-    ph_arr y = run1("expand_dims", KW("axis", "-1"), 1, &x);
+    fh_arr x = iota(MXP_DTYPE_F64, 3, SHAPE(2, 3, 4));
+    fh_arr y = run1("expand_dims", KW("axis", "-1"), 1, &x);
     cr_assert(y.ndim == 4 && y.shape[3] == 1);
-    ph_arr_free(&y);
+    fh_arr_free(&y);
     y = run1("expand_dims", KW("axis", "1"), 1, &x);
     cr_assert(y.ndim == 4 && y.shape[1] == 1 && y.shape[2] == 3);
-    ph_arr_free(&y);
+    fh_arr_free(&y);
     y = run1("flatten", NULL, 1, &x);
     cr_assert(y.ndim == 2 && y.shape[0] == 2 && y.shape[1] == 12);
-    cr_assert_eq(ph_get(&y, 23), 23.0);
-    ph_arr_free(&y);
+    cr_assert_eq(fh_get(&y, 23), 23.0);
+    fh_arr_free(&y);
     GRAD_OK("Flatten", NULL, 1, &x, 1);
     GRAD_OK("expand_dims", KW("axis", "0"), 1, &x, 1);
-    ph_arr_free(&x);
+    fh_arr_free(&x);
 }
 
 Test(shape, slice_and_slice_axis) {
-    ph_arr x = iota(MXP_DTYPE_F64, 2, SHAPE(5, 6));
-    ph_arr y = run1("slice", KW("begin", "(1, None)", "end", "(4, 5)", "step", "(2, 2)"), 1, &x);
+    fh_arr x = iota(MXP_DTYPE_F64, 2, SHAPE(5, 6));
+    fh_arr y = run1("slice", KW("begin", "(1, None)", "end", "(4, 5)", "step", "(2, 2)"), 1, &x);
     cr_assert(y.ndim == 2 && y.shape[0] == 2 && y.shape[1] == 3, "(%lld,%lld)", (long long)y.shape[0], (long long)y.shape[1]);
     double want[6] = {6, 8, 10, 18, 20, 22};
-    for (int i = 0; i < 6; i++) cr_assert_eq(ph_get(&y, i), want[i]);
-    ph_arr_free(&y);
+    for (int i = 0; i < 6; i++) cr_assert_eq(fh_get(&y, i), want[i]);
+    fh_arr_free(&y);
     y = run1("slice", KW("begin", "(None,)", "end", "(None,)", "step", "(-2,)"), 1, &x);
     cr_assert(y.shape[0] == 3 && y.shape[1] == 6);
-    cr_assert_eq(ph_get(&y, 0), 24.0);   /* rows 4, 2, 0 */
-    cr_assert_eq(ph_get(&y, 6), 12.0);
-    ph_arr_free(&y);
+    cr_assert_eq(fh_get(&y, 0), 24.0);   /* rows 4, 2, 0 */
+    cr_assert_eq(fh_get(&y, 6), 12.0);
+    fh_arr_free(&y);
     y = run1("crop", KW("begin", "(-2, 1)", "end", "(None, -1)"), 1, &x);
     cr_assert(y.shape[0] == 2 && y.shape[1] == 4);
-    cr_assert_eq(ph_get(&y, 0), 19.0);
-    ph_arr_free(&y);
+    cr_assert_eq(fh_get(&y, 0), 19.0);
+    fh_arr_free(&y);
     y = run1("slice_axis", KW("axis", "1", "begin", "-3", "end", "None"), 1, &x);
     cr_assert(y.shape[0] == 5 && y.shape[1] == 3);
-    cr_assert_eq(ph_get(&y, 0), 3.0);
-    cr_assert_eq(ph_get(&y, 4), 10.0);
-    ph_arr_free(&y);
+    cr_assert_eq(fh_get(&y, 0), 3.0);
+    cr_assert_eq(fh_get(&y, 4), 10.0);
+    fh_arr_free(&y);
     GRAD_OK("slice", KW("begin", "(1, None)", "end", "(4, 5)", "step", "(2, -2)"), 1, &x, 1);
     GRAD_OK("slice_axis", KW("axis", "0", "begin", "1", "end", "3"), 1, &x, 1);
-    ph_arr_free(&x);
+    fh_arr_free(&x);
 }

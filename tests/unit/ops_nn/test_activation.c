@@ -5,9 +5,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 static double f(int t, double x) {
     switch (t) { case 0: return x > 0 ? x : 0; case 1: return 1 / (1 + exp(-x)); case 2: return tanh(x);
@@ -23,7 +23,7 @@ Test(activation, forward_backward, .init = setup, .fini = teardown) {
     for (int t = 0; t < 5; t++) for (int dti = 0; dti < 2; dti++) {
         int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
         char kw[64]; snprintf(kw, sizeof kw, "act_type=%s", names[t]);
-        nnh_node n; int64_t d[2] = {37, 41};
+        fh_node n; int64_t d[2] = {37, 41};
         tu_node(&n, pack, "Activation", kw, dt, 2, d, 1);
         int64_t cnt = 37 * 41;
         uint64_t r = 9 + (uint64_t)t;
@@ -35,23 +35,23 @@ Test(activation, forward_backward, .init = setup, .fini = teardown) {
             y[i] = f(t, x); dx[i] = df(t, x) * tu_get(n.out_grad[0], dt, i);
         }
         double tol = dt == MXP_DTYPE_F32 ? 2e-6 : 1e-12;
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
         cr_assert_leq(tu_relerr(n.out[0], dt, y, cnt), tol, "%s fwd", names[t]);
-        cr_assert_eq(nnh_node_backward(&n, NULL), 0);
+        cr_assert_eq(fh_node_backward(&n, NULL), 0);
         cr_assert_leq(tu_relerr(n.in_grad[0], dt, dx, cnt), dt == MXP_DTYPE_F32 ? 1e-5 : 1e-10, "%s bwd", names[t]);
         int32_t add[1] = {MXP_REQ_ADD};
-        cr_assert_eq(nnh_node_backward(&n, add), 0);
+        cr_assert_eq(fh_node_backward(&n, add), 0);
         for (int64_t i = 0; i < cnt; i++) dx[i] *= 2;
         cr_assert_leq(tu_relerr(n.in_grad[0], dt, dx, cnt), dt == MXP_DTYPE_F32 ? 1e-5 : 1e-10, "%s bwd add", names[t]);
         free(y); free(dx);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(activation, finite_differences, .init = setup, .fini = teardown) {
     for (int t = 0; t < 5; t++) {
         char kw[64]; snprintf(kw, sizeof kw, "act_type=%s", names[t]);
-        nnh_node n; int64_t d[1] = {50};
+        fh_node n; int64_t d[1] = {50};
         tu_node(&n, pack, "Activation", kw, MXP_DTYPE_F64, 1, d, 1);
         uint64_t r = 3;
         tu_fill(n.in[0], MXP_DTYPE_F64, 50, &r, -3, 3);
@@ -59,7 +59,7 @@ Test(activation, finite_differences, .init = setup, .fini = teardown) {
         tu_fill(n.out_grad[0], MXP_DTYPE_F64, 50, &r, -1, 1);
         int check[1] = {1};
         tu_fd_check(&n, 1, check, 1e-6);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
@@ -67,26 +67,26 @@ Test(activation, finite_differences, .init = setup, .fini = teardown) {
  * parallel chunks with a ragged end, forward write and add, backward write
  * and add, exact against the float64 reference (relu is exact in float). */
 Test(activation, relu_f32_chunks_req, .init = setup, .fini = teardown) {
-    nnh_node n; int64_t d[1] = {70001};
+    fh_node n; int64_t d[1] = {70001};
     tu_node(&n, pack, "Activation", "act_type=relu", MXP_DTYPE_F32, 1, d, 1);
     uint64_t r = 21;
     tu_fill(n.in[0], MXP_DTYPE_F32, d[0], &r, -1, 1);
     tu_fill(n.out_grad[0], MXP_DTYPE_F32, d[0], &r, -1, 1);
     int32_t add[1] = {MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
-    cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
+    cr_assert_eq(fh_node_forward(&n, 1, add), 0);
     for (int64_t i = 0; i < d[0]; i++) {
         double x = tu_get(n.in[0], MXP_DTYPE_F32, i);
         cr_assert_eq(tu_get(n.out[0], MXP_DTYPE_F32, i), x > 0 ? 2 * x : 0, "fwd [%lld]", (long long)i);
     }
     tu_fill(n.in_grad[0], MXP_DTYPE_F32, d[0], &r, 5, 6);   /* garbage: write replaces */
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0);
-    cr_assert_eq(nnh_node_backward(&n, add), 0);
+    cr_assert_eq(fh_node_backward(&n, NULL), 0);
+    cr_assert_eq(fh_node_backward(&n, add), 0);
     for (int64_t i = 0; i < d[0]; i++) {
         double y = tu_get(n.out[0], MXP_DTYPE_F32, i), g = tu_get(n.out_grad[0], MXP_DTYPE_F32, i);
         cr_assert_eq(tu_get(n.in_grad[0], MXP_DTYPE_F32, i), y > 0 ? 2 * g : 0, "bwd [%lld]", (long long)i);
     }
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 /* float32 tanh and sigmoid are computed without libm (activation.c): every
@@ -121,10 +121,10 @@ Test(activation, tanh_sigmoid_f32_within_4_ulp, .init = setup, .fini = teardown)
     xs[cnt++] = NAN;
     const char *types[2] = {"act_type=tanh", "act_type=sigmoid"};
     for (int t = 0; t < 2; t++) {
-        nnh_node n; int64_t d[1] = {cnt};
+        fh_node n; int64_t d[1] = {cnt};
         tu_node(&n, pack, "Activation", types[t], MXP_DTYPE_F32, 1, d, 1);
         memcpy(n.in[0], xs, (size_t)cnt * sizeof(float));
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
         const float *y = n.out[0];
         for (int64_t i = 0; i < cnt; i++) {
             double x = xs[i];
@@ -143,9 +143,9 @@ Test(activation, tanh_sigmoid_f32_within_4_ulp, .init = setup, .fini = teardown)
         static float first[N];
         memcpy(first, y, (size_t)cnt * sizeof(float));
         int32_t add[1] = {MXP_REQ_ADD};
-        cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, add), 0);
         for (int64_t i = 0; i < cnt; i++)
             if (!isnan(xs[i])) cr_assert_eq(y[i], 2 * first[i], "%s add at x = %g", types[t], (double)xs[i]);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }

@@ -5,15 +5,15 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 Test(batchnorm, forward_train_and_infer, .init = setup, .fini = teardown) {
     for (int dti = 0; dti < 2; dti++) {
         int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
         int64_t d[4] = {3, 4, 5, 2};
-        nnh_node n;
+        fh_node n;
         tu_node(&n, pack, "BatchNorm", "fix_gamma=False eps=0.001 momentum=0.8", dt, 4, d, 1);
         cr_assert_eq(n.n_in, 3); cr_assert_eq(n.n_aux, 2); cr_assert_eq(n.n_out, 3);
         cr_assert_eq(n.in_shape[1].dims[0], 4); cr_assert_eq(n.aux_shape[1].dims[0], 4);
@@ -36,7 +36,7 @@ Test(batchnorm, forward_train_and_infer, .init = setup, .fini = teardown) {
             mm[c] = 0.1 * c * 0.8 + mean * 0.2; mv[c] = (1 + c) * 0.8 + var * 0.2;
         }
         double tol = dt == MXP_DTYPE_F32 ? 1e-6 : 1e-13;
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
         cr_assert_leq(tu_relerr(n.out[0], dt, y, 120), tol);
         cr_assert_leq(tu_relerr(n.aux[0], dt, mm, 4), tol);
         cr_assert_leq(tu_relerr(n.aux[1], dt, mv, 4), tol);
@@ -45,10 +45,10 @@ Test(batchnorm, forward_train_and_infer, .init = setup, .fini = teardown) {
             int c = (int)((idx / 10) % 4);
             y[idx] = tu_get(n.in[1], dt, c) * (tu_get(n.in[0], dt, idx) - mm[c]) / sqrt(mv[c] + 0.001) + tu_get(n.in[2], dt, c);
         }
-        cr_assert_eq(nnh_node_forward(&n, 0, NULL), 0);
+        cr_assert_eq(fh_node_forward(&n, 0, NULL), 0);
         cr_assert_leq(tu_relerr(n.out[0], dt, y, 120), tol);
         cr_assert_leq(tu_relerr(n.aux[0], dt, mm, 4), tol);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
@@ -56,7 +56,7 @@ Test(batchnorm, finite_differences, .init = setup, .fini = teardown) {
     const char *kws[] = {"fix_gamma=False", "fix_gamma=False use_global_stats=True", "fix_gamma=False axis=-1", "fix_gamma=True"};
     for (int t = 0; t < 4; t++) {
         int64_t d[3] = {4, 3, 5};
-        nnh_node n;
+        fh_node n;
         tu_node(&n, pack, "BatchNorm", kws[t], MXP_DTYPE_F64, 3, d, 1);
         uint64_t r = 8 + (uint64_t)t;
         int64_t C = t == 2 ? 5 : 3;
@@ -70,6 +70,6 @@ Test(batchnorm, finite_differences, .init = setup, .fini = teardown) {
         int check[3] = {1, t != 3, 1};
         tu_fd_check(&n, 1, check, 1e-6);
         if (t == 3) for (int c = 0; c < C; c++) cr_assert_eq(((double *)n.in_grad[1])[c], 0.0);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }

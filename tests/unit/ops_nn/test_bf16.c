@@ -15,9 +15,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); unsetenv("MXP_BF16_KERNEL"); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); unsetenv("MXP_BF16_KERNEL"); }
 
 static mxp_shape nn_shape(int nd, const int64_t *d) {
     mxp_shape s; memset(&s, 0, sizeof s); s.ndim = nd;
@@ -44,7 +44,7 @@ static double bf(const uint16_t *p, int64_t i) {
 /* Random bf16 values in [lo, hi) by truncation (any bf16 value will do). */
 static void fill(void *p, int64_t n, uint64_t *rng, double lo, double hi) {
     for (int64_t i = 0; i < n; i++) {
-        float f = (float)nnh_rand(rng, lo, hi); uint32_t u; memcpy(&u, &f, 4);
+        float f = (float)fh_rand(rng, lo, hi); uint32_t u; memcpy(&u, &f, 4);
         ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
     }
 }
@@ -61,13 +61,13 @@ static void check_close(const char *what, const char *path, const void *got, con
 
 /* Sets MXP_BF16_KERNEL; returns 0 (after printing why) when the path must
  * be skipped, having checked that the pack refuses it by name. */
-static int use_path(int p, nnh_node *n) {
+static int use_path(int p, fh_node *n) {
     setenv("MXP_BF16_KERNEL", paths[p], 1);
     if (cpu_has(p)) return 1;
-    int rc = nnh_node_forward(n, 1, NULL);
+    int rc = fh_node_forward(n, 1, NULL);
     cr_assert_eq(rc, MXP_EUNSUPPORTED, "path %s: the CPU lacks it, yet forward returned %d", paths[p], rc);
-    cr_assert(strstr(nnh_error(), paths[p]) && strstr(nnh_error(), "lacks"), "%s", nnh_error());
-    printf("test_bf16: path %s skipped: %s\n", paths[p], nnh_error());
+    cr_assert(strstr(fh_error(), paths[p]) && strstr(fh_error(), "lacks"), "%s", fh_error());
+    printf("test_bf16: path %s skipped: %s\n", paths[p], fh_error());
     return 0;
 }
 
@@ -76,17 +76,17 @@ static void fc_case(const char *kw, int64_t R, int64_t K, int64_t H, int flatten
     uint16_t *first[4] = {NULL};
     int64_t nfirst[4] = {0};
     for (int p = 0; p < 4; p++) {
-        nnh_node n;
-        cr_assert_eq(nnh_node_init(&n, pack, "FullyConnected", "bf16", kw, MXP_DTYPE_BF16), 0, "%s", nnh_error());
+        fh_node n;
+        cr_assert_eq(fh_node_init(&n, pack, "FullyConnected", "bf16", kw, MXP_DTYPE_BF16), 0, "%s", fh_error());
         int64_t d3[3] = {R, K / 3, 3};
         n.in_shape[0] = flatten3 ? nn_shape(3, d3) : nn_shape(2, (int64_t[]){R, K});
-        cr_assert_eq(nnh_node_infer(&n), 0, "%s", nnh_error());
-        cr_assert_eq(nnh_node_alloc(&n, 1), 1, "%s", n.reason);
+        cr_assert_eq(fh_node_infer(&n), 0, "%s", fh_error());
+        cr_assert_eq(fh_node_alloc(&n, 1), 1, "%s", n.reason);
         int nobias = n.n_in == 2;
         uint64_t r = 7;
-        for (uint32_t k = 0; k < n.n_in; k++) fill(n.in[k], nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        for (uint32_t k = 0; k < n.n_in; k++) fill(n.in[k], fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
         fill(n.out_grad[0], R * H, &r, -1, 1);
-        if (!use_path(p, &n)) { nnh_node_free(&n); continue; }
+        if (!use_path(p, &n)) { fh_node_free(&n); continue; }
         const uint16_t *x = n.in[0], *w = n.in[1], *b = nobias ? NULL : n.in[2], *dy = n.out_grad[0];
         double *ref = calloc((size_t)(R * K + H * K + R * H + H) * 2, sizeof(double));
         double *mag = ref + (R * K + H * K + R * H + H);
@@ -104,27 +104,27 @@ static void fc_case(const char *kw, int64_t R, int64_t K, int64_t H, int flatten
             rdw[j * K + k] += u; mdw[j * K + k] += fabs(u);
         }
         for (int64_t i = 0; i < R; i++) for (int64_t j = 0; j < H; j++) { rdb[j] += bf(dy, i * H + j); mdb[j] += fabs(bf(dy, i * H + j)); }
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
         check_close("fc forward", paths[p], n.out[0], ry, my, R * H);
-        cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
         check_close("fc dx", paths[p], n.in_grad[0], rdx, mdx, R * K);
         check_close("fc dW", paths[p], n.in_grad[1], rdw, mdw, H * K);
         if (b) check_close("fc db", paths[p], n.in_grad[2], rdb, mdb, H);
         /* req add: out = bf16(out + y) */
         uint16_t *prev = malloc((size_t)(R * H) * 2); memcpy(prev, n.out[0], (size_t)(R * H) * 2);
         int32_t add[1] = {MXP_REQ_ADD};
-        cr_assert_eq(nnh_node_forward(&n, 1, add), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_forward(&n, 1, add), 0, "%s", fh_error());
         for (int64_t i = 0; i < R * H; i++) { my[i] = 2 * my[i] + fabs(bf(prev, i)); ry[i] += bf(prev, i); }
         check_close("fc forward (req add)", paths[p], n.out[0], ry, my, R * H);
         /* the paths agree with each other: forward within two bf16 steps */
-        nnh_node_forward(&n, 1, NULL);
+        fh_node_forward(&n, 1, NULL);
         first[p] = malloc((size_t)(R * H) * 2); memcpy(first[p], n.out[0], (size_t)(R * H) * 2); nfirst[p] = R * H;
         for (int q = 0; q < p; q++) if (first[q])
             for (int64_t i = 0; i < R * H; i++)
                 cr_assert(fabs(bf(first[q], i) - bf(first[p], i)) <= fabs(bf(first[q], i)) / 128 + 1e-5 * my[i] / 2,
                           "paths %s and %s differ at %lld: %g vs %g", paths[q], paths[p], (long long)i, bf(first[q], i), bf(first[p], i));
         free(prev); free(ref);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
     for (int p = 0; p < 4; p++) free(first[p]);
     (void)nfirst;
@@ -145,17 +145,17 @@ static void conv_case(cgeo c, int nobias) {
              (long long)c.k, (long long)c.k, (long long)c.s, (long long)c.s, (long long)c.p, (long long)c.p,
              (long long)c.M, (long long)c.G, nobias ? " no_bias=True" : "");
     for (int p = 0; p < 4; p++) {
-        nnh_node n;
-        cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "bf16", kw, MXP_DTYPE_BF16), 0, "%s", nnh_error());
+        fh_node n;
+        cr_assert_eq(fh_node_init(&n, pack, "Convolution", "bf16", kw, MXP_DTYPE_BF16), 0, "%s", fh_error());
         n.in_shape[0] = nn_shape(4, (int64_t[]){c.N, c.C, c.H, c.W});
-        cr_assert_eq(nnh_node_infer(&n), 0, "%s", nnh_error());
-        cr_assert_eq(nnh_node_alloc(&n, 1), 1, "%s", n.reason);
+        cr_assert_eq(fh_node_infer(&n), 0, "%s", fh_error());
+        cr_assert_eq(fh_node_alloc(&n, 1), 1, "%s", n.reason);
         int64_t Ho = n.out_shape[0].dims[2], Wo = n.out_shape[0].dims[3], Cg = c.C / c.G, Mg = c.M / c.G;
         int64_t ny = c.N * c.M * Ho * Wo, nx = c.N * c.C * c.H * c.W, nw = c.M * Cg * c.k * c.k;
         uint64_t r = 3;
-        for (uint32_t k = 0; k < n.n_in; k++) fill(n.in[k], nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        for (uint32_t k = 0; k < n.n_in; k++) fill(n.in[k], fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
         fill(n.out_grad[0], ny, &r, -1, 1);
-        if (!use_path(p, &n)) { nnh_node_free(&n); continue; }
+        if (!use_path(p, &n)) { fh_node_free(&n); continue; }
         const uint16_t *x = n.in[0], *w = n.in[1], *b = nobias ? NULL : n.in[2], *dy = n.out_grad[0];
         double *ref = calloc((size_t)(ny + nx + nw + c.M) * 2, sizeof(double)), *mag = ref + ny + nx + nw + c.M;
         double *ry = ref, *rdx = ry + ny, *rdw = rdx + nx, *rdb = rdw + nw;
@@ -178,20 +178,20 @@ static void conv_case(cgeo c, int nobias) {
                 rdb[m] += go; mdb[m] += fabs(go);
             }
         }
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
         check_close("conv forward", paths[p], n.out[0], ry, my, ny);
-        cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
         check_close("conv dx", paths[p], n.in_grad[0], rdx, mdx, nx);
         check_close("conv dW", paths[p], n.in_grad[1], rdw, mdw, nw);
         if (b) check_close("conv db", paths[p], n.in_grad[2], rdb, mdb, c.M);
         /* req add on every gradient: grad = bf16(grad + g) */
         uint16_t *prev = malloc((size_t)nw * 2); memcpy(prev, n.in_grad[1], (size_t)nw * 2);
         int32_t add[3] = {MXP_REQ_ADD, MXP_REQ_ADD, MXP_REQ_ADD};
-        cr_assert_eq(nnh_node_backward(&n, add), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_backward(&n, add), 0, "%s", fh_error());
         for (int64_t i = 0; i < nw; i++) { mdw[i] = 2 * mdw[i] + fabs(bf(prev, i)); rdw[i] += bf(prev, i); }
         check_close("conv dW (req add)", paths[p], n.in_grad[1], rdw, mdw, nw);
         free(prev); free(ref);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
@@ -202,19 +202,19 @@ Test(bf16, conv_against_float64, .init = setup, .fini = teardown) {
 }
 
 Test(bf16, refuses_other_dtypes_and_bad_kernel_names, .init = setup, .fini = teardown) {
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "FullyConnected", "bf16", "num_hidden=4", MXP_DTYPE_F32), 0);
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "FullyConnected", "bf16", "num_hidden=4", MXP_DTYPE_F32), 0);
     n.in_shape[0] = nn_shape(2, (int64_t[]){2, 3});
-    cr_assert_eq(nnh_node_infer(&n), 0);
-    cr_assert_eq(nnh_node_alloc(&n, 0), 0);
+    cr_assert_eq(fh_node_infer(&n), 0);
+    cr_assert_eq(fh_node_alloc(&n, 0), 0);
     cr_assert(strstr(n.reason, "bfloat16 only"), "%s", n.reason);
-    nnh_node_free(&n);
-    cr_assert_eq(nnh_node_init(&n, pack, "FullyConnected", "bf16", "num_hidden=4", MXP_DTYPE_BF16), 0);
+    fh_node_free(&n);
+    cr_assert_eq(fh_node_init(&n, pack, "FullyConnected", "bf16", "num_hidden=4", MXP_DTYPE_BF16), 0);
     n.in_shape[0] = nn_shape(2, (int64_t[]){2, 3});
-    cr_assert_eq(nnh_node_infer(&n), 0);
-    cr_assert_eq(nnh_node_alloc(&n, 0), 1);
+    cr_assert_eq(fh_node_infer(&n), 0);
+    cr_assert_eq(fh_node_alloc(&n, 0), 1);
     setenv("MXP_BF16_KERNEL", "avx9000", 1);
-    cr_assert_eq(nnh_node_forward(&n, 0, NULL), MXP_EINVAL);
-    cr_assert(strstr(nnh_error(), "MXP_BF16_KERNEL='avx9000'"), "%s", nnh_error());
-    nnh_node_free(&n);
+    cr_assert_eq(fh_node_forward(&n, 0, NULL), MXP_EINVAL);
+    cr_assert(strstr(fh_error(), "MXP_BF16_KERNEL='avx9000'"), "%s", fh_error());
+    fh_node_free(&n);
 }

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "nn_harness.h"
+#include "fake_host.h"
 #include "nn_test_util.h"
 
 typedef struct cfg { int N, C, H, W, M, G, kh, kw, sh, sw, ph, pw, dh, dw, no_bias; } cfg;
@@ -57,22 +57,22 @@ static void kwargs_of(const cfg *c, char *buf, size_t n) {
              c->kh, c->kw, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw, c->M, c->G, c->no_bias ? "True" : "False");
 }
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "load: %s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "load: %s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 /* Runs impl on cfg with f32/f64; returns 0 when refused, 1 when checked. */
 static int run_cfg(const char *impl, const cfg *c, int32_t dt, double tol, uint64_t seed) {
     char kw[256]; kwargs_of(c, kw, sizeof kw);
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", impl, kw, dt), 0, "%s", nnh_error());
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", impl, kw, dt), 0, "%s", fh_error());
     int64_t ds[4] = {c->N, c->C, c->H, c->W};
     n.in_shape[0].ndim = 4; memcpy(n.in_shape[0].dims, ds, sizeof ds);
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
-    int s = nnh_node_alloc(&n, 1);
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
+    int s = fh_node_alloc(&n, 1);
     cr_assert(s >= 0);
-    if (s == 0) { cr_assert(n.reason[0], "%s refused without a reason", impl); nnh_node_free(&n); return 0; }
-    int64_t nx = nnh_numel(&n.in_shape[0]), nw = nnh_numel(&n.in_shape[1]), ny = nnh_numel(&n.out_shape[0]);
+    if (s == 0) { cr_assert(n.reason[0], "%s refused without a reason", impl); fh_node_free(&n); return 0; }
+    int64_t nx = fh_shape_numel(&n.in_shape[0]), nw = fh_shape_numel(&n.in_shape[1]), ny = fh_shape_numel(&n.out_shape[0]);
     tu_fill(n.in[0], dt, nx, &seed, -1, 1);
     tu_fill(n.in[1], dt, nw, &seed, -1, 1);
     if (!c->no_bias) tu_fill(n.in[2], dt, c->M, &seed, -1, 1);
@@ -80,14 +80,14 @@ static int run_cfg(const char *impl, const cfg *c, int32_t dt, double tol, uint6
     double *b = c->no_bias ? NULL : tu_to_f64(n.in[2], dt, c->M);
     double *y = malloc(sizeof(double) * (size_t)ny);
     ref_forward(c, x, w, b, y);
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     double e = tu_relerr(n.out[0], dt, y, ny);
     cr_assert(e <= tol, "%s fwd %s N%d C%d H%d W%d: relerr %g", impl, kw, c->N, c->C, c->H, c->W, e);
     /* req add: out = previous + conv */
     double *y2 = malloc(sizeof(double) * (size_t)ny);
     for (int64_t i = 0; i < ny; i++) { y2[i] = 2 * y[i]; }
     int32_t add[1] = {MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+    cr_assert_eq(fh_node_forward(&n, 1, add), 0);
     e = tu_relerr(n.out[0], dt, y2, ny);
     cr_assert(e <= tol, "%s fwd add %s: relerr %g", impl, kw, e);
     /* backward */
@@ -95,7 +95,7 @@ static int run_cfg(const char *impl, const cfg *c, int32_t dt, double tol, uint6
     double *dy = tu_to_f64(n.out_grad[0], dt, ny);
     double *dx = malloc(sizeof(double) * (size_t)nx), *dw = malloc(sizeof(double) * (size_t)nw), *db = malloc(sizeof(double) * (size_t)c->M);
     ref_backward(c, x, w, dy, dx, dw, db);
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     e = tu_relerr(n.in_grad[0], dt, dx, nx);
     cr_assert(e <= tol, "%s bwd dx %s N%d C%d H%d W%d: relerr %g", impl, kw, c->N, c->C, c->H, c->W, e);
     e = tu_relerr(n.in_grad[1], dt, dw, nw);
@@ -103,7 +103,7 @@ static int run_cfg(const char *impl, const cfg *c, int32_t dt, double tol, uint6
     if (!c->no_bias) { e = tu_relerr(n.in_grad[2], dt, db, c->M); cr_assert(e <= tol, "%s bwd db: %g", impl, e); }
     /* backward with req add on every grad: doubles them */
     int32_t adds[3] = {MXP_REQ_ADD, MXP_REQ_ADD, MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_backward(&n, adds), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, adds), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) dx[i] *= 2;
     for (int64_t i = 0; i < nw; i++) dw[i] *= 2;
     e = tu_relerr(n.in_grad[0], dt, dx, nx);
@@ -113,30 +113,30 @@ static int run_cfg(const char *impl, const cfg *c, int32_t dt, double tol, uint6
     /* req null on data: dx untouched */
     memset(n.in_grad[0], 0, (size_t)nx * mxp_dtype_size(dt));
     int32_t nodx[3] = {MXP_REQ_NULL, MXP_REQ_WRITE, MXP_REQ_WRITE};
-    cr_assert_eq(nnh_node_backward(&n, nodx), 0);
+    cr_assert_eq(fh_node_backward(&n, nodx), 0);
     for (int64_t i = 0; i < nx; i++) cr_assert_eq(tu_get(n.in_grad[0], dt, i), 0.0);
     free(x); free(w); free(b); free(y); free(y2); free(dy); free(dx); free(dw); free(db);
-    nnh_node_free(&n);
+    fh_node_free(&n);
     return 1;
 }
 
 static cfg random_cfg(uint64_t *r, int i) {
     cfg c;
-    c.G = (nnh_rand(r, 0, 1) < 0.25) ? 2 : 1;
-    c.N = 1 + (int)nnh_rand(r, 0, 3);
-    c.C = c.G * (1 + (int)nnh_rand(r, 0, 5));
-    c.M = c.G * (1 + (int)nnh_rand(r, 0, 6));
-    c.kh = 1 + (int)nnh_rand(r, 0, 5); c.kw = 1 + (int)nnh_rand(r, 0, 5);
-    c.sh = 1 + (nnh_rand(r, 0, 1) < 0.3); c.sw = 1 + (nnh_rand(r, 0, 1) < 0.3);
-    c.dh = 1 + (nnh_rand(r, 0, 1) < 0.2); c.dw = 1 + (nnh_rand(r, 0, 1) < 0.2);
-    c.ph = (int)nnh_rand(r, 0, 3); c.pw = (int)nnh_rand(r, 0, 3);
-    c.H = c.dh * (c.kh - 1) + 1 + (int)nnh_rand(r, 0, 12);
-    c.W = c.dw * (c.kw - 1) + 1 + (int)nnh_rand(r, 0, 20);
-    c.no_bias = nnh_rand(r, 0, 1) < 0.3;
+    c.G = (fh_rand(r, 0, 1) < 0.25) ? 2 : 1;
+    c.N = 1 + (int)fh_rand(r, 0, 3);
+    c.C = c.G * (1 + (int)fh_rand(r, 0, 5));
+    c.M = c.G * (1 + (int)fh_rand(r, 0, 6));
+    c.kh = 1 + (int)fh_rand(r, 0, 5); c.kw = 1 + (int)fh_rand(r, 0, 5);
+    c.sh = 1 + (fh_rand(r, 0, 1) < 0.3); c.sw = 1 + (fh_rand(r, 0, 1) < 0.3);
+    c.dh = 1 + (fh_rand(r, 0, 1) < 0.2); c.dw = 1 + (fh_rand(r, 0, 1) < 0.2);
+    c.ph = (int)fh_rand(r, 0, 3); c.pw = (int)fh_rand(r, 0, 3);
+    c.H = c.dh * (c.kh - 1) + 1 + (int)fh_rand(r, 0, 12);
+    c.W = c.dw * (c.kw - 1) + 1 + (int)fh_rand(r, 0, 20);
+    c.no_bias = fh_rand(r, 0, 1) < 0.3;
     if (i % 3 == 0) { /* a winograd-eligible configuration every third time */
         c.kh = c.kw = 3; c.sh = c.sw = 1; c.dh = c.dw = 1; c.ph = c.pw = i % 2; c.G = 1;
-        c.C = 1 + (int)nnh_rand(r, 0, 6); c.M = 1 + (int)nnh_rand(r, 0, 6);
-        c.H = 3 + (int)nnh_rand(r, 0, 13); c.W = 3 + (int)nnh_rand(r, 0, 17);
+        c.C = 1 + (int)fh_rand(r, 0, 6); c.M = 1 + (int)fh_rand(r, 0, 6);
+        c.H = 3 + (int)fh_rand(r, 0, 13); c.W = 3 + (int)fh_rand(r, 0, 17);
     }
     if (i % 5 == 1) { c.kh = c.kw = 1; c.sh = c.sw = 1; c.ph = c.pw = 0; } /* 1x1 */
     return c;
@@ -205,41 +205,41 @@ Test(conv, gemm_float64, .init = setup, .fini = teardown) {
 Test(conv, gemm_finite_differences, .init = setup, .fini = teardown) {
     cfg c = {2, 4, 7, 6, 6, 2, 3, 2, 2, 1, 1, 0, 1, 2, 0};
     char kw[256]; kwargs_of(&c, kw, sizeof kw);
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "gemm", kw, MXP_DTYPE_F64), 0);
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "gemm", kw, MXP_DTYPE_F64), 0);
     n.in_shape[0] = (mxp_shape){4, 0, {c.N, c.C, c.H, c.W}};
-    cr_assert_eq(nnh_node_infer(&n), 0);
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1);
+    cr_assert_eq(fh_node_infer(&n), 0);
+    cr_assert_eq(fh_node_alloc(&n, 1), 1);
     uint64_t r = 3;
-    for (int k = 0; k < 3; k++) tu_fill(n.in[k], MXP_DTYPE_F64, nnh_numel(&n.in_shape[k]), &r, -1, 1);
-    int64_t ny = nnh_numel(&n.out_shape[0]);
+    for (int k = 0; k < 3; k++) tu_fill(n.in[k], MXP_DTYPE_F64, fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
+    int64_t ny = fh_shape_numel(&n.out_shape[0]);
     tu_fill(n.out_grad[0], MXP_DTYPE_F64, ny, &r, -1, 1);
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0);
+    cr_assert_eq(fh_node_backward(&n, NULL), 0);
     const double h = 1e-6;
     for (int k = 0; k < 3; k++) {
         double *v = n.in[k], *g = n.in_grad[k];
-        int64_t cnt = nnh_numel(&n.in_shape[k]);
+        int64_t cnt = fh_shape_numel(&n.in_shape[k]);
         for (int64_t i = 0; i < cnt; i += 3) {
             double save = v[i], lp = 0, lm = 0;
-            v[i] = save + h; nnh_node_forward(&n, 1, NULL);
+            v[i] = save + h; fh_node_forward(&n, 1, NULL);
             for (int64_t q = 0; q < ny; q++) lp += ((double *)n.out[0])[q] * ((double *)n.out_grad[0])[q];
-            v[i] = save - h; nnh_node_forward(&n, 1, NULL);
+            v[i] = save - h; fh_node_forward(&n, 1, NULL);
             for (int64_t q = 0; q < ny; q++) lm += ((double *)n.out[0])[q] * ((double *)n.out_grad[0])[q];
             v[i] = save;
             double fd = (lp - lm) / (2 * h);
             cr_assert(fabs(fd - g[i]) <= 1e-6 * (1 + fabs(fd)), "input %d elem %lld: fd %g analytic %g", k, (long long)i, fd, g[i]);
         }
     }
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 Test(conv, shape_inference, .init = setup, .fini = teardown) {
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "gemm", "kernel=(5,5) num_filter=20 pad=(1,2) stride=(2,1)", MXP_DTYPE_F32), 0);
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "gemm", "kernel=(5,5) num_filter=20 pad=(1,2) stride=(2,1)", MXP_DTYPE_F32), 0);
     cr_assert_eq(n.n_in, 3);
-    cr_assert_eq(nnh_node_infer(&n), MXP_EINCOMPLETE);
+    cr_assert_eq(fh_node_infer(&n), MXP_EINCOMPLETE);
     n.in_shape[0] = (mxp_shape){4, 0, {8, 3, 28, 27}};
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK);
+    cr_assert_eq(fh_node_infer(&n), MXP_OK);
     cr_assert_eq(n.in_shape[1].ndim, 4);
     cr_assert_eq(n.in_shape[1].dims[0], 20); cr_assert_eq(n.in_shape[1].dims[1], 3);
     cr_assert_eq(n.in_shape[1].dims[2], 5); cr_assert_eq(n.in_shape[1].dims[3], 5);
@@ -248,22 +248,22 @@ Test(conv, shape_inference, .init = setup, .fini = teardown) {
     cr_assert_eq(n.out_shape[0].dims[3], (27 + 4 - 5) / 1 + 1);
     /* inconsistent weight: ESHAPE naming both shapes */
     n.in_shape[1] = (mxp_shape){4, 0, {20, 4, 5, 5}};
-    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
-    cr_assert(strstr(nnh_error(), "(20,4,5,5)") && strstr(nnh_error(), "(20,3,5,5)"), "%s", nnh_error());
-    nnh_node_free(&n);
+    cr_assert_eq(fh_node_infer(&n), MXP_ESHAPE);
+    cr_assert(strstr(fh_error(), "(20,4,5,5)") && strstr(fh_error(), "(20,3,5,5)"), "%s", fh_error());
+    fh_node_free(&n);
     /* no_bias drops bias; winograd refuses 5x5 with a reason */
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "winograd", "kernel=(5,5) num_filter=4 no_bias=True", MXP_DTYPE_F32), 0);
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "winograd", "kernel=(5,5) num_filter=4 no_bias=True", MXP_DTYPE_F32), 0);
     cr_assert_eq(n.n_in, 2);
     n.in_shape[0] = (mxp_shape){4, 0, {1, 2, 9, 9}};
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK);
-    cr_assert_eq(nnh_node_alloc(&n, 0), 0);
+    cr_assert_eq(fh_node_infer(&n), MXP_OK);
+    cr_assert_eq(fh_node_alloc(&n, 0), 0);
     cr_assert(strstr(n.reason, "3x3"), "%s", n.reason);
-    nnh_node_free(&n);
+    fh_node_free(&n);
     /* bad params */
-    cr_assert_lt(nnh_node_init(&n, pack, "Convolution", "gemm", "kernel=(3,3) num_filter=6 num_group=4", MXP_DTYPE_F32), 0);
-    nnh_node_free(&n);
-    cr_assert_lt(nnh_node_init(&n, pack, "Convolution", "gemm", "kernel=(3,3,3) num_filter=6", MXP_DTYPE_F32), 0);
-    nnh_node_free(&n);
+    cr_assert_lt(fh_node_init(&n, pack, "Convolution", "gemm", "kernel=(3,3) num_filter=6 num_group=4", MXP_DTYPE_F32), 0);
+    fh_node_free(&n);
+    cr_assert_lt(fh_node_init(&n, pack, "Convolution", "gemm", "kernel=(3,3,3) num_filter=6", MXP_DTYPE_F32), 0);
+    fh_node_free(&n);
 }
 
 static double now_ms(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
@@ -281,25 +281,25 @@ Test(conv, bench_layers, .init = setup, .fini = teardown, .timeout = 600) {
     int bwd = getenv("MXP_NN_BENCH_BWD") != NULL;
     for (int l = 0; l < 5; l++) for (int k = 0; k < 3; k++) {
         char kw[256]; kwargs_of(&L[l], kw, sizeof kw);
-        nnh_node n;
-        nnh_node_init(&n, pack, "Convolution", impls[k], kw, MXP_DTYPE_F32);
+        fh_node n;
+        fh_node_init(&n, pack, "Convolution", impls[k], kw, MXP_DTYPE_F32);
         n.in_shape[0] = (mxp_shape){4, 0, {L[l].N, L[l].C, L[l].H, L[l].W}};
-        nnh_node_infer(&n);
-        if (nnh_node_alloc(&n, 0) != 1) { printf("(%c) %-8s refused: %s\n", 'a' + l, impls[k], n.reason); nnh_node_free(&n); continue; }
+        fh_node_infer(&n);
+        if (fh_node_alloc(&n, 0) != 1) { printf("(%c) %-8s refused: %s\n", 'a' + l, impls[k], n.reason); fh_node_free(&n); continue; }
         uint64_t r = 1;
-        tu_fill(n.in[0], MXP_DTYPE_F32, nnh_numel(&n.in_shape[0]), &r, -1, 1);
-        tu_fill(n.in[1], MXP_DTYPE_F32, nnh_numel(&n.in_shape[1]), &r, -1, 1);
+        tu_fill(n.in[0], MXP_DTYPE_F32, fh_shape_numel(&n.in_shape[0]), &r, -1, 1);
+        tu_fill(n.in[1], MXP_DTYPE_F32, fh_shape_numel(&n.in_shape[1]), &r, -1, 1);
         double best = 1e9, times[15];
         for (int it = 0; it < 15; it++) {
-            double t0 = now_ms(); nnh_node_forward(&n, 0, NULL); times[it] = now_ms() - t0;
+            double t0 = now_ms(); fh_node_forward(&n, 0, NULL); times[it] = now_ms() - t0;
             if (times[it] < best) best = times[it];
         }
         /* median of the last 12 */
         for (int i = 3; i < 15; i++) for (int j = i + 1; j < 15; j++) if (times[j] < times[i]) { double t = times[i]; times[i] = times[j]; times[j] = t; }
         double bt = 0;
-        if (bwd) { double t0 = now_ms(); for (int it = 0; it < 3; it++) nnh_node_backward(&n, NULL); bt = (now_ms() - t0) / 3; }
+        if (bwd) { double t0 = now_ms(); for (int it = 0; it < 3; it++) fh_node_backward(&n, NULL); bt = (now_ms() - t0) / 3; }
         printf("(%c) %-8s fwd median %7.3f ms  min %7.3f ms%s", 'a' + l, impls[k], times[9], best, bwd ? "" : "\n");
         if (bwd) printf("  bwd %7.3f ms\n", bt);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "nn_harness.h"
+#include "fake_host.h"
 #include "nn_test_util.h"
 
 typedef struct dcfg { int N, C, H, W, M, G, kh, kw, ph, pw, dh, dw, no_bias; } dcfg;
@@ -51,26 +51,26 @@ static void ref_bwd(const dcfg *c, const double *x, const double *w, const doubl
     }
 }
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "load: %s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "load: %s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
-static void node_of(nnh_node *n, const dcfg *c) {
+static void node_of(fh_node *n, const dcfg *c) {
     char kw[256];
     snprintf(kw, sizeof kw, "kernel=(%d,%d) pad=(%d,%d) dilate=(%d,%d) num_filter=%d num_group=%d no_bias=%s",
              c->kh, c->kw, c->ph, c->pw, c->dh, c->dw, c->M, c->G, c->no_bias ? "True" : "False");
-    cr_assert_eq(nnh_node_init(n, pack, "Convolution", "direct", kw, MXP_DTYPE_F32), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_init(n, pack, "Convolution", "direct", kw, MXP_DTYPE_F32), 0, "%s", fh_error());
     n->in_shape[0] = (mxp_shape){4, 0, {c->N, c->C, c->H, c->W}};
-    cr_assert_eq(nnh_node_infer(n), MXP_OK, "%s", nnh_error());
-    cr_assert_eq(nnh_node_alloc(n, 1), 1, "direct refused %s: %s", kw, n->reason);
+    cr_assert_eq(fh_node_infer(n), MXP_OK, "%s", fh_error());
+    cr_assert_eq(fh_node_alloc(n, 1), 1, "direct refused %s: %s", kw, n->reason);
 }
 
 #define F32 MXP_DTYPE_F32
 static void check(const dcfg *c, uint64_t seed) {
     const double tol = 1e-5;
-    nnh_node n;
+    fh_node n;
     node_of(&n, c);
-    int64_t nx = nnh_numel(&n.in_shape[0]), nw = nnh_numel(&n.in_shape[1]), ny = nnh_numel(&n.out_shape[0]);
+    int64_t nx = fh_shape_numel(&n.in_shape[0]), nw = fh_shape_numel(&n.in_shape[1]), ny = fh_shape_numel(&n.out_shape[0]);
     tu_fill(n.in[0], F32, nx, &seed, -1, 1);
     tu_fill(n.in[1], F32, nw, &seed, -1, 1);
     if (!c->no_bias) tu_fill(n.in[2], F32, c->M, &seed, -1, 1);
@@ -87,11 +87,11 @@ static void check(const dcfg *c, uint64_t seed) {
 
     /* forward: write over garbage, then add */
     tu_fill(n.out[0], F32, ny, &seed, 5, 9);
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     double e = tu_relerr(n.out[0], F32, y, ny);
     cr_assert(e <= tol, "fwd " FMT ": relerr %g", CTX, e);
     int32_t add1[1] = {MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_forward(&n, 1, add1), 0);
+    cr_assert_eq(fh_node_forward(&n, 1, add1), 0);
     for (int64_t i = 0; i < ny; i++) y[i] *= 2;
     e = tu_relerr(n.out[0], F32, y, ny);
     cr_assert(e <= tol, "fwd add " FMT ": relerr %g", CTX, e);
@@ -99,7 +99,7 @@ static void check(const dcfg *c, uint64_t seed) {
     /* backward: write over garbage */
     tu_fill(n.in_grad[0], F32, nx, &seed, 5, 9);
     tu_fill(n.in_grad[1], F32, nw, &seed, 5, 9);
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     e = tu_relerr(n.in_grad[0], F32, dx, nx);
     cr_assert(e <= tol, "dx " FMT ": relerr %g", CTX, e);
     e = tu_relerr(n.in_grad[1], F32, dw, nw);
@@ -108,7 +108,7 @@ static void check(const dcfg *c, uint64_t seed) {
 
     /* add on every gradient doubles them */
     int32_t adds[3] = {MXP_REQ_ADD, MXP_REQ_ADD, MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_backward(&n, adds), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, adds), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) dx[i] *= 2;
     for (int64_t i = 0; i < nw; i++) dw[i] *= 2;
     for (int i = 0; i < c->M; i++) db[i] *= 2;
@@ -121,7 +121,7 @@ static void check(const dcfg *c, uint64_t seed) {
     /* null data gradient: dx untouched while dW is written; null dW: dW untouched */
     memset(n.in_grad[0], 0, (size_t)nx * sizeof(float));
     int32_t nodx[3] = {MXP_REQ_NULL, MXP_REQ_WRITE, MXP_REQ_WRITE};
-    cr_assert_eq(nnh_node_backward(&n, nodx), 0);
+    cr_assert_eq(fh_node_backward(&n, nodx), 0);
     for (int64_t i = 0; i < nx; i++) cr_assert_eq(((float *)n.in_grad[0])[i], 0.0f);
     for (int64_t i = 0; i < nw; i++) dw[i] /= 2;
     for (int i = 0; i < c->M; i++) db[i] /= 2;
@@ -132,7 +132,7 @@ static void check(const dcfg *c, uint64_t seed) {
     memset(n.in_grad[1], 0, (size_t)nw * sizeof(float));
     if (!c->no_bias) tu_fill(n.in_grad[2], F32, c->M, &seed, 5, 9);
     int32_t nodw[3] = {MXP_REQ_WRITE, MXP_REQ_NULL, MXP_REQ_WRITE};
-    cr_assert_eq(nnh_node_backward(&n, nodw), 0);
+    cr_assert_eq(fh_node_backward(&n, nodw), 0);
     for (int64_t i = 0; i < nw; i++) cr_assert_eq(((float *)n.in_grad[1])[i], 0.0f);
     for (int64_t i = 0; i < nx; i++) dx[i] /= 2;
     e = tu_relerr(n.in_grad[0], F32, dx, nx);
@@ -140,7 +140,7 @@ static void check(const dcfg *c, uint64_t seed) {
     if (!c->no_bias) { e = tu_relerr(n.in_grad[2], F32, db, c->M); cr_assert(e <= tol, "db (no dw) " FMT ": %g", CTX, e); }
 
     free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 Test(conv_direct, stride1_paths_match_reference, .init = setup, .fini = teardown, .timeout = 120) {
@@ -171,15 +171,15 @@ Test(conv_direct, stride1_paths_match_reference, .init = setup, .fini = teardown
  * impl or with ref_bwd). */
 Test(conv_direct, gradients_match_finite_differences, .init = setup, .fini = teardown) {
     const dcfg c = {2, 3, 7, 8, 5, 1, 3, 2, 1, 0, 1, 2, 0};
-    nnh_node n;
+    fh_node n;
     node_of(&n, &c);
     uint64_t seed = 11;
-    int64_t nx = nnh_numel(&n.in_shape[0]), nw = nnh_numel(&n.in_shape[1]), ny = nnh_numel(&n.out_shape[0]);
+    int64_t nx = fh_shape_numel(&n.in_shape[0]), nw = fh_shape_numel(&n.in_shape[1]), ny = fh_shape_numel(&n.out_shape[0]);
     tu_fill(n.in[0], F32, nx, &seed, -1, 1);
     tu_fill(n.in[1], F32, nw, &seed, -1, 1);
     tu_fill(n.in[2], F32, c.M, &seed, -1, 1);
     tu_fill(n.out_grad[0], F32, ny, &seed, -1, 1);
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     double *v[3] = {tu_to_f64(n.in[0], F32, nx), tu_to_f64(n.in[1], F32, nw), tu_to_f64(n.in[2], F32, c.M)};
     double *dy = tu_to_f64(n.out_grad[0], F32, ny), *y = malloc(sizeof(double) * (size_t)ny);
     int64_t cnt[3] = {nx, nw, c.M};
@@ -200,5 +200,5 @@ Test(conv_direct, gradients_match_finite_differences, .init = setup, .fini = tea
         }
     for (int k = 0; k < 3; k++) free(v[k]);
     free(dy); free(y);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "nn_harness.h"
+#include "fake_host.h"
 #include "nn_test_util.h"
 
 typedef struct gcfg { int N, C, H, W, M, G, kh, kw, sh, sw, ph, pw, dh, dw, no_bias; } gcfg;
@@ -48,9 +48,9 @@ static void kwargs(const gcfg *c, char *buf, size_t n) {
              c->kh, c->kw, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw, c->M, c->G, c->no_bias ? "True" : "False");
 }
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "load: %s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "load: %s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 #define CHECK(got, ref, cnt, what) do { double e_ = tu_relerr((got), dt, (ref), (cnt)); \
     cr_assert(e_ <= tol, "%s %s N%d C%d H%d W%d M%d G%d: relerr %g", (what), kw, c->N, c->C, c->H, c->W, c->M, c->G, e_); } while (0)
@@ -59,12 +59,12 @@ static void teardown(void) { nnh_unload(pack); }
  * of the gemm impl on c, against the reference. */
 static void check_cfg(const gcfg *c, int32_t dt, double tol, uint64_t seed) {
     char kw[256]; kwargs(c, kw, sizeof kw);
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "gemm", kw, dt), 0, "%s", nnh_error());
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "gemm", kw, dt), 0, "%s", fh_error());
     n.in_shape[0] = (mxp_shape){4, 0, {c->N, c->C, c->H, c->W}};
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1, "gemm refused %s: %s", kw, n.reason);
-    int64_t nx = nnh_numel(&n.in_shape[0]), nw = nnh_numel(&n.in_shape[1]), ny = nnh_numel(&n.out_shape[0]);
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
+    cr_assert_eq(fh_node_alloc(&n, 1), 1, "gemm refused %s: %s", kw, n.reason);
+    int64_t nx = fh_shape_numel(&n.in_shape[0]), nw = fh_shape_numel(&n.in_shape[1]), ny = fh_shape_numel(&n.out_shape[0]);
     tu_fill(n.in[0], dt, nx, &seed, -1, 1);
     tu_fill(n.in[1], dt, nw, &seed, -1, 1);
     if (!c->no_bias) tu_fill(n.in[2], dt, c->M, &seed, -1, 1);
@@ -77,10 +77,10 @@ static void check_cfg(const gcfg *c, int32_t dt, double tol, uint64_t seed) {
 
     /* forward over garbage, then req add doubles it */
     for (int64_t i = 0; i < ny; i++) tu_set(n.out[0], dt, i, 1e3);
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     CHECK(n.out[0], y, ny, "fwd");
     int32_t add1[1] = {MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_forward(&n, 1, add1), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, add1), 0, "%s", fh_error());
     for (int64_t i = 0; i < ny; i++) y[i] *= 2;
     CHECK(n.out[0], y, ny, "fwd add");
 
@@ -88,14 +88,14 @@ static void check_cfg(const gcfg *c, int32_t dt, double tol, uint64_t seed) {
     for (int64_t i = 0; i < nx; i++) tu_set(n.in_grad[0], dt, i, -7);
     for (int64_t i = 0; i < nw; i++) tu_set(n.in_grad[1], dt, i, -7);
     if (!c->no_bias) for (int i = 0; i < c->M; i++) tu_set(n.in_grad[2], dt, i, -7);
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     CHECK(n.in_grad[0], dx, nx, "dx");
     CHECK(n.in_grad[1], dw, nw, "dw");
     if (!c->no_bias) CHECK(n.in_grad[2], db, c->M, "db");
 
     /* req add on every gradient doubles them */
     int32_t adds[3] = {MXP_REQ_ADD, MXP_REQ_ADD, MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_backward(&n, adds), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, adds), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) dx[i] *= 2;
     for (int64_t i = 0; i < nw; i++) dw[i] *= 2;
     for (int i = 0; i < c->M; i++) db[i] *= 2;
@@ -106,7 +106,7 @@ static void check_cfg(const gcfg *c, int32_t dt, double tol, uint64_t seed) {
     /* null data gradient: dx untouched (garbage stays), dW and db written */
     for (int64_t i = 0; i < nx; i++) tu_set(n.in_grad[0], dt, i, 5);
     int32_t nodx[3] = {MXP_REQ_NULL, MXP_REQ_WRITE, MXP_REQ_WRITE};
-    cr_assert_eq(nnh_node_backward(&n, nodx), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, nodx), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) cr_assert_eq(tu_get(n.in_grad[0], dt, i), 5.0, "dx written under req null");
     for (int64_t i = 0; i < nw; i++) dw[i] /= 2;
     for (int i = 0; i < c->M; i++) db[i] /= 2;
@@ -116,13 +116,13 @@ static void check_cfg(const gcfg *c, int32_t dt, double tol, uint64_t seed) {
     /* null weight gradient: dW untouched, dx written */
     for (int64_t i = 0; i < nw; i++) tu_set(n.in_grad[1], dt, i, 3);
     int32_t nodw[3] = {MXP_REQ_WRITE, MXP_REQ_NULL, MXP_REQ_WRITE};
-    cr_assert_eq(nnh_node_backward(&n, nodw), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, nodw), 0, "%s", fh_error());
     for (int64_t i = 0; i < nw; i++) cr_assert_eq(tu_get(n.in_grad[1], dt, i), 3.0, "dw written under req null");
     for (int64_t i = 0; i < nx; i++) dx[i] /= 2;
     CHECK(n.in_grad[0], dx, nx, "dx (dw null)");
 
     free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 /* Row widths the float32 fast path specializes (8, 16, 24) and generic
@@ -198,17 +198,17 @@ Test(conv_gemm, float64_paths, .init = setup, .fini = teardown, .timeout = 120) 
  * element of data, weight and bias. */
 static void fd_check(const gcfg *c, uint64_t seed) {
     char kw[256]; kwargs(c, kw, sizeof kw);
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "gemm", kw, MXP_DTYPE_F64), 0);
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "gemm", kw, MXP_DTYPE_F64), 0);
     n.in_shape[0] = (mxp_shape){4, 0, {c->N, c->C, c->H, c->W}};
-    cr_assert_eq(nnh_node_infer(&n), 0);
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1);
+    cr_assert_eq(fh_node_infer(&n), 0);
+    cr_assert_eq(fh_node_alloc(&n, 1), 1);
     int nin = c->no_bias ? 2 : 3;
-    for (int k = 0; k < nin; k++) tu_fill(n.in[k], MXP_DTYPE_F64, nnh_numel(&n.in_shape[k]), &seed, -1, 1);
-    tu_fill(n.out_grad[0], MXP_DTYPE_F64, nnh_numel(&n.out_shape[0]), &seed, -1, 1);
+    for (int k = 0; k < nin; k++) tu_fill(n.in[k], MXP_DTYPE_F64, fh_shape_numel(&n.in_shape[k]), &seed, -1, 1);
+    tu_fill(n.out_grad[0], MXP_DTYPE_F64, fh_shape_numel(&n.out_shape[0]), &seed, -1, 1);
     const int check[3] = {1, 1, nin > 2};
     tu_fd_check_every(&n, 1, check, 1e-6, 3);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 Test(conv_gemm, finite_differences, .init = setup, .fini = teardown, .timeout = 120) {

@@ -10,14 +10,14 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
-#include "nn_harness.h"
+#include "fake_host.h"
 #include "nn_test_util.h"
 
 typedef struct wcfg { int N, C, H, W, M, G, ph, pw, no_bias; } wcfg;
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "load: %s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "load: %s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 static int odim(int in, int p) { return in + 2 * p - 2; }
 
@@ -65,12 +65,12 @@ static void kwargs(const wcfg *c, char *buf, size_t n) {
 static void check_cfg(const wcfg *c, uint64_t seed) {
     const double tol = 1e-4;
     char kw[200]; kwargs(c, kw, sizeof kw);
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "winograd", kw, MXP_DTYPE_F32), 0, "%s", nnh_error());
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "winograd", kw, MXP_DTYPE_F32), 0, "%s", fh_error());
     n.in_shape[0] = (mxp_shape){4, 0, {c->N, c->C, c->H, c->W}};
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1, "winograd refused %s: %s", kw, n.reason);
-    int64_t nx = nnh_numel(&n.in_shape[0]), nw = nnh_numel(&n.in_shape[1]), ny = nnh_numel(&n.out_shape[0]);
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
+    cr_assert_eq(fh_node_alloc(&n, 1), 1, "winograd refused %s: %s", kw, n.reason);
+    int64_t nx = fh_shape_numel(&n.in_shape[0]), nw = fh_shape_numel(&n.in_shape[1]), ny = fh_shape_numel(&n.out_shape[0]);
     tu_fill(n.in[0], MXP_DTYPE_F32, nx, &seed, -1, 1);
     tu_fill(n.in[1], MXP_DTYPE_F32, nw, &seed, -1, 1);
     if (!c->no_bias) tu_fill(n.in[2], MXP_DTYPE_F32, c->M, &seed, -1, 1);
@@ -80,11 +80,11 @@ static void check_cfg(const wcfg *c, uint64_t seed) {
     ref_fwd(c, x, w, b, y);
     /* garbage in the output must not leak into a write */
     for (int64_t i = 0; i < ny; i++) ((float *)n.out[0])[i] = 1e30f;
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     double e = tu_relerr(n.out[0], MXP_DTYPE_F32, y, ny);
     cr_assert(e <= tol, "fwd %s N%d C%d H%d W%d: relerr %g", kw, c->N, c->C, c->H, c->W, e);
     int32_t add[1] = {MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+    cr_assert_eq(fh_node_forward(&n, 1, add), 0);
     for (int64_t i = 0; i < ny; i++) y[i] *= 2;
     e = tu_relerr(n.out[0], MXP_DTYPE_F32, y, ny);
     cr_assert(e <= tol, "fwd add %s: relerr %g", kw, e);
@@ -94,7 +94,7 @@ static void check_cfg(const wcfg *c, uint64_t seed) {
     double *dx = malloc(sizeof(double) * (size_t)nx), *dw = malloc(sizeof(double) * (size_t)nw);
     double *db = malloc(sizeof(double) * (size_t)c->M);
     ref_bwd(c, x, w, dy, dx, dw, db);
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     e = tu_relerr(n.in_grad[0], MXP_DTYPE_F32, dx, nx);
     cr_assert(e <= tol, "dx %s N%d C%d H%d W%d: relerr %g", kw, c->N, c->C, c->H, c->W, e);
     e = tu_relerr(n.in_grad[1], MXP_DTYPE_F32, dw, nw);
@@ -104,7 +104,7 @@ static void check_cfg(const wcfg *c, uint64_t seed) {
         cr_assert(e <= tol, "db %s: relerr %g", kw, e);
     }
     int32_t adds[3] = {MXP_REQ_ADD, MXP_REQ_ADD, MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_backward(&n, adds), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, adds), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) dx[i] *= 2;
     for (int64_t i = 0; i < nw; i++) dw[i] *= 2;
     for (int i = 0; i < c->M; i++) db[i] *= 2;
@@ -120,7 +120,7 @@ static void check_cfg(const wcfg *c, uint64_t seed) {
     for (int64_t i = 0; i < nx; i++) ((float *)n.in_grad[0])[i] = 7.0f;
     for (int64_t i = 0; i < nw; i++) dw[i] /= 2;
     int32_t nodx[3] = {MXP_REQ_NULL, MXP_REQ_WRITE, MXP_REQ_WRITE};
-    cr_assert_eq(nnh_node_backward(&n, nodx), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, nodx), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) cr_assert_eq(((float *)n.in_grad[0])[i], 7.0f);
     e = tu_relerr(n.in_grad[1], MXP_DTYPE_F32, dw, nw);
     cr_assert(e <= tol, "dw without dx %s: relerr %g", kw, e);
@@ -128,13 +128,13 @@ static void check_cfg(const wcfg *c, uint64_t seed) {
         for (int i = 0; i < c->M; i++) db[i] /= 2;
         for (int64_t i = 0; i < nw; i++) ((float *)n.in_grad[1])[i] = 5.0f;
         int32_t onlydb[3] = {MXP_REQ_NULL, MXP_REQ_NULL, MXP_REQ_WRITE};
-        cr_assert_eq(nnh_node_backward(&n, onlydb), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_backward(&n, onlydb), 0, "%s", fh_error());
         for (int64_t i = 0; i < nw; i++) cr_assert_eq(((float *)n.in_grad[1])[i], 5.0f);
         e = tu_relerr(n.in_grad[2], MXP_DTYPE_F32, db, c->M);
         cr_assert(e <= tol, "db alone %s: relerr %g", kw, e);
     }
     free(x); free(w); free(b); free(y); free(dy); free(dx); free(dw); free(db);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 /* The reference's gradients against central differences of
@@ -147,10 +147,10 @@ Test(conv_winograd, reference_matches_finite_differences) {
     double *dy = malloc(sizeof(double) * (size_t)ny), *y = malloc(sizeof(double) * (size_t)ny);
     double *dx = malloc(sizeof(double) * (size_t)nx), *dw = malloc(sizeof(double) * (size_t)nw), db[4];
     uint64_t r = 11;
-    for (int64_t i = 0; i < nx; i++) x[i] = nnh_rand(&r, -1, 1);
-    for (int64_t i = 0; i < nw; i++) w[i] = nnh_rand(&r, -1, 1);
-    for (int i = 0; i < 4; i++) b[i] = nnh_rand(&r, -1, 1);
-    for (int64_t i = 0; i < ny; i++) dy[i] = nnh_rand(&r, -1, 1);
+    for (int64_t i = 0; i < nx; i++) x[i] = fh_rand(&r, -1, 1);
+    for (int64_t i = 0; i < nw; i++) w[i] = fh_rand(&r, -1, 1);
+    for (int i = 0; i < 4; i++) b[i] = fh_rand(&r, -1, 1);
+    for (int64_t i = 0; i < ny; i++) dy[i] = fh_rand(&r, -1, 1);
     ref_bwd(&c, x, w, dy, dx, dw, db);
     const double h = 1e-6;
     double *vars[3] = {x, w, b}, *grads[3] = {dx, dw, db};
@@ -195,12 +195,12 @@ Test(conv_winograd, refuses_what_it_cannot_do, .init = setup, .fini = teardown) 
         {"kernel=(3,3) num_filter=4", MXP_DTYPE_F64, "float32"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        nnh_node n;
-        cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "winograd", cases[i].kw, cases[i].dt), 0, "%s", nnh_error());
+        fh_node n;
+        cr_assert_eq(fh_node_init(&n, pack, "Convolution", "winograd", cases[i].kw, cases[i].dt), 0, "%s", fh_error());
         n.in_shape[0] = (mxp_shape){4, 0, {2, 3, 12, 12}};
-        cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
-        cr_assert_eq(nnh_node_alloc(&n, 1), 0, "winograd accepted %s", cases[i].kw);
+        cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
+        cr_assert_eq(fh_node_alloc(&n, 1), 0, "winograd accepted %s", cases[i].kw);
         cr_assert(strstr(n.reason, cases[i].why), "reason for %s: '%s'", cases[i].kw, n.reason);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }

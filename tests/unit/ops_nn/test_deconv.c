@@ -5,9 +5,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 typedef struct dcfg { int N, C, H, W, M, G, k, s, p, d, adj, bias; } dcfg;
 
@@ -35,23 +35,23 @@ Test(deconv, forward_fd, .init = setup, .fini = teardown) {
         snprintf(kw, sizeof kw, "kernel=(%d,%d) stride=(%d,%d) pad=(%d,%d) dilate=(%d,%d) adj=(%d,%d) num_filter=%d num_group=%d no_bias=%s",
                  c->k, c->k, c->s, c->s, c->p, c->p, c->d, c->d, c->adj, c->adj, c->M, c->G, c->bias ? "False" : "True");
         int64_t d[4] = {c->N, c->C, c->H, c->W};
-        nnh_node n;
+        fh_node n;
         tu_node(&n, pack, "Deconvolution", kw, dt, 4, d, 1);
         int Ho = c->s * (c->H - 1) + c->d * (c->k - 1) + 1 - 2 * c->p + c->adj;
         int Wo = c->s * (c->W - 1) + c->d * (c->k - 1) + 1 - 2 * c->p + c->adj;
         cr_assert_eq(n.out_shape[0].dims[2], Ho); cr_assert_eq(n.out_shape[0].dims[3], Wo);
         cr_assert_eq(n.in_shape[1].dims[0], c->C); cr_assert_eq(n.in_shape[1].dims[1], c->M / c->G);
         uint64_t r = 3 + t;
-        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], dt, nnh_numel(&n.in_shape[k]), &r, -1, 1);
-        int64_t ny = nnh_numel(&n.out_shape[0]);
-        double *x = tu_to_f64(n.in[0], dt, nnh_numel(&n.in_shape[0])), *w = tu_to_f64(n.in[1], dt, nnh_numel(&n.in_shape[1]));
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], dt, fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
+        int64_t ny = fh_shape_numel(&n.out_shape[0]);
+        double *x = tu_to_f64(n.in[0], dt, fh_shape_numel(&n.in_shape[0])), *w = tu_to_f64(n.in[1], dt, fh_shape_numel(&n.in_shape[1]));
         double *b = c->bias ? tu_to_f64(n.in[2], dt, c->M) : NULL, *y = malloc(sizeof(double) * (size_t)ny);
         ref(c, Ho, Wo, x, w, b, y);
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
         double tol = dt == MXP_DTYPE_F32 ? 1e-5 : 1e-13;
         cr_assert_leq(tu_relerr(n.out[0], dt, y, ny), tol, "%s", kw);
         int32_t add[1] = {MXP_REQ_ADD};
-        cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, add), 0);
         for (int64_t i = 0; i < ny; i++) y[i] *= 2;
         cr_assert_leq(tu_relerr(n.out[0], dt, y, ny), tol, "%s add", kw);
         if (dt == MXP_DTYPE_F64) {
@@ -60,17 +60,17 @@ Test(deconv, forward_fd, .init = setup, .fini = teardown) {
             tu_fd_check(&n, 1, check, 1e-6);
         }
         free(x); free(w); free(b); free(y);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(deconv, target_shape, .init = setup, .fini = teardown) {
-    nnh_node n;
+    fh_node n;
     int64_t d[4] = {1, 2, 7, 7};
     tu_node(&n, pack, "Deconvolution", "kernel=(4,4) stride=(2,2) num_filter=3 target_shape=(14,14)", MXP_DTYPE_F32, 4, d, 1);
     cr_assert_eq(n.out_shape[0].dims[2], 14); cr_assert_eq(n.out_shape[0].dims[3], 14);
     cr_assert_eq(n.n_in, 2); /* no_bias defaults to True */
-    nnh_node_free(&n);
-    cr_assert_lt(nnh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3) stride=(2,2) adj=(2,2) num_filter=2", MXP_DTYPE_F32), 0);
-    nnh_node_free(&n);
+    fh_node_free(&n);
+    cr_assert_lt(fh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3) stride=(2,2) adj=(2,2) num_filter=2", MXP_DTYPE_F32), 0);
+    fh_node_free(&n);
 }

@@ -4,15 +4,15 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 Test(fc, forward_reference, .init = setup, .fini = teardown) {
     const char *kws[] = {"num_hidden=7", "num_hidden=5 no_bias=True", "num_hidden=6 flatten=False"};
     for (int t = 0; t < 3; t++) for (int dti = 0; dti < 2; dti++) {
         int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
-        nnh_node n; int64_t d[3] = {4, 3, 5};
+        fh_node n; int64_t d[3] = {4, 3, 5};
         tu_node(&n, pack, "FullyConnected", kws[t], dt, 3, d, 1);
         int flatten = t != 2, nobias = t == 1;
         int64_t H = n.out_shape[0].dims[n.out_shape[0].ndim - 1], K = flatten ? 15 : 5, R = flatten ? 4 : 12;
@@ -20,49 +20,49 @@ Test(fc, forward_reference, .init = setup, .fini = teardown) {
         cr_assert_eq(n.n_in, nobias ? 2u : 3u);
         if (!flatten) { cr_assert_eq(n.out_shape[0].ndim, 3); cr_assert_eq(n.out_shape[0].dims[1], 3); }
         uint64_t r = 11;
-        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], dt, nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], dt, fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
         double *ref = calloc((size_t)(R * H), sizeof(double));
         for (int64_t i = 0; i < R; i++) for (int64_t j = 0; j < H; j++) {
             double s = nobias ? 0 : tu_get(n.in[2], dt, j);
             for (int64_t k = 0; k < K; k++) s += tu_get(n.in[0], dt, i * K + k) * tu_get(n.in[1], dt, j * K + k);
             ref[i * H + j] = s;
         }
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
         cr_assert_leq(tu_relerr(n.out[0], dt, ref, R * H), dt == MXP_DTYPE_F32 ? 1e-6 : 1e-14);
         int32_t add[1] = {MXP_REQ_ADD};
-        cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, add), 0);
         for (int64_t i = 0; i < R * H; i++) ref[i] *= 2;
         cr_assert_leq(tu_relerr(n.out[0], dt, ref, R * H), dt == MXP_DTYPE_F32 ? 1e-6 : 1e-14);
         free(ref);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(fc, finite_differences, .init = setup, .fini = teardown) {
     const char *kws[] = {"num_hidden=4", "num_hidden=3 flatten=False"};
     for (int t = 0; t < 2; t++) {
-        nnh_node n; int64_t d[3] = {3, 2, 5};
+        fh_node n; int64_t d[3] = {3, 2, 5};
         tu_node(&n, pack, "FullyConnected", kws[t], MXP_DTYPE_F64, 3, d, 1);
         uint64_t r = 5;
-        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], MXP_DTYPE_F64, nnh_numel(&n.in_shape[k]), &r, -1, 1);
-        tu_fill(n.out_grad[0], MXP_DTYPE_F64, nnh_numel(&n.out_shape[0]), &r, -1, 1);
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], MXP_DTYPE_F64, fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
+        tu_fill(n.out_grad[0], MXP_DTYPE_F64, fh_shape_numel(&n.out_shape[0]), &r, -1, 1);
         int check[3] = {1, 1, 1};
         tu_fd_check(&n, 1, check, 1e-7);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(fc, shape_errors, .init = setup, .fini = teardown) {
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "FullyConnected", "default", "num_hidden=4", MXP_DTYPE_F32), 0);
-    cr_assert_eq(nnh_node_infer(&n), MXP_EINCOMPLETE);
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "FullyConnected", "default", "num_hidden=4", MXP_DTYPE_F32), 0);
+    cr_assert_eq(fh_node_infer(&n), MXP_EINCOMPLETE);
     n.in_shape[0] = (mxp_shape){2, 0, {8, 10}};
     n.in_shape[1] = (mxp_shape){2, 0, {4, 9}};
-    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
-    cr_assert(strstr(nnh_error(), "(4,9)") && strstr(nnh_error(), "(4,10)"), "%s", nnh_error());
-    nnh_node_free(&n);
-    cr_assert_lt(nnh_node_init(&n, pack, "FullyConnected", "default", "", MXP_DTYPE_F32), 0); /* num_hidden required */
-    nnh_node_free(&n);
+    cr_assert_eq(fh_node_infer(&n), MXP_ESHAPE);
+    cr_assert(strstr(fh_error(), "(4,9)") && strstr(fh_error(), "(4,10)"), "%s", fh_error());
+    fh_node_free(&n);
+    cr_assert_lt(fh_node_init(&n, pack, "FullyConnected", "default", "", MXP_DTYPE_F32), 0); /* num_hidden required */
+    fh_node_free(&n);
 }
 
 /* Shapes large enough that forward and both backward GEMMs are split into
@@ -76,10 +76,10 @@ Test(fc, blocked_gemm_reference, .init = setup, .fini = teardown) {
         int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
         int64_t R = shapes[t][0], K = shapes[t][1], H = shapes[t][2];
         char kw[64]; snprintf(kw, sizeof kw, "num_hidden=%lld", (long long)H);
-        nnh_node n; int64_t d[2] = {R, K};
+        fh_node n; int64_t d[2] = {R, K};
         tu_node(&n, pack, "FullyConnected", kw, dt, 2, d, 1);
         uint64_t r = 17 + (uint64_t)t;
-        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], dt, nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], dt, fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
         tu_fill(n.out_grad[0], dt, R * H, &r, -1, 1);
         double *x = tu_to_f64(n.in[0], dt, R * K), *w = tu_to_f64(n.in[1], dt, H * K);
         double *b = tu_to_f64(n.in[2], dt, H), *dy = tu_to_f64(n.out_grad[0], dt, R * H);
@@ -93,14 +93,14 @@ Test(fc, blocked_gemm_reference, .init = setup, .fini = teardown) {
             for (int64_t k = 0; k < K; k++) { dx[i * K + k] += dy[i * H + j] * w[j * K + k]; dw[j * K + k] += dy[i * H + j] * x[i * K + k]; }
         }
         double tol = dt == MXP_DTYPE_F32 ? 1e-5 : 1e-13;
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
         cr_assert_leq(tu_relerr(n.out[0], dt, y, R * H), tol, "shape %d dt %d forward", t, dti);
-        cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
         cr_assert_leq(tu_relerr(n.in_grad[0], dt, dx, R * K), tol, "shape %d dt %d dx", t, dti);
         cr_assert_leq(tu_relerr(n.in_grad[1], dt, dw, H * K), tol, "shape %d dt %d dw", t, dti);
         cr_assert_leq(tu_relerr(n.in_grad[2], dt, db, H), tol, "shape %d dt %d db", t, dti);
         free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
@@ -114,11 +114,11 @@ Test(fc, f32_kernels_reference, .init = setup, .fini = teardown) {
         int64_t R = shapes[s][0], K = shapes[s][1], H = shapes[s][2];
         char kw[64];
         snprintf(kw, sizeof kw, "num_hidden=%lld", (long long)H);
-        nnh_node n;
+        fh_node n;
         int64_t d[2] = {R, K};
         tu_node(&n, pack, "FullyConnected", kw, MXP_DTYPE_F32, 2, d, 1);
         uint64_t r = 17 + s;
-        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], MXP_DTYPE_F32, nnh_numel(&n.in_shape[k]), &r, -1, 1);
+        for (uint32_t k = 0; k < n.n_in; k++) tu_fill(n.in[k], MXP_DTYPE_F32, fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
         tu_fill(n.out_grad[0], MXP_DTYPE_F32, R * H, &r, -1, 1);
         const float *x = n.in[0], *w = n.in[1], *b = n.in[2], *dy = n.out_grad[0];
         double *y = calloc((size_t)(R * H), sizeof *y), *dx = calloc((size_t)(R * K), sizeof *dx),
@@ -137,8 +137,8 @@ Test(fc, f32_kernels_reference, .init = setup, .fini = teardown) {
         for (int pass = 1; pass <= 2; pass++) { /* write, then add: twice the values */
             int32_t req[3] = {pass == 1 ? MXP_REQ_WRITE : MXP_REQ_ADD, pass == 1 ? MXP_REQ_WRITE : MXP_REQ_ADD,
                               pass == 1 ? MXP_REQ_WRITE : MXP_REQ_ADD};
-            cr_assert_eq(nnh_node_forward(&n, 1, req), 0);
-            cr_assert_eq(nnh_node_backward(&n, req), 0);
+            cr_assert_eq(fh_node_forward(&n, 1, req), 0);
+            cr_assert_eq(fh_node_backward(&n, req), 0);
             double *yy = malloc(sizeof *yy * (size_t)(R * H)), *xx = malloc(sizeof *xx * (size_t)(R * K)),
                    *ww = malloc(sizeof *ww * (size_t)(H * K)), *bb = malloc(sizeof *bb * (size_t)H);
             for (int64_t i = 0; i < R * H; i++) yy[i] = pass * y[i];
@@ -152,6 +152,6 @@ Test(fc, f32_kernels_reference, .init = setup, .fini = teardown) {
             free(yy), free(xx), free(ww), free(bb);
         }
         free(y), free(dx), free(dw), free(db);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }

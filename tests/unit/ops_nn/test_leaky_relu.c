@@ -4,9 +4,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 static double ref(const char *t, double x, double slope) {
     if (!strcmp(t, "leaky")) return x > 0 ? x : slope * x;
@@ -21,33 +21,33 @@ Test(leaky_relu, forward_fd, .init = setup, .fini = teardown) {
         int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
         char kw[80]; snprintf(kw, sizeof kw, "act_type=%s slope=0.3", ts[t]);
         int64_t d[2] = {6, 7};
-        nnh_node n;
+        fh_node n;
         tu_node(&n, pack, "LeakyReLU", kw, dt, 2, d, 1);
         uint64_t r = 5;
         tu_fill(n.in[0], dt, 42, &r, -3, 3);
         double y[42];
         for (int i = 0; i < 42; i++) y[i] = ref(ts[t], tu_get(n.in[0], dt, i), 0.3);
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
         cr_assert_leq(tu_relerr(n.out[0], dt, y, 42), dt == MXP_DTYPE_F32 ? 1e-6 : 1e-13, "%s", kw);
         if (dt == MXP_DTYPE_F64) {
             tu_fill(n.out_grad[0], dt, 42, &r, -1, 1);
             int check[1] = {1};
             tu_fd_check(&n, 1, check, 1e-6);
         }
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(leaky_relu, prelu, .init = setup, .fini = teardown) {
     int64_t d[4] = {2, 3, 4, 5};
-    nnh_node n;
+    fh_node n;
     tu_node(&n, pack, "LeakyReLU", "act_type=prelu", MXP_DTYPE_F64, 4, d, 1);
     cr_assert_eq(n.n_in, 2);
     cr_assert_eq(n.in_shape[1].ndim, 1); cr_assert_eq(n.in_shape[1].dims[0], 3);
     uint64_t r = 6;
     tu_fill(n.in[0], MXP_DTYPE_F64, 120, &r, -2, 2);
     tu_fill(n.in[1], MXP_DTYPE_F64, 3, &r, 0.1, 0.5);
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
     for (int i = 0; i < 120; i++) {
         double x = ((double *)n.in[0])[i], g = ((double *)n.in[1])[(i / 20) % 3];
         cr_assert(fabs(((double *)n.out[0])[i] - (x > 0 ? x : g * x)) < 1e-14);
@@ -55,7 +55,7 @@ Test(leaky_relu, prelu, .init = setup, .fini = teardown) {
     tu_fill(n.out_grad[0], MXP_DTYPE_F64, 120, &r, -1, 1);
     int check[2] = {1, 1};
     tu_fd_check(&n, 1, check, 1e-6);
-    nnh_node_free(&n);
-    cr_assert_lt(nnh_node_init(&n, pack, "LeakyReLU", "default", "act_type=rrelu", MXP_DTYPE_F32), 0);
-    nnh_node_free(&n);
+    fh_node_free(&n);
+    cr_assert_lt(fh_node_init(&n, pack, "LeakyReLU", "default", "act_type=rrelu", MXP_DTYPE_F32), 0);
+    fh_node_free(&n);
 }

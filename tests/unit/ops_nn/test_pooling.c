@@ -4,9 +4,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 typedef struct pc { const char *type; int k, s, p, full, global, cip; } pc;
 
@@ -40,7 +40,7 @@ Test(pooling, forward_and_fd, .init = setup, .fini = teardown) {
         snprintf(kw, sizeof kw, "pool_type=%s kernel=(%d,%d) stride=(%d,%d) pad=(%d,%d) pooling_convention=%s global_pool=%s count_include_pad=%s",
                  c->type, c->k, c->k, c->s, c->s, c->p, c->p, c->full ? "full" : "valid", c->global ? "True" : "False", c->cip ? "True" : "False");
         int N = 2, C = 3, H = 9, W = 8;
-        nnh_node n; int64_t d[4] = {N, C, H, W};
+        fh_node n; int64_t d[4] = {N, C, H, W};
         tu_node(&n, pack, "Pooling", kw, dt, 4, d, 1);
         int Ho, Wo;
         if (c->global) { Ho = Wo = 1; }
@@ -51,7 +51,7 @@ Test(pooling, forward_and_fd, .init = setup, .fini = teardown) {
         tu_fill(n.in[0], dt, N * C * H * W, &r, -1, 1);
         double *x = tu_to_f64(n.in[0], dt, N * C * H * W), *y = malloc(sizeof(double) * (size_t)(N * C * Ho * Wo));
         ref_pool(c, x, N, C, H, W, Ho, Wo, y);
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
         cr_assert_leq(tu_relerr(n.out[0], dt, y, N * C * Ho * Wo), dt == MXP_DTYPE_F32 ? 1e-6 : 1e-14, "%s", kw);
         if (dt == MXP_DTYPE_F64) {
             tu_fill(n.out_grad[0], dt, N * C * Ho * Wo, &r, -1, 1);
@@ -59,18 +59,18 @@ Test(pooling, forward_and_fd, .init = setup, .fini = teardown) {
             tu_fd_check(&n, 1, check, 1e-6);
         }
         free(x); free(y);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(pooling, params_and_shapes, .init = setup, .fini = teardown) {
-    nnh_node n;
-    cr_assert_lt(nnh_node_init(&n, pack, "Pooling", "default", "pool_type=max", MXP_DTYPE_F32), 0); /* kernel needed */
-    nnh_node_free(&n);
-    cr_assert_eq(nnh_node_init(&n, pack, "Pooling", "default", "kernel=(5,5)", MXP_DTYPE_F32), 0);
+    fh_node n;
+    cr_assert_lt(fh_node_init(&n, pack, "Pooling", "default", "pool_type=max", MXP_DTYPE_F32), 0); /* kernel needed */
+    fh_node_free(&n);
+    cr_assert_eq(fh_node_init(&n, pack, "Pooling", "default", "kernel=(5,5)", MXP_DTYPE_F32), 0);
     n.in_shape[0] = (mxp_shape){4, 0, {1, 1, 3, 3}};
-    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
-    nnh_node_free(&n);
+    cr_assert_eq(fh_node_infer(&n), MXP_ESHAPE);
+    fh_node_free(&n);
 }
 
 /* Max backward with non-overlapping windows that cover the data exactly
@@ -81,7 +81,7 @@ Test(pooling, max_disjoint_backward_req, .init = setup, .fini = teardown) {
     for (int dti = 0; dti < 2; dti++) {
         int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
         int N = 2, C = 3, H = 8, W = 6, Ho = 4, Wo = 3;
-        nnh_node n; int64_t d[4] = {N, C, H, W};
+        fh_node n; int64_t d[4] = {N, C, H, W};
         tu_node(&n, pack, "Pooling", "pool_type=max kernel=(2,2) stride=(2,2)", dt, 4, d, 1);
         uint64_t r = 99;
         tu_fill(n.in[0], dt, N * C * H * W, &r, -1, 1);
@@ -96,13 +96,13 @@ Test(pooling, max_disjoint_backward_req, .init = setup, .fini = teardown) {
             ref[best] += tu_get(n.out_grad[0], dt, (pl * Ho + oh) * Wo + ow);
         }
         tu_fill(n.in_grad[0], dt, N * C * H * W, &r, 5, 6); /* garbage */
-        cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
         cr_assert_leq(tu_relerr(n.in_grad[0], dt, ref, N * C * H * W), 1e-15);
         int32_t add[1] = {MXP_REQ_ADD};
-        cr_assert_eq(nnh_node_backward(&n, add), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_backward(&n, add), 0, "%s", fh_error());
         for (int i = 0; i < N * C * H * W; i++) ref[i] *= 2;
         cr_assert_leq(tu_relerr(n.in_grad[0], dt, ref, N * C * H * W), 1e-15);
         free(ref);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }

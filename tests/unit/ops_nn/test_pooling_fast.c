@@ -13,9 +13,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 typedef struct pcase { int N, C, H, W, k, s, p; } pcase;
 
@@ -40,7 +40,7 @@ static void ref_max(const pcase *c, int Ho, int Wo, const double *x, const doubl
 static void run_case(const pcase *c, int32_t dt, uint64_t seed) {
     char kw[160];
     snprintf(kw, sizeof kw, "pool_type=max kernel=(%d,%d) stride=(%d,%d) pad=(%d,%d)", c->k, c->k, c->s, c->s, c->p, c->p);
-    nnh_node n; int64_t d[4] = {c->N, c->C, c->H, c->W};
+    fh_node n; int64_t d[4] = {c->N, c->C, c->H, c->W};
     tu_node(&n, pack, "Pooling", kw, dt, 4, d, 1);
     int Ho = (int)n.out_shape[0].dims[2], Wo = (int)n.out_shape[0].dims[3];
     cr_assert_eq(Ho, 1 + (c->H + 2 * c->p - c->k) / c->s);
@@ -48,22 +48,22 @@ static void run_case(const pcase *c, int32_t dt, uint64_t seed) {
     int64_t nx = (int64_t)c->N * c->C * c->H * c->W, ny = (int64_t)c->N * c->C * Ho * Wo;
     uint64_t r = seed;
     /* 5 levels in [-1, 1): plenty of ties inside 2x2 windows */
-    for (int64_t i = 0; i < nx; i++) tu_set(n.in[0], dt, i, (double)(int)nnh_rand(&r, -2, 3) * 0.5);
+    for (int64_t i = 0; i < nx; i++) tu_set(n.in[0], dt, i, (double)(int)fh_rand(&r, -2, 3) * 0.5);
     tu_fill(n.out_grad[0], dt, ny, &r, -1, 1);
     double *x = tu_to_f64(n.in[0], dt, nx), *dy = tu_to_f64(n.out_grad[0], dt, ny);
     double *y = malloc(sizeof(double) * (size_t)ny), *g = malloc(sizeof(double) * (size_t)nx);
     ref_max(c, Ho, Wo, x, dy, y, g);
 
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     for (int64_t i = 0; i < ny; i++)
         cr_assert_eq(tu_get(n.out[0], dt, i), y[i], "%s %dx%d forward [%lld]", kw, c->H, c->W, (long long)i);
     int32_t add[1] = {MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_forward(&n, 1, add), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, add), 0, "%s", fh_error());
     for (int64_t i = 0; i < ny; i++)
         cr_assert_eq(tu_get(n.out[0], dt, i), 2 * y[i], "%s forward add [%lld]", kw, (long long)i);
 
     tu_fill(n.in_grad[0], dt, nx, &r, 5, 6);            /* garbage: write must replace all */
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     /* overlapping windows sum several gradients into one element (in the
      * kernel's dtype): compare with a rounding tolerance, not exactly */
     double tol = dt == MXP_DTYPE_F32 ? 1e-6 : 1e-14;
@@ -71,12 +71,12 @@ static void run_case(const pcase *c, int32_t dt, uint64_t seed) {
         cr_assert(fabs(tu_get(n.in_grad[0], dt, i) - g[i]) <= tol * (1 + fabs(g[i])),
                   "%s %dx%d backward [%lld]: %g vs %g", kw, c->H, c->W, (long long)i, tu_get(n.in_grad[0], dt, i), g[i]);
     for (int64_t i = 0; i < nx; i++) tu_set(n.in_grad[0], dt, i, 0.25);
-    cr_assert_eq(nnh_node_backward(&n, add), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, add), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++)
         cr_assert(fabs(tu_get(n.in_grad[0], dt, i) - (0.25 + g[i])) <= tol * (1 + fabs(g[i])),
                   "%s backward add [%lld]", kw, (long long)i);
     free(x); free(dy); free(y); free(g);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 Test(pooling_fast, max2x2_shapes_ties_req, .init = setup, .fini = teardown) {
@@ -103,7 +103,7 @@ Test(pooling_fast, max2x2_shapes_ties_req, .init = setup, .fini = teardown) {
 Test(pooling_fast, max2x2_tie_rule_explicit, .init = setup, .fini = teardown) {
     for (int dti = 0; dti < 2; dti++) {
         int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
-        nnh_node n; int64_t d[4] = {1, 1, 2, 10};
+        fh_node n; int64_t d[4] = {1, 1, 2, 10};
         tu_node(&n, pack, "Pooling", "pool_type=max kernel=(2,2) stride=(2,2)", dt, 4, d, 1);
         /* windows 0-3 (vector step) and 4 (remainder): constant, last, middle ties, first, constant */
         const double row0[10] = {1, 1,  0, 0,  0, 3,  7, 0,  -2, -2};
@@ -111,16 +111,16 @@ Test(pooling_fast, max2x2_tie_rule_explicit, .init = setup, .fini = teardown) {
         const int winner[5] = {0, 13, 5, 6, 8};   /* flat index of each window's gradient */
         for (int i = 0; i < 10; i++) { tu_set(n.in[0], dt, i, row0[i]); tu_set(n.in[0], dt, 10 + i, row1[i]); }
         for (int i = 0; i < 5; i++) tu_set(n.out_grad[0], dt, i, i + 1);
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
         const double ymax[5] = {1, 5, 3, 7, -2};
         for (int i = 0; i < 5; i++) cr_assert_eq(tu_get(n.out[0], dt, i), ymax[i], "window %d", i);
-        cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
         for (int i = 0; i < 20; i++) {
             double want = 0;
             for (int w = 0; w < 5; w++) if (winner[w] == i) want = w + 1;
             cr_assert_eq(tu_get(n.in_grad[0], dt, i), want, "dtype %d element %d", dt, i);
         }
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
@@ -128,17 +128,17 @@ Test(pooling_fast, max2x2_tie_rule_explicit, .init = setup, .fini = teardown) {
  * that of the scalar scan in window order (r0[0], r0[1], r1[0], r1[1]):
  * checked on the vector step (windows 0-3) and the remainder (window 4). */
 Test(pooling_fast, max2x2_forward_signed_zero_order, .init = setup, .fini = teardown) {
-    nnh_node n; int64_t d[4] = {1, 1, 2, 10};
+    fh_node n; int64_t d[4] = {1, 1, 2, 10};
     tu_node(&n, pack, "Pooling", "pool_type=max kernel=(2,2) stride=(2,2)", MXP_DTYPE_F32, 4, d, 1);
     const float row0[10] = {-1, -1,  -0.0f, 0.0f,  0.0f, -0.0f,  -1, 0.0f,  -1, -1};
     const float row1[10] = {-0.0f, 0.0f,  -1, -1,  -1, -1,  -0.0f, -1,  0.0f, -0.0f};
     const int neg[5] = {1, 1, 0, 0, 0};   /* sign bit of each window's result */
     memcpy(n.in[0], row0, sizeof row0);
     memcpy((float *)n.in[0] + 10, row1, sizeof row1);
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     for (int i = 0; i < 5; i++) {
         float v = ((float *)n.out[0])[i];
         cr_assert(v == 0 && !!signbit(v) == neg[i], "window %d: %g sign %d", i, v, !!signbit(v));
     }
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }

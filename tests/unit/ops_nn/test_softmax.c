@@ -4,9 +4,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 Test(softmax, forward_fd, .init = setup, .fini = teardown) {
     const char *ops[] = {"softmax", "log_softmax"};
@@ -15,7 +15,7 @@ Test(softmax, forward_fd, .init = setup, .fini = teardown) {
         char kw[100]; snprintf(kw, sizeof kw, "axis=%d%s", axes[ai], ti ? " temperature=2.5" : "");
         double T = ti ? 2.5 : 1.0;
         int64_t d[3] = {3, 4, 5};
-        nnh_node n;
+        fh_node n;
         tu_node(&n, pack, ops[o], kw, MXP_DTYPE_F64, 3, d, 1);
         uint64_t r = 1;
         tu_fill(n.in[0], MXP_DTYPE_F64, 60, &r, -3, 3);
@@ -29,26 +29,26 @@ Test(softmax, forward_fd, .init = setup, .fini = teardown) {
             for (int64_t k = 0; k < d[ax]; k++) s += exp(x[base + k * st[ax]] / T - mx);
             y[i] = o ? x[i] / T - mx - log(s) : exp(x[i] / T - mx) / s;
         }
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
         cr_assert_leq(tu_relerr(n.out[0], MXP_DTYPE_F64, y, 60), 1e-13, "%s %s", ops[o], kw);
         tu_fill(n.out_grad[0], MXP_DTYPE_F64, 60, &r, -1, 1);
         int check[1] = {1};
         tu_fd_check(&n, 1, check, 1e-6);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(softmax, float32, .init = setup, .fini = teardown) {
     int64_t d[2] = {7, 300};
-    nnh_node n;
+    fh_node n;
     tu_node(&n, pack, "softmax", "", MXP_DTYPE_F32, 2, d, 1);
     uint64_t r = 2;
     tu_fill(n.in[0], MXP_DTYPE_F32, 2100, &r, -20, 20);
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
     for (int i = 0; i < 7; i++) {
         double s = 0;
         for (int k = 0; k < 300; k++) s += ((float *)n.out[0])[i * 300 + k];
         cr_assert(fabs(s - 1) < 1e-5);
     }
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }

@@ -10,9 +10,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 enum { N = 2, K = 3, H = 2, W = 3, S = H * W };
 
@@ -32,13 +32,13 @@ static double cross_entropy(const double *x, const double *lab, int use_ignore) 
 }
 
 static void check(const char *kw, double grad_scale, int norm, int use_ignore) {
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "SoftmaxOutput", "default", kw, MXP_DTYPE_F64), 0, "%s", nnh_error());
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "SoftmaxOutput", "default", kw, MXP_DTYPE_F64), 0, "%s", fh_error());
     int64_t d[4] = {N, K, H, W};
     n.in_shape[0].ndim = 4;
     memcpy(n.in_shape[0].dims, d, sizeof d);
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1);
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
+    cr_assert_eq(fh_node_alloc(&n, 1), 1);
     uint64_t r = 7;
     tu_fill(n.in[0], MXP_DTYPE_F64, N * K * S, &r, -2, 2);
     double *lab = n.in[1];
@@ -62,12 +62,12 @@ static void check(const char *kw, double grad_scale, int norm, int use_ignore) {
         x[i] = save;
         ref[i] = mx_scale * (lp - lm) / (2 * h);
     }
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     double err = tu_relerr(n.in_grad[0], MXP_DTYPE_F64, ref, N * K * S);
     cr_assert_leq(err, 1e-7, "%s: relative error %g against MXNet's scaling (pack/ref at 0: %g / %g)", kw, err,
                   ((double *)n.in_grad[0])[0], ref[0]);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 Test(softmax_multi_output, gradient_scale_matches_mxnet, .init = setup, .fini = teardown) {

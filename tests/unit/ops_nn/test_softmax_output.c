@@ -5,23 +5,23 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 static void run(const char *kw, int mode /*0 plain,1 multi,2 preserve*/, double gs, int norm, int use_ignore, double alpha, int32_t dt) {
-    nnh_node n;
+    fh_node n;
     int64_t d3[3] = {4, 5, 3};
-    cr_assert_eq(nnh_node_init(&n, pack, "SoftmaxOutput", "default", kw, dt), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_init(&n, pack, "SoftmaxOutput", "default", kw, dt), 0, "%s", fh_error());
     n.in_shape[0].ndim = 3; memcpy(n.in_shape[0].dims, d3, sizeof d3);
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
     /* label shapes per mode */
     /* MXNet 1.9.1: without multi_output the label is the data shape without
      * its last axis; the gradient reads its first N entries. */
     if (mode == 0) { cr_assert_eq(n.in_shape[1].ndim, 2); cr_assert_eq(n.in_shape[1].dims[0], 4); cr_assert_eq(n.in_shape[1].dims[1], 5); }
     if (mode == 1) { cr_assert_eq(n.in_shape[1].ndim, 2); cr_assert_eq(n.in_shape[1].dims[1], 3); }
     if (mode == 2) { cr_assert_eq(n.in_shape[1].ndim, 2); cr_assert_eq(n.in_shape[1].dims[1], 5); }
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1);
+    cr_assert_eq(fh_node_alloc(&n, 1), 1);
     int64_t O = mode == 2 ? 20 : 4, K = mode == 0 ? 15 : mode == 1 ? 5 : 3, S = mode == 1 ? 3 : 1;
     uint64_t r = 99;
     tu_fill(n.in[0], dt, 60, &r, -2, 2);
@@ -46,12 +46,12 @@ static void run(const char *kw, int mode /*0 plain,1 multi,2 preserve*/, double 
             g[base + k * S] = (use_ignore && l == -1.0) ? 0 : gs / nrm * (p - t);
         }
     }
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0);
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
     double tol = dt == MXP_DTYPE_F32 ? 1e-6 : 1e-13;
     cr_assert_leq(tu_relerr(n.out[0], dt, y, 60), tol, "%s", kw);
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     cr_assert_leq(tu_relerr(n.in_grad[0], dt, g, 60), tol, "%s", kw);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 Test(softmax_output, gradients, .init = setup, .fini = teardown) {
@@ -67,13 +67,13 @@ Test(softmax_output, gradients, .init = setup, .fini = teardown) {
 }
 
 Test(softmax_output, label_shape_errors, .init = setup, .fini = teardown) {
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Softmax", "default", "", MXP_DTYPE_F32), 0); /* alias */
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Softmax", "default", "", MXP_DTYPE_F32), 0); /* alias */
     cr_assert_str_eq(n.def->name, "SoftmaxOutput");
     cr_assert(n.def->flags & MXP_OP_LOSS);
     n.in_shape[0] = (mxp_shape){2, 0, {8, 10}};
     n.in_shape[1] = (mxp_shape){1, 0, {7}};
-    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
-    cr_assert(strstr(nnh_error(), "(7)") && strstr(nnh_error(), "(8,10)"), "%s", nnh_error());
-    nnh_node_free(&n);
+    cr_assert_eq(fh_node_infer(&n), MXP_ESHAPE);
+    cr_assert(strstr(fh_error(), "(7)") && strstr(fh_error(), "(8,10)"), "%s", fh_error());
+    fh_node_free(&n);
 }
