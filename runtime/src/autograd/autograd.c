@@ -28,6 +28,7 @@
  * holds it while it pushes work, with recording off on its thread, so the
  * mxp_invoke calls it makes (sums, adds) never come back here. */
 #include "autograd/autograd.h"
+#include "base/mutex.h"
 
 #include "engine/engine.h"
 #include "ndarray/ndarray.h"
@@ -71,7 +72,7 @@ typedef struct ag_var {
     int req;
 } ag_var;
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static mxp__mutex g_mu = MXP__MUTEX_INIT;
 static ag_value *g_vals;
 static int g_n_vals, g_cap_vals;
 static ag_step *g_steps;
@@ -155,6 +156,7 @@ static void step_free(ag_step *s) {
 }
 
 static void tape_clear_locked(void) {
+    MXP_ASSERT(mxp__mutex_held(&g_mu));
     for (int i = 0; i < g_n_steps; i++) step_free(&g_steps[i]);
     for (int i = 0; i < g_n_vals; i++) {
         value_scratch_free(&g_vals[i]);
@@ -243,7 +245,7 @@ int mxp_autograd_mark_variables(int n, mxp_ndarray *const *vars, const int *reqs
             mxp_ndarray_dtype(v) != mxp_ndarray_dtype(g))
             return mxp__error(MXP_EINVAL, "mark_variables: variable %d: the gradient's shape or dtype differs", i);
     }
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     int rc = MXP_OK;
     for (int i = 0; i < n && !rc; i++) {
         int k = find_var(vars[i]);
@@ -266,13 +268,13 @@ int mxp_autograd_mark_variables(int n, mxp_ndarray *const *vars, const int *reqs
         g_vars[k].grad = mxp_ndarray_retain(grads[i]);
         g_vars[k].req = reqs ? reqs[i] : MXP_REQ_WRITE;
     }
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
     return rc;
 }
 
 int mxp_autograd_unmark(mxp_ndarray *var) {
     if (!var) return MXP_OK;
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     int k = find_var(var);
     if (k >= 0) {
         /* A tape value still pointing at this variable index: forget it
@@ -285,12 +287,12 @@ int mxp_autograd_unmark(mxp_ndarray *var) {
         mxp_ndarray_release(g_vars[k].grad);
         g_vars[k] = g_vars[--g_n_vars];
     }
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
     return MXP_OK;
 }
 
 void mxp_autograd_clear_variables(void) {
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     tape_clear_locked();
     for (int i = 0; i < g_n_vars; i++) {
         mxp_ndarray_release(g_vars[i].var);
@@ -299,16 +301,16 @@ void mxp_autograd_clear_variables(void) {
     free(g_vars);
     g_vars = NULL;
     g_n_vars = g_cap_vars = 0;
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
 }
 
 int mxp_autograd_grad(mxp_ndarray *var, mxp_ndarray **out) {
     if (!out) return mxp__error(MXP_EINVAL, "get_grad: out is NULL");
     *out = NULL;
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     int k = find_var(var);
     if (k >= 0) *out = mxp_ndarray_retain(g_vars[k].grad);
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
     return k >= 0 ? MXP_OK : mxp__error(MXP_ENOENT, "get_grad: the array is not a marked variable");
 }
 
@@ -316,10 +318,10 @@ int mxp_autograd_grad(mxp_ndarray *var, mxp_ndarray **out) {
 
 int mxp__autograd_wants(int n_in, mxp_ndarray *const *in) {
     if (!tl_recording) return 0;
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     int yes = 0;
     for (int i = 0; i < n_in && !yes; i++) yes = value_needs(in[i]);
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
     return yes;
 }
 
@@ -406,14 +408,14 @@ int mxp__autograd_record_op(mxp__node *n, int n_in, mxp_ndarray *const *in, int 
                                   "op '%s': output %d is written in place over input %d while recording; "
                                   "in-place ops cannot be differentiated (write to a new array)",
                                   mxp__node_op_name(n), o, i);
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     int sid = -1;
     int rc = step_append(STEP_OP, n_in, in, n_out, n_vis, out, n_aux, aux, mxp__node_flags(n), &sid);
     if (!rc) {
         g_steps[sid].node = n;
         *taken = 1;
     }
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
     return rc;
 }
 
@@ -430,33 +432,33 @@ int mxp_autograd_record_executor(mxp_executor *ex, int n_args, mxp_ndarray *cons
         if (!args[i]) return mxp__error(MXP_EINVAL, "record_executor: argument %d is NULL", i);
     for (int i = 0; i < n_outs; i++)
         if (!outs[i]) return mxp__error(MXP_EINVAL, "record_executor: output %d is NULL", i);
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     int sid = -1;
     for (int i = 0; i < g_n_steps; i++)
         if (g_steps[i].kind == STEP_EXEC && g_steps[i].ex == ex) g_steps[i].stale = 1;
     rc = step_append(STEP_EXEC, n_args, args, n_outs, n_outs, outs, 0, NULL, 0, &sid);
     if (!rc) g_steps[sid].ex = ex;
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
     return rc;
 }
 
 void mxp__autograd_executor_freed(const mxp_executor *ex) {
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     for (int i = 0; i < g_n_steps; i++)
         if (g_steps[i].kind == STEP_EXEC && g_steps[i].ex == ex) g_steps[i].ex = NULL;
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
 }
 
 void mxp_autograd_clear(void) {
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     tape_clear_locked();
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
 }
 
 int mxp_autograd_tape_size(void) {
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     int n = g_n_steps;
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
     return n;
 }
 
@@ -591,6 +593,7 @@ static int run_step(ag_step *s) {
 }
 
 static int backward_locked(int n, mxp_ndarray *const *heads, mxp_ndarray *const *head_grads) {
+    MXP_ASSERT(mxp__mutex_held(&g_mu));
     int rc = MXP_OK;
     int *hv = calloc((size_t)n + 1, sizeof *hv);
     if (!hv) return mxp__error_oom("autograd backward");
@@ -671,10 +674,10 @@ int mxp_autograd_backward(int n, mxp_ndarray *const *heads, mxp_ndarray *const *
      * and mxp_invoke must not take the lock we hold. */
     int was_recording = tl_recording;
     tl_recording = 0;
-    pthread_mutex_lock(&g_mu);
+    mxp__mutex_lock(&g_mu);
     int rc = backward_locked(n, heads, head_grads);
     if (!retain_graph) tape_clear_locked();
-    pthread_mutex_unlock(&g_mu);
+    mxp__mutex_unlock(&g_mu);
     tl_recording = was_recording;
     return rc;
 }

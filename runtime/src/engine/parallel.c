@@ -19,6 +19,7 @@
  * (~10 µs, more on a virtual machine): chunks should be coarse (grain).
  * Not here: the engine's queues and lanes. */
 #include "engine.h"
+#include "base/mutex.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -98,7 +99,7 @@ typedef struct pf_job {
     struct pf_job *link;
 } pf_job;
 
-static pthread_mutex_t pf_mu = PTHREAD_MUTEX_INITIALIZER;
+static mxp__mutex pf_mu = MXP__MUTEX_INIT;
 static pthread_cond_t pf_cv = PTHREAD_COND_INITIALIZER;      /* helpers: a job arrived */
 static pthread_cond_t pf_done_cv = PTHREAD_COND_INITIALIZER; /* callers: a helper left */
 static pf_job *pf_jobs;
@@ -154,7 +155,7 @@ static void *helper_main(void *p) {
     (void)p;
     mxp__parallel_set_ftz();
     mxp__engine_run_worker_init();
-    pthread_mutex_lock(&pf_mu);
+    mxp__mutex_lock(&pf_mu);
     int spun = 0;
     for (;;) {
         pf_job *j = pf_jobs;
@@ -163,14 +164,14 @@ static void *helper_main(void *p) {
             if (pf_stop) break;
             if (!spun) {
                 spun = 1;
-                pthread_mutex_unlock(&pf_mu);
+                mxp__mutex_unlock(&pf_mu);
                 for (int i = 0; i < HELPER_SPIN && !atomic_load_explicit(&pf_open, memory_order_relaxed); i++) {
                     if (i % 256 == 255) sched_yield(); else mxp__eng_cpu_relax();
                 }
-                pthread_mutex_lock(&pf_mu);
+                mxp__mutex_lock(&pf_mu);
                 continue;
             }
-            pthread_cond_wait(&pf_cv, &pf_mu);
+            mxp__mutex_cond_wait(&pf_cv, &pf_mu);
             spun = 0;
             continue;
         }
@@ -178,18 +179,19 @@ static void *helper_main(void *p) {
         atomic_fetch_sub(&pf_open, 1);
         j->tickets--;
         j->active++;
-        pthread_mutex_unlock(&pf_mu);
+        mxp__mutex_unlock(&pf_mu);
         run_chunks(j, true);
         mxp__parallel_release(1);
-        pthread_mutex_lock(&pf_mu);
+        mxp__mutex_lock(&pf_mu);
         if (--j->active == 0) pthread_cond_broadcast(&pf_done_cv);
     }
-    pthread_mutex_unlock(&pf_mu);
+    mxp__mutex_unlock(&pf_mu);
     return NULL;
 }
 
 /* Caller holds pf_mu.  Returns how many helpers exist. */
 static int ensure_helpers(void) {
+    MXP_ASSERT(mxp__mutex_held(&pf_mu));
     if (pf_helpers || pf_stop) return pf_n_helpers;
     int n = mxp_num_threads() - 1;
     if (n <= 0) return 0;
@@ -208,6 +210,7 @@ static int ensure_helpers(void) {
 /* Caller holds pf_mu.  Hand free slots to jobs that want helpers and still
  * have chunks to give out; a job that got all it wants stops wanting. */
 static void grant_locked(void) {
+    MXP_ASSERT(mxp__mutex_held(&pf_mu));
     bool woke = false;
     for (pf_job *j = pf_jobs; j; j = j->link) {
         if (!j->wanting) continue;
@@ -227,13 +230,14 @@ static void grant_locked(void) {
 }
 
 static void grant_wanting(void) {
-    pthread_mutex_lock(&pf_mu);
+    mxp__mutex_lock(&pf_mu);
     grant_locked();
-    pthread_mutex_unlock(&pf_mu);
+    mxp__mutex_unlock(&pf_mu);
 }
 
 /* Caller holds pf_mu: take j off the job list (and the wanting count). */
 static void unlink_job_locked(pf_job *j) {
+    MXP_ASSERT(mxp__mutex_held(&pf_mu));
     pf_job **pp = &pf_jobs;
     while (*pp && *pp != j) pp = &(*pp)->link;
     if (*pp) *pp = j->link;
@@ -271,7 +275,7 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
     j.nchunks = nchunks;
     atomic_init(&j.next, 0);
     atomic_init(&j.caller_cpu, sched_getcpu());
-    pthread_mutex_lock(&pf_mu);
+    mxp__mutex_lock(&pf_mu);
     int have = ensure_helpers();
     if (k > have) {
         atomic_fetch_sub(&busy, k - have); /* no helper to give them to */
@@ -291,10 +295,10 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
         if (j.tickets == 1) pthread_cond_signal(&pf_cv);
         else if (j.tickets > 1) pthread_cond_broadcast(&pf_cv);
     }
-    pthread_mutex_unlock(&pf_mu);
+    mxp__mutex_unlock(&pf_mu);
     run_chunks(&j, false);
     if (j.want > 0) {
-        pthread_mutex_lock(&pf_mu);
+        mxp__mutex_lock(&pf_mu);
         unlink_job_locked(&j);
         int unused = j.tickets; /* slots no helper came for */
         j.tickets = 0;
@@ -303,30 +307,30 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
             atomic_fetch_sub(&busy, unused);
             if (atomic_load(&pf_wanting) > 0) grant_locked();
         }
-        while (j.active > 0) pthread_cond_wait(&pf_done_cv, &pf_mu);
-        pthread_mutex_unlock(&pf_mu);
+        while (j.active > 0) mxp__mutex_cond_wait(&pf_done_cv, &pf_mu);
+        mxp__mutex_unlock(&pf_mu);
     }
     return MXP_OK;
 }
 
 void mxp__parallel_shutdown(void) {
-    pthread_mutex_lock(&pf_mu);
+    mxp__mutex_lock(&pf_mu);
     pthread_t *h = pf_helpers;
     int n = pf_n_helpers;
     pf_stop = true;
     pthread_cond_broadcast(&pf_cv);
-    pthread_mutex_unlock(&pf_mu);
+    mxp__mutex_unlock(&pf_mu);
     for (int i = 0; i < n; i++) pthread_join(h[i], NULL);
-    pthread_mutex_lock(&pf_mu);
+    mxp__mutex_lock(&pf_mu);
     free(h);
     pf_helpers = NULL;
     pf_n_helpers = 0;
     pf_stop = false;
-    pthread_mutex_unlock(&pf_mu);
+    mxp__mutex_unlock(&pf_mu);
 }
 
-void mxp__parallel_before_fork(void) { pthread_mutex_lock(&pf_mu); }
-void mxp__parallel_after_fork_parent(void) { pthread_mutex_unlock(&pf_mu); }
+void mxp__parallel_before_fork(void) { mxp__mutex_lock(&pf_mu); }
+void mxp__parallel_after_fork_parent(void) { mxp__mutex_unlock(&pf_mu); }
 
 void mxp__parallel_after_fork_child(void) {
     /* The helpers do not exist here; forget them and their slots. */
@@ -342,5 +346,5 @@ void mxp__parallel_after_fork_child(void) {
     atomic_store(&pf_open, 0);
     pthread_cond_init(&pf_cv, NULL);
     pthread_cond_init(&pf_done_cv, NULL);
-    pthread_mutex_unlock(&pf_mu);
+    mxp__mutex_unlock(&pf_mu);
 }

@@ -505,6 +505,7 @@ int mxp_executor_reshape(mxp_executor *ex, int n, const char *const *names, cons
 }
 
 static int reshape_held(mxp_executor *ex, int n, const char *const *names, const mxp_shape *shapes) {
+    MXP_ASSERT(mxp__holder_held(&ex->holder));
     const mxp__igraph *g = ex->g;
     int rc = mxp_executor_wait(ex);
     if (rc) return rc;

@@ -61,6 +61,7 @@ int mxp_executor_backward(mxp_executor *ex, int n_head_grads, mxp_ndarray *const
 }
 
 static int forward_held(mxp_executor *ex, int is_train) {
+    MXP_ASSERT(mxp__holder_held(&ex->holder));
     const mxp__program *p = ex->prog;
     int cap = 8;
     for (int s = 0; s < p->n_fwd_steps; s++) {
@@ -97,6 +98,7 @@ static int forward_held(mxp_executor *ex, int is_train) {
 }
 
 static int backward_held(mxp_executor *ex, int n_head_grads, mxp_ndarray *const *head_grads) {
+    MXP_ASSERT(mxp__holder_held(&ex->holder));
     if (n_head_grads < 0 || (n_head_grads && !head_grads))
         return mxp__error(MXP_EMISUSE, "mxp_executor_backward: bad argument");
     if (!ex->trained)

@@ -63,6 +63,7 @@ static void manifest_names(const mxp_man_pack *m, int kind, char ***out, int *n)
 /* The index-th name of `kind`: built-ins first, then each pack's manifest
  * entry in discovery order.  Caller holds the registry read lock. */
 static const char *name_at_locked(int kind, int index, const char **out_pack) {
+    MXP_ASSERT(mxp__registry_held());
     int k = 0;
     for (int i = 0; i < N_BUILTINS; i++) {
         if (g_builtins[i].kind != kind) continue;

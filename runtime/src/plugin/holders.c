@@ -28,7 +28,7 @@ static mxp__holder *g_first;
 static atomic_int g_pending; /* reloads between their quiesce and swap */
 
 void mxp__holder_register(mxp__holder *h, void (*release)(void *owner), void *owner) {
-    pthread_mutex_init(&h->mu, NULL);
+    mxp__mutex_init(&h->mu);
     h->busy = 0;
     h->release = release;
     h->owner = owner;
@@ -47,7 +47,7 @@ void mxp__holder_unregister(mxp__holder *h) {
     else g_first = h->next;
     if (h->next) h->next->prev = h->prev;
     pthread_mutex_unlock(&g_mu);
-    pthread_mutex_destroy(&h->mu);
+    mxp__mutex_destroy(&h->mu);
     h->release = NULL;
 }
 
@@ -59,7 +59,7 @@ void mxp__reload_pending_add(int delta) {
 }
 
 void mxp__holder_enter(mxp__holder *h, int boundary) {
-    pthread_mutex_lock(&h->mu);
+    mxp__mutex_lock(&h->mu);
     if (boundary) h->busy = 0; /* a new step: an unfinished pair is abandoned */
     if (!h->busy && mxp__reload_pending()) h->release(h->owner);
     /* A step not tied to held instances waits out pending reloads (holding
@@ -71,19 +71,19 @@ void mxp__holder_leave(mxp__holder *h, int busy) {
     h->busy = busy;
     if (!busy && mxp__reload_pending()) h->release(h->owner);
     mxp__pin_scope_leave();
-    pthread_mutex_unlock(&h->mu);
+    mxp__mutex_unlock(&h->mu);
 }
 
 int mxp__holders_revoke_idle(void) {
     int n = 0;
     pthread_mutex_lock(&g_mu);
     for (mxp__holder *h = g_first; h; h = h->next) {
-        if (pthread_mutex_trylock(&h->mu)) continue; /* in a call: it releases at its boundary */
+        if (mxp__mutex_trylock(&h->mu)) continue; /* in a call: it releases at its boundary */
         if (!h->busy) {
             h->release(h->owner);
             n++;
         }
-        pthread_mutex_unlock(&h->mu);
+        mxp__mutex_unlock(&h->mu);
     }
     pthread_mutex_unlock(&g_mu);
     return n;

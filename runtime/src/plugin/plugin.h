@@ -18,6 +18,7 @@
 #define MXP_PLUGIN_PLUGIN_H
 
 #include "base/base.h"
+#include "base/mutex.h"
 #include "resource/resource.h"
 
 #include <mxp/plugin.h>
@@ -103,7 +104,7 @@ long mxp__pins_in_scope(void);
  * this call starts a new step (a forward), so pending reloads are served
  * first; leave's `busy`: a backward must follow (no release until then). */
 typedef struct mxp__holder {
-    pthread_mutex_t mu;
+    mxp__mutex mu;
     int busy;
     void (*release)(void *owner);
     void *owner;
@@ -113,5 +114,8 @@ void mxp__holder_register(mxp__holder *h, void (*release)(void *owner), void *ow
 void mxp__holder_unregister(mxp__holder *h); /* no-op if never registered */
 void mxp__holder_enter(mxp__holder *h, int boundary);
 void mxp__holder_leave(mxp__holder *h, int busy);
+/* The calling thread is between enter and leave (for `_held` functions'
+ * asserts; always 1 with NDEBUG). */
+static inline int mxp__holder_held(mxp__holder *h) { return mxp__mutex_held(&h->mu); }
 
 #endif /* MXP_PLUGIN_PLUGIN_H */

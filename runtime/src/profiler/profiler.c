@@ -28,8 +28,8 @@
 
 atomic_int mxp__prof_mask;
 prof_state mxp__prof = {
-    .mu = PTHREAD_MUTEX_INITIALIZER,
-    .threads_mu = PTHREAD_MUTEX_INITIALIZER,
+    .mu = MXP__MUTEX_INIT,
+    .threads_mu = MXP__MUTEX_INIT,
     .config_mask = MXP__PROF_OPS | MXP__PROF_API | MXP__PROF_MEMORY | MXP__PROF_IO,
     .max_events = PROF_DEFAULT_MAX_EVENTS,
 };
@@ -62,21 +62,21 @@ void mxp__prof_thread_name(const char *fmt, ...) {
     vsnprintf(tl_name, sizeof tl_name, fmt, ap);
     va_end(ap);
     if (!tl_tid) return;
-    pthread_mutex_lock(&mxp__prof.threads_mu);
+    mxp__mutex_lock(&mxp__prof.threads_mu);
     for (int i = 0; i < mxp__prof.n_threads; i++)
         if (mxp__prof.threads[i].tid == tl_tid) copy_str(mxp__prof.threads[i].name, sizeof tl_name, tl_name);
-    pthread_mutex_unlock(&mxp__prof.threads_mu);
+    mxp__mutex_unlock(&mxp__prof.threads_mu);
 }
 
 /* The calling thread's lane id, registered on its first event. */
 static int thread_id(void) {
     if (tl_tid) return tl_tid;
-    pthread_mutex_lock(&mxp__prof.threads_mu);
+    mxp__mutex_lock(&mxp__prof.threads_mu);
     if (mxp__prof.n_threads == mxp__prof.cap_threads) {
         int cap = mxp__prof.cap_threads ? mxp__prof.cap_threads * 2 : 16;
         prof_thread *t = realloc(mxp__prof.threads, (size_t)cap * sizeof *t);
         if (!t) {
-            pthread_mutex_unlock(&mxp__prof.threads_mu);
+            mxp__mutex_unlock(&mxp__prof.threads_mu);
             return 0; /* lane 0: "unnamed"; retried on the next event */
         }
         mxp__prof.threads = t;
@@ -88,7 +88,7 @@ static int thread_id(void) {
     if (tl_name[0]) copy_str(t->name, sizeof t->name, tl_name);
     else if (getpid() == (pid_t)gettid()) snprintf(t->name, sizeof t->name, "main thread");
     else snprintf(t->name, sizeof t->name, "thread %d", id);
-    pthread_mutex_unlock(&mxp__prof.threads_mu);
+    mxp__mutex_unlock(&mxp__prof.threads_mu);
     tl_tid = id;
     return id;
 }
@@ -129,6 +129,7 @@ static prof_event *claim(int type, int cat) {
 static void publish(prof_event *e) { atomic_store_explicit(&e->ready, 1, memory_order_release); }
 
 uint64_t mxp__prof_end_locked(void) {
+    MXP_ASSERT(mxp__mutex_held(&mxp__prof.mu));
     uint64_t c = atomic_load(&mxp__prof.claimed), l = atomic_load(&mxp__prof.limit);
     return c < l ? c : l;
 }
@@ -136,6 +137,7 @@ uint64_t mxp__prof_end_locked(void) {
 /* Wait (a recorder is between claim and publish: a few hundred ns unless
  * it was preempted) for slot i; NULL if its chunk never came (dropped). */
 const prof_event *mxp__prof_event_locked(uint64_t i) {
+    MXP_ASSERT(mxp__mutex_held(&mxp__prof.mu));
     const prof_event *e = slot_at(i, 0);
     for (int spin = 0; spin < 2000000; spin++) {
         if (!e) e = slot_at(i, 0);
@@ -146,12 +148,14 @@ const prof_event *mxp__prof_event_locked(uint64_t i) {
 }
 
 int64_t mxp__prof_wall_locked(void) {
+    MXP_ASSERT(mxp__mutex_held(&mxp__prof.mu));
     int64_t end = mxp__prof.running || !mxp__prof.t_stop ? mxp__prof_now() : mxp__prof.t_stop;
     return end - mxp__prof.t_start;
 }
 
 /* Begin a new window of events at the current claim count (mu held). */
 static void rebase_locked(void) {
+    MXP_ASSERT(mxp__mutex_held(&mxp__prof.mu));
     uint64_t old_base = mxp__prof.base, old_end = mxp__prof_end_locked();
     uint64_t base = atomic_load(&mxp__prof.claimed);
     atomic_store(&mxp__prof.limit, base + mxp__prof.max_events);
@@ -349,7 +353,7 @@ static int parse_flag(const char *key, const char *val, int *out) {
 
 int mxp_profiler_set_config(int n, const char *const *keys, const char *const *vals) {
     if (n < 0 || (n > 0 && (!keys || !vals))) return mxp__error(MXP_EMISUSE, "mxp_profiler_set_config: NULL keys");
-    pthread_mutex_lock(&mxp__prof.mu);
+    mxp__mutex_lock(&mxp__prof.mu);
     int rc = MXP_OK;
     if (mxp__prof.running) {
         rc = mxp__error(MXP_EBUSY, "profiler: set_config while it runs (call mxp_profiler_stop first)");
@@ -404,12 +408,12 @@ int mxp_profiler_set_config(int n, const char *const *keys, const char *const *v
         mxp__prof.max_events = max_events;
     }
 out:
-    pthread_mutex_unlock(&mxp__prof.mu);
+    mxp__mutex_unlock(&mxp__prof.mu);
     return rc;
 }
 
 int mxp_profiler_start(void) {
-    pthread_mutex_lock(&mxp__prof.mu);
+    mxp__mutex_lock(&mxp__prof.mu);
     if (!mxp__prof.running) {
         rebase_locked();
         mxp__prof.have_session = 1;
@@ -418,18 +422,18 @@ int mxp_profiler_start(void) {
         mxp__prof.t_stop = 0;
         atomic_store(&mxp__prof_mask, mxp__prof.config_mask);
     }
-    pthread_mutex_unlock(&mxp__prof.mu);
+    mxp__mutex_unlock(&mxp__prof.mu);
     return MXP_OK;
 }
 
 int mxp_profiler_stop(void) {
-    pthread_mutex_lock(&mxp__prof.mu);
+    mxp__mutex_lock(&mxp__prof.mu);
     if (mxp__prof.running) {
         atomic_store(&mxp__prof_mask, 0);
         mxp__prof.running = 0;
         mxp__prof.t_stop = mxp__prof_now();
     }
-    pthread_mutex_unlock(&mxp__prof.mu);
+    mxp__mutex_unlock(&mxp__prof.mu);
     return MXP_OK;
 }
 
@@ -437,18 +441,18 @@ int mxp_profiler_is_running(void) { return atomic_load(&mxp__prof_mask) != 0; }
 
 int mxp_profiler_dump_file(const char *path) {
     if (!path || !*path) return mxp__error(MXP_EINVAL, "mxp_profiler_dump_file: no file name");
-    pthread_mutex_lock(&mxp__prof.mu);
+    mxp__mutex_lock(&mxp__prof.mu);
     int rc;
     if (!mxp__prof.have_session) rc = mxp__error(MXP_EINVAL, "profiler: nothing to dump (never started)");
     else rc = mxp_file_write_atomic(path, "profiler trace", mxp__prof_write_trace, NULL);
-    pthread_mutex_unlock(&mxp__prof.mu);
+    mxp__mutex_unlock(&mxp__prof.mu);
     return rc;
 }
 
 int mxp_profiler_dump(void) {
-    pthread_mutex_lock(&mxp__prof.mu);
+    mxp__mutex_lock(&mxp__prof.mu);
     char *f = strdup(mxp__prof.filename ? mxp__prof.filename : "profile.json");
-    pthread_mutex_unlock(&mxp__prof.mu);
+    mxp__mutex_unlock(&mxp__prof.mu);
     if (!f) return mxp__error_oom("profiler filename");
     int rc = mxp_profiler_dump_file(f);
     free(f);
@@ -458,7 +462,7 @@ int mxp_profiler_dump(void) {
 int mxp_profiler_dumps(int reset, char **out) {
     if (!out) return mxp__error(MXP_EMISUSE, "mxp_profiler_dumps: out is NULL");
     *out = NULL;
-    pthread_mutex_lock(&mxp__prof.mu);
+    mxp__mutex_lock(&mxp__prof.mu);
     int rc;
     if (!mxp__prof.have_session) rc = mxp__error(MXP_EINVAL, "profiler: no table (never started)");
     else rc = mxp__prof_table_locked(out);
@@ -467,7 +471,7 @@ int mxp_profiler_dumps(int reset, char **out) {
         mxp__prof.t_start = mxp__prof_now();
         if (!mxp__prof.running) mxp__prof.t_stop = mxp__prof.t_start;
     }
-    pthread_mutex_unlock(&mxp__prof.mu);
+    mxp__mutex_unlock(&mxp__prof.mu);
     return rc;
 }
 

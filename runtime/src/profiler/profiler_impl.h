@@ -20,6 +20,8 @@
 #include "profiler.h"
 
 #include <pthread.h>
+
+#include "base/mutex.h"
 #include <stdint.h>
 #include <stdio.h>
 
@@ -55,7 +57,7 @@ typedef struct prof_thread {
 } prof_thread;
 
 typedef struct prof_state {
-    pthread_mutex_t mu;          /* sessions, config, dump, thread table */
+    mxp__mutex mu;               /* sessions, config, dump, thread table */
     int config_mask;             /* kinds recorded while running */
     char *filename;              /* mxp_profiler_dump's target */
     uint64_t max_events;
@@ -66,7 +68,7 @@ typedef struct prof_state {
     _Atomic uint64_t claimed;    /* indices handed out, ever */
     _Atomic uint64_t dropped;    /* this session's events past the limit */
     _Atomic(prof_event *) ring[PROF_RING];
-    pthread_mutex_t threads_mu;  /* the thread table */
+    mxp__mutex threads_mu;       /* the thread table */
     prof_thread *threads;
     int n_threads, cap_threads;
 } prof_state;

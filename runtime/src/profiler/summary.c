@@ -83,6 +83,7 @@ static void put_ms(mxp__strbuf *s, int w, int64_t ns) {
 }
 
 int mxp__prof_table_locked(char **out) {
+    MXP_ASSERT(mxp__mutex_held(&mxp__prof.mu));
     *out = NULL;
     table t = {0};
     uint64_t end = mxp__prof_end_locked(), calls = 0;

@@ -48,7 +48,7 @@ int mxp__prof_write_trace(FILE *f, void *unused) {
     int64_t t0 = mxp__prof.t_start;
     fprintf(f, "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
                "\"args\":{\"name\":\"mxplug\"}}", pid);
-    pthread_mutex_lock(&mxp__prof.threads_mu);
+    mxp__mutex_lock(&mxp__prof.threads_mu);
     for (int i = 0; i < mxp__prof.n_threads; i++) {
         const prof_thread *t = &mxp__prof.threads[i];
         fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", pid,
@@ -57,7 +57,7 @@ int mxp__prof_write_trace(FILE *f, void *unused) {
         fprintf(f, "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,"
                    "\"args\":{\"sort_index\":%d}}", pid, t->tid, t->tid);
     }
-    pthread_mutex_unlock(&mxp__prof.threads_mu);
+    mxp__mutex_unlock(&mxp__prof.threads_mu);
     uint64_t end = mxp__prof_end_locked(), n_written = 0;
     for (uint64_t i = mxp__prof.base; i < end; i++) {
         const prof_event *e = mxp__prof_event_locked(i);

@@ -8,6 +8,7 @@
  * same).  Keys: global seed s -> splitmix64(s ^ splitmix64(device code));
  * per-device seed s -> splitmix64(s).  Counters restart at 0 on seeding. */
 #include "resource.h"
+#include "base/mutex.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ typedef struct rng_state {
     uint64_t next_block;
 } rng_state;
 
-static pthread_mutex_t rng_mu = PTHREAD_MUTEX_INITIALIZER;
+static mxp__mutex rng_mu = MXP__MUTEX_INIT;
 static rng_state *states;
 static uint64_t global_seed;
 
@@ -44,6 +45,7 @@ static uint64_t global_key(uint64_t seed, mxp_device dev) {
 
 /* Find or create the state of a device.  rng_mu held.  NULL on OOM. */
 static rng_state *state_locked(mxp_device dev) {
+    MXP_ASSERT(mxp__mutex_held(&rng_mu));
     rng_state *st = states;
     while (st && !(st->dev.type == dev.type && st->dev.id == dev.id)) st = st->next;
     if (st) return st;
@@ -57,17 +59,17 @@ static rng_state *state_locked(mxp_device dev) {
 }
 
 void mxp_random_seed(uint64_t seed) {
-    pthread_mutex_lock(&rng_mu);
+    mxp__mutex_lock(&rng_mu);
     global_seed = seed;
     for (rng_state *st = states; st; st = st->next) set_key(st, global_key(seed, st->dev));
-    pthread_mutex_unlock(&rng_mu);
+    mxp__mutex_unlock(&rng_mu);
 }
 
 int mxp_random_seed_device(mxp_device dev, uint64_t seed) {
-    pthread_mutex_lock(&rng_mu);
+    mxp__mutex_lock(&rng_mu);
     rng_state *st = state_locked(dev);
     if (st) set_key(st, splitmix64(seed));
-    pthread_mutex_unlock(&rng_mu);
+    mxp__mutex_unlock(&rng_mu);
     return st ? MXP_OK : mxp__error_oom("rng state");
 }
 
@@ -75,7 +77,7 @@ int mxp__rng_reserve(mxp_device dev, uint64_t n_values, mxp_rng_stream *out) {
     if (!out) return mxp__error(MXP_EMISUSE, "mxp__rng_reserve: NULL out");
     memset(out, 0, sizeof *out);
     uint64_t blocks = n_values / 4 + (n_values % 4 != 0);
-    pthread_mutex_lock(&rng_mu);
+    mxp__mutex_lock(&rng_mu);
     rng_state *st = state_locked(dev);
     if (st) {
         out->key[0] = st->key[0];
@@ -84,6 +86,6 @@ int mxp__rng_reserve(mxp_device dev, uint64_t n_values, mxp_rng_stream *out) {
         out->n_values = blocks * 4;
         st->next_block += blocks; /* 2^64 blocks: wraps only after 2^66 values */
     }
-    pthread_mutex_unlock(&rng_mu);
+    mxp__mutex_unlock(&rng_mu);
     return st ? MXP_OK : mxp__error_oom("rng state");
 }

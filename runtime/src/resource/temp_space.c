@@ -12,6 +12,7 @@
  * Locking: one mutex for the device table and the copies; acquire is cheap
  * (no device work except a rare allocation). */
 #include "resource.h"
+#include "base/mutex.h"
 #include "base/env.h"
 
 #include "storage/storage.h"
@@ -35,7 +36,7 @@ typedef struct temp_dev {
     temp_copy copies[MAX_COPIES];
 } temp_dev;
 
-static pthread_mutex_t temp_mu = PTHREAD_MUTEX_INITIALIZER;
+static mxp__mutex temp_mu = MXP__MUTEX_INIT;
 static temp_dev *temp_devs;
 
 static int env_copies(mxp_device dev) {
@@ -72,6 +73,7 @@ static int deferred_free(mxp_var *var, mxp_storage_block blk) {
 /* The copy to use under temp_mu: `same` (a var a previous acquire
  * returned) or the next in turn; grown to >= bytes. */
 static int acquire_locked(mxp_device dev, size_t bytes, const mxp_var *same, mxp_temp_space *out) {
+    MXP_ASSERT(mxp__mutex_held(&temp_mu));
     temp_dev *td = temp_devs;
     while (td && !(td->dev.type == dev.type && td->dev.id == dev.id)) td = td->next;
     if (!td && same) return mxp__error(MXP_ENOENT, "temp space: no copy with that var (released?)");
@@ -117,26 +119,26 @@ static int acquire_locked(mxp_device dev, size_t bytes, const mxp_var *same, mxp
 int mxp__temp_space_acquire(mxp_device dev, size_t bytes, mxp_temp_space *out) {
     if (!out) return mxp__error(MXP_EMISUSE, "mxp__temp_space_acquire: NULL out");
     memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&temp_mu);
+    mxp__mutex_lock(&temp_mu);
     int rc = acquire_locked(dev, bytes, NULL, out);
-    pthread_mutex_unlock(&temp_mu);
+    mxp__mutex_unlock(&temp_mu);
     return rc;
 }
 
 int mxp__temp_space_acquire_same(mxp_device dev, size_t bytes, const mxp_var *var, mxp_temp_space *out) {
     if (!out || !var) return mxp__error(MXP_EMISUSE, "mxp__temp_space_acquire_same: NULL argument");
     memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&temp_mu);
+    mxp__mutex_lock(&temp_mu);
     int rc = acquire_locked(dev, bytes, var, out);
-    pthread_mutex_unlock(&temp_mu);
+    mxp__mutex_unlock(&temp_mu);
     return rc;
 }
 
 void mxp__temp_space_release_all(void) {
-    pthread_mutex_lock(&temp_mu);
+    mxp__mutex_lock(&temp_mu);
     temp_dev *td = temp_devs;
     temp_devs = NULL;
-    pthread_mutex_unlock(&temp_mu);
+    mxp__mutex_unlock(&temp_mu);
     while (td) {
         for (int i = 0; i < td->n_copies; i++) {
             temp_copy *c = &td->copies[i];

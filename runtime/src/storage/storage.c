@@ -17,6 +17,7 @@
  * Not here: engine-ordered freeing (ndarray frees through the engine),
  * cross-device copies (ndarray/copy.c), shared memory. */
 #include "storage.h"
+#include "base/mutex.h"
 #include "engine/engine.h"
 #include "profiler/profiler.h"
 
@@ -45,7 +46,7 @@ typedef struct bucket {
 typedef struct pool {
     struct pool *next;
     mxp_device dev;
-    pthread_mutex_t mu;
+    mxp__mutex mu;
     int configured;  /* env read */
     int naive;
     uint64_t limit;  /* UINT64_MAX: none */
@@ -53,7 +54,7 @@ typedef struct pool {
     mxp_storage_stats st;
 } pool;
 
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static mxp__mutex registry_mu = MXP__MUTEX_INIT;
 static pool *pools;
 static mxp_storage_backend backends[MAX_DEV_TYPES];
 static int backends_init;
@@ -69,13 +70,13 @@ static pthread_once_t fork_hooks_once = PTHREAD_ONCE_INIT;
  * Registered with the engine (mxp__engine_register_fork_hooks) before
  * registry_mu is first taken, so the engine includes nothing of storage. */
 static void before_fork(void) {
-    pthread_mutex_lock(&registry_mu);
-    for (pool *p = pools; p; p = p->next) pthread_mutex_lock(&p->mu);
+    mxp__mutex_lock(&registry_mu);
+    for (pool *p = pools; p; p = p->next) mxp__mutex_lock(&p->mu);
 }
 
 static void after_fork(void) {
-    for (pool *p = pools; p; p = p->next) pthread_mutex_unlock(&p->mu);
-    pthread_mutex_unlock(&registry_mu);
+    for (pool *p = pools; p; p = p->next) mxp__mutex_unlock(&p->mu);
+    mxp__mutex_unlock(&registry_mu);
 }
 
 static void register_fork_hooks(void) {
@@ -86,7 +87,7 @@ static void register_fork_hooks(void) {
 /* Every path takes registry_mu through here, so the hooks exist first. */
 static void lock_registry(void) {
     pthread_once(&fork_hooks_once, register_fork_hooks);
-    pthread_mutex_lock(&registry_mu);
+    mxp__mutex_lock(&registry_mu);
 }
 
 
@@ -105,6 +106,7 @@ static void cpu_free(void *ctx, int32_t dev_id, void *ptr, size_t bytes) {
 }
 
 static void init_backends_locked(void) {
+    MXP_ASSERT(mxp__mutex_held(&registry_mu));
     if (backends_init) return;
     backends[MXP_DEV_CPU] = (mxp_storage_backend){
         .name = "cpu", .ctx = NULL, .alloc = cpu_alloc, .free = cpu_free,
@@ -175,6 +177,7 @@ static void dev_name(mxp_device dev, char *buf, size_t cap) {
 }
 
 static void configure_locked(pool *p) {
+    MXP_ASSERT(mxp__mutex_held(&p->mu));
     if (p->configured) return;
     p->configured = 1;
     p->naive = 0;
@@ -199,7 +202,7 @@ static pool *get_pool(mxp_device dev, int create, const mxp_storage_backend **ou
     lock_registry();
     init_backends_locked();
     if (dev.type <= 0 || dev.type >= MAX_DEV_TYPES || !backends[dev.type].alloc || dev.id < 0) {
-        pthread_mutex_unlock(&registry_mu);
+        mxp__mutex_unlock(&registry_mu);
         mxp__error(MXP_EINVAL, "storage: no memory backend for device type %d id %d "
                    "(is its device pack loaded?)", (int)dev.type, (int)dev.id);
         return NULL;
@@ -210,22 +213,23 @@ static pool *get_pool(mxp_device dev, int create, const mxp_storage_backend **ou
     if (!p && create) {
         p = calloc(1, sizeof *p);
         if (!p) {
-            pthread_mutex_unlock(&registry_mu);
+            mxp__mutex_unlock(&registry_mu);
             mxp__error_oom("storage pool");
             return NULL;
         }
         p->dev = dev;
-        pthread_mutex_init(&p->mu, NULL);
+        mxp__mutex_init(&p->mu);
         p->next = pools;
         pools = p;
     }
-    pthread_mutex_unlock(&registry_mu);
+    mxp__mutex_unlock(&registry_mu);
     if (!p && !create) mxp__error(MXP_ENOENT, "storage: device has no pool yet");
     return p;
 }
 
 /* Give every cached block of a pool back to its device.  Pool lock held. */
 static uint64_t release_cached_locked(pool *p, const mxp_storage_backend *be) {
+    MXP_ASSERT(mxp__mutex_held(&p->mu));
     uint64_t released = 0;
     for (int c = 0; c < N_CLASSES; c++) {
         bucket *b = &p->buckets[c];
@@ -248,6 +252,7 @@ static uint64_t release_cached_locked(pool *p, const mxp_storage_backend *be) {
 /* Evict cached blocks, largest classes first, until `need` more bytes fit
  * under the limit.  Pool lock held. */
 static void evict_for_locked(pool *p, const mxp_storage_backend *be, uint64_t need) {
+    MXP_ASSERT(mxp__mutex_held(&p->mu));
     for (int c = N_CLASSES - 1; c >= 0 && p->st.bytes_pooled + need > p->limit; c--) {
         bucket *b = &p->buckets[c];
         size_t cls = c < N_POW2_CLASSES ? (size_t)1 << (c + MIN_CLASS_LOG)
@@ -275,12 +280,12 @@ int mxp__storage_alloc(mxp_device dev, size_t bytes, mxp_storage_block *out) {
     if (!p) return MXP_EINVAL;
     if (bytes == 0) return MXP_OK;
 
-    pthread_mutex_lock(&p->mu);
+    mxp__mutex_lock(&p->mu);
     configure_locked(p);
     size_t align = be->align ? be->align : 64;
     size_t cls = p->naive ? (bytes + align - 1) / align * align : mxp__storage_round(bytes);
     if (cls < bytes) { /* overflow in rounding */
-        pthread_mutex_unlock(&p->mu);
+        mxp__mutex_unlock(&p->mu);
         char dn[64];
         dev_name(dev, dn, sizeof dn);
         return mxp__error(MXP_ENOMEM, "storage: out of memory on %s: %zu bytes is too large", dn, bytes);
@@ -294,29 +299,29 @@ int mxp__storage_alloc(mxp_device dev, size_t bytes, mxp_storage_block *out) {
         if (p->st.bytes_in_use > p->st.bytes_peak) p->st.bytes_peak = p->st.bytes_in_use;
         p->st.n_hits++;
         uint64_t in_use = p->st.bytes_in_use, pooled = p->st.bytes_pooled;
-        pthread_mutex_unlock(&p->mu);
+        mxp__mutex_unlock(&p->mu);
         if (mxp__prof_on(MXP__PROF_MEMORY)) mxp__prof_memory(dev.type, dev.id, in_use, pooled);
         return MXP_OK;
     }
     p->st.n_misses++;
-    pthread_mutex_unlock(&p->mu);
+    mxp__mutex_unlock(&p->mu);
 
     void *ptr = device_alloc(p, be, cls);
     uint64_t released = 0;
     if (!ptr) {
         /* Out of device memory: cached blocks are the only thing we can give
          * back; then try once more (MXNet's ReleaseAll-and-retry). */
-        pthread_mutex_lock(&p->mu);
+        mxp__mutex_lock(&p->mu);
         p->st.n_failures++;
         released = release_cached_locked(p, be);
-        pthread_mutex_unlock(&p->mu);
+        mxp__mutex_unlock(&p->mu);
         ptr = device_alloc(p, be, cls);
     }
-    pthread_mutex_lock(&p->mu);
+    mxp__mutex_lock(&p->mu);
     if (!ptr) {
         p->st.n_failures++;
         mxp_storage_stats st = p->st;
-        pthread_mutex_unlock(&p->mu);
+        mxp__mutex_unlock(&p->mu);
         char dn[64], lim[32];
         dev_name(dev, dn, sizeof dn);
         if (st.bytes_limit == UINT64_MAX) snprintf(lim, sizeof lim, "none");
@@ -332,7 +337,7 @@ int mxp__storage_alloc(mxp_device dev, size_t bytes, mxp_storage_block *out) {
     p->st.bytes_in_use += cls;
     if (p->st.bytes_in_use > p->st.bytes_peak) p->st.bytes_peak = p->st.bytes_in_use;
     uint64_t in_use = p->st.bytes_in_use, pooled = p->st.bytes_pooled;
-    pthread_mutex_unlock(&p->mu);
+    mxp__mutex_unlock(&p->mu);
     if (mxp__prof_on(MXP__PROF_MEMORY)) mxp__prof_memory(dev.type, dev.id, in_use, pooled);
     out->ptr = ptr;
     out->size = cls;
@@ -346,7 +351,7 @@ void mxp__storage_free(const mxp_storage_block *block) {
     MXP_ASSERT(p != NULL);
     if (!p) return;
     size_t cls = block->size;
-    pthread_mutex_lock(&p->mu);
+    mxp__mutex_lock(&p->mu);
     MXP_ASSERT(p->st.bytes_in_use >= cls);
     p->st.bytes_in_use -= cls;
     int idx = p->naive ? -1 : class_index(cls);
@@ -367,7 +372,7 @@ void mxp__storage_free(const mxp_storage_block *block) {
     }
     if (!cached) p->st.n_releases++;
     uint64_t in_use = p->st.bytes_in_use, pooled = p->st.bytes_pooled;
-    pthread_mutex_unlock(&p->mu);
+    mxp__mutex_unlock(&p->mu);
     if (mxp__prof_on(MXP__PROF_MEMORY)) mxp__prof_memory(block->dev.type, block->dev.id, in_use, pooled);
     if (!cached) be->free(be->ctx, block->dev.id, block->ptr, cls);
 }
@@ -382,12 +387,12 @@ int mxp_storage_stats_get(mxp_device dev, mxp_storage_stats *caller) {
     lock_registry();
     pool *p = pools;
     while (p && !(p->dev.type == dev.type && p->dev.id == dev.id)) p = p->next;
-    pthread_mutex_unlock(&registry_mu);
+    mxp__mutex_unlock(&registry_mu);
     if (p) {
-        pthread_mutex_lock(&p->mu);
+        mxp__mutex_lock(&p->mu);
         st = p->st;
         if (!p->configured) st.bytes_limit = UINT64_MAX;
-        pthread_mutex_unlock(&p->mu);
+        mxp__mutex_unlock(&p->mu);
     }
     /* Only what the caller's version of the struct holds. */
     mxp__app_struct_out(caller, &st, sizeof st, MXP__SIZE_THROUGH(mxp_storage_stats, n_failures));
@@ -400,11 +405,11 @@ int mxp_storage_release_all(mxp_device dev) {
     pool *p = pools;
     while (p && !(p->dev.type == dev.type && p->dev.id == dev.id)) p = p->next;
     if (p) be = &backends[dev.type];
-    pthread_mutex_unlock(&registry_mu);
+    mxp__mutex_unlock(&registry_mu);
     if (!p) return MXP_OK;
-    pthread_mutex_lock(&p->mu);
+    mxp__mutex_lock(&p->mu);
     release_cached_locked(p, be);
-    pthread_mutex_unlock(&p->mu);
+    mxp__mutex_unlock(&p->mu);
     return MXP_OK;
 }
 
@@ -413,14 +418,14 @@ void mxp__storage_reset(void) {
     lock_registry();
     init_backends_locked();
     for (pool *p = pools; p; p = p->next) {
-        pthread_mutex_lock(&p->mu);
+        mxp__mutex_lock(&p->mu);
         release_cached_locked(p, &backends[p->dev.type]);
         uint64_t in_use = p->st.bytes_in_use;
         if (in_use == 0) memset(&p->st, 0, sizeof p->st);
         p->configured = 0;
-        pthread_mutex_unlock(&p->mu);
+        mxp__mutex_unlock(&p->mu);
     }
-    pthread_mutex_unlock(&registry_mu);
+    mxp__mutex_unlock(&registry_mu);
 }
 
 void mxp__storage_set_fail_hook(mxp_storage_fail_hook hook, void *user) {
@@ -444,11 +449,11 @@ int mxp__storage_register_device(int32_t dev_type, const mxp_storage_backend *ba
     init_backends_locked();
     for (pool *p = pools; p; p = p->next) {
         if (p->dev.type != dev_type) continue;
-        pthread_mutex_lock(&p->mu);
+        mxp__mutex_lock(&p->mu);
         int busy = p->st.bytes_in_use || p->st.bytes_pooled;
-        pthread_mutex_unlock(&p->mu);
+        mxp__mutex_unlock(&p->mu);
         if (busy) {
-            pthread_mutex_unlock(&registry_mu);
+            mxp__mutex_unlock(&registry_mu);
             return mxp__error(MXP_EBUSY, "storage: device type %d has memory allocated; "
                               "cannot replace its backend", (int)dev_type);
         }
@@ -456,7 +461,7 @@ int mxp__storage_register_device(int32_t dev_type, const mxp_storage_backend *ba
     backends[dev_type] = *backend;
     if (!backends[dev_type].name) backends[dev_type].name = "device";
     if (!backends[dev_type].align) backends[dev_type].align = 64;
-    pthread_mutex_unlock(&registry_mu);
+    mxp__mutex_unlock(&registry_mu);
     return MXP_OK;
 }
 
@@ -467,11 +472,11 @@ int mxp__storage_unregister_device(int32_t dev_type) {
     init_backends_locked();
     for (pool *p = pools; p; p = p->next) {
         if (p->dev.type != dev_type) continue;
-        pthread_mutex_lock(&p->mu);
+        mxp__mutex_lock(&p->mu);
         uint64_t in_use = p->st.bytes_in_use;
-        pthread_mutex_unlock(&p->mu);
+        mxp__mutex_unlock(&p->mu);
         if (in_use) {
-            pthread_mutex_unlock(&registry_mu);
+            mxp__mutex_unlock(&registry_mu);
             return mxp__error(MXP_EBUSY, "storage: device type %d still has %llu bytes in use",
                               (int)dev_type, (unsigned long long)in_use);
         }
@@ -482,13 +487,13 @@ int mxp__storage_unregister_device(int32_t dev_type) {
     mxp_storage_backend be = backends[dev_type];
     memset(&backends[dev_type], 0, sizeof backends[dev_type]);
     pool *head = pools; /* pools are only ever prepended, never unlinked */
-    pthread_mutex_unlock(&registry_mu);
+    mxp__mutex_unlock(&registry_mu);
     if (be.alloc) {
         for (pool *p = head; p; p = p->next) {
             if (p->dev.type != dev_type) continue;
-            pthread_mutex_lock(&p->mu);
+            mxp__mutex_lock(&p->mu);
             release_cached_locked(p, &be);
-            pthread_mutex_unlock(&p->mu);
+            mxp__mutex_unlock(&p->mu);
         }
     }
     return MXP_OK;
@@ -499,6 +504,6 @@ const mxp_storage_backend *mxp__storage_backend(int32_t dev_type) {
     init_backends_locked();
     const mxp_storage_backend *be =
         (dev_type > 0 && dev_type < MAX_DEV_TYPES && backends[dev_type].alloc) ? &backends[dev_type] : NULL;
-    pthread_mutex_unlock(&registry_mu);
+    mxp__mutex_unlock(&registry_mu);
     return be;
 }
