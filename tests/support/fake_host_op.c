@@ -103,6 +103,24 @@ static int simple_out_shape(const mxp_simple_op_def *d, int n_in, const fh_arr *
     return 0;
 }
 
+/* One SimpleOp forward on tensors shaped like the output. */
+static int simple_call(const mxp_simple_op_def *d, const sparams *sp, int n_in, const mxp_tensor *in,
+                       const mxp_tensor *out, int req) {
+    mxp_op_ctx ctx = fh__ctx(NULL, 0, 1, (d->resources & MXP_RESOURCE_RANDOM) != 0);
+    mxp_simple_args a;
+    memset(&a, 0, sizeof a);
+    a.hdr = (mxp_header)MXP_HEADER(mxp_simple_args);
+    a.ctx = &ctx;
+    a.params = sp->params;
+    a.user_data = d->user_data;
+    a.scalar = sp->scalar;
+    a.n_in = (uint32_t)n_in;
+    a.req = req;
+    a.in = in;
+    a.out = out;
+    return d->forward(&a);
+}
+
 static int simple_forward(const mxp_simple_op_def *d, const char *const *kw, int n_in,
                           const fh_arr *in, int *n_out, fh_arr *out, int req) {
     int nd;
@@ -123,19 +141,7 @@ static int simple_forward(const mxp_simple_op_def *d, const char *const *kw, int
         tin[i].strides = bv[i].strides;
     }
     mxp_tensor tout = fh_view(&out[0]);
-    mxp_op_ctx ctx = fh__ctx(NULL, 0, 1, (d->resources & MXP_RESOURCE_RANDOM) != 0);
-    mxp_simple_args a;
-    memset(&a, 0, sizeof a);
-    a.hdr = (mxp_header)MXP_HEADER(mxp_simple_args);
-    a.ctx = &ctx;
-    a.params = sp.params;
-    a.user_data = d->user_data;
-    a.scalar = sp.scalar;
-    a.n_in = (uint32_t)n_in;
-    a.req = req;
-    a.in = tin;
-    a.out = &tout;
-    rc = d->forward(&a);
+    rc = simple_call(d, &sp, n_in, tin, &tout, req);
     sparams_free(d, &sp);
     return rc;
 }
@@ -354,6 +360,27 @@ static int fcall_prepare(fcall *f, int n_in, const fh_arr *in, mxp_shape *oshape
     return 0;
 }
 
+/* One forward of a prepared call (state created, workspace given). */
+static int fcall_forward(fcall *f, void *ws, uint64_t ws_bytes, int n_in, const mxp_tensor *in, int n_out,
+                         const mxp_tensor *out, int req) {
+    int32_t reqs[FH_MAX_IO];
+    for (int i = 0; i < n_out; i++) reqs[i] = req;
+    mxp_op_ctx ctx = fh__ctx(ws, ws_bytes, 1, (f->def->resources & MXP_RESOURCE_RANDOM) != 0);
+    mxp_forward_args a;
+    memset(&a, 0, sizeof a);
+    a.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
+    a.ctx = &ctx;
+    a.params = f->params;
+    a.state = f->state;
+    a.user_data = f->impl->user_data;
+    a.n_in = (uint32_t)n_in;
+    a.n_out = (uint32_t)n_out;
+    a.in = in;
+    a.out = out;
+    a.req = reqs;
+    return f->impl->forward(&a);
+}
+
 static int full_forward(fh_pack *p, const char *op, const char *const *kw, int n_in,
                         const fh_arr *in, int *n_out, fh_arr *out, int req) {
     fcall f;
@@ -365,29 +392,14 @@ static int full_forward(fh_pack *p, const char *op, const char *const *kw, int n
     if (!rc) rc = fcall_prepare(&f, n_in, in, oshape, odt, &ws);
     if (rc) { fcall_done(&f); return rc; }
     mxp_tensor tin[FH_MAX_IO], tout[FH_MAX_IO];
-    int32_t reqs[FH_MAX_IO];
     for (int i = 0; i < n_in; i++) tin[i] = fh_view(&in[i]);
     for (int i = 0; i < f.n_out; i++) {
         if (!out[i].data) out[i] = fh_arr_new(odt[i], oshape[i].ndim, oshape[i].dims);
         tout[i] = fh_view(&out[i]);
-        reqs[i] = req;
     }
     *n_out = f.n_out;
     if (ws) wsp = fh__alloc(ws);
-    mxp_op_ctx ctx = fh__ctx(wsp, ws, 1, (f.def->resources & MXP_RESOURCE_RANDOM) != 0);
-    mxp_forward_args a;
-    memset(&a, 0, sizeof a);
-    a.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
-    a.ctx = &ctx;
-    a.params = f.params;
-    a.state = f.state;
-    a.user_data = f.impl->user_data;
-    a.n_in = (uint32_t)n_in;
-    a.n_out = (uint32_t)f.n_out;
-    a.in = tin;
-    a.out = tout;
-    a.req = reqs;
-    rc = f.impl->forward(&a);
+    rc = fcall_forward(&f, wsp, ws, n_in, tin, f.n_out, tout, req);
     free(wsp);
     fcall_done(&f);
     return rc;
@@ -484,44 +496,16 @@ int fh_forward_views(fh_pack *p, const char *op, const char *const *kw, int n_in
                      const mxp_tensor *in, int n_out, const mxp_tensor *out, int req) {
     fh_clear_error();
     const mxp_simple_op_def *s = find_simple(p, op);
-    mxp_op_ctx ctx = fh__ctx(NULL, 0, 1, 1);
     if (s) {
         sparams sp;
         int rc = simple_params(s, kw, &sp);
-        if (!rc) {
-            mxp_simple_args a;
-            memset(&a, 0, sizeof a);
-            a.hdr = (mxp_header)MXP_HEADER(mxp_simple_args);
-            a.ctx = &ctx;
-            a.params = sp.params;
-            a.user_data = s->user_data;
-            a.scalar = sp.scalar;
-            a.n_in = (uint32_t)n_in;
-            a.req = req;
-            a.in = in;
-            a.out = out;
-            rc = s->forward(&a);
-        }
+        if (!rc) rc = simple_call(s, &sp, n_in, in, out, req);
         sparams_free(s, &sp);
         return rc;
     }
     fcall f;
     int rc = fcall_init(p, op, kw, &f);
-    if (rc) { fcall_done(&f); return rc; }
-    int32_t reqs[FH_MAX_IO];
-    for (int i = 0; i < n_out; i++) reqs[i] = req;
-    mxp_forward_args a;
-    memset(&a, 0, sizeof a);
-    a.hdr = (mxp_header)MXP_HEADER(mxp_forward_args);
-    a.ctx = &ctx;
-    a.params = f.params;
-    a.user_data = f.impl->user_data;
-    a.n_in = (uint32_t)n_in;
-    a.n_out = (uint32_t)n_out;
-    a.in = in;
-    a.out = out;
-    a.req = reqs;
-    rc = f.impl->forward(&a);
+    if (!rc) rc = fcall_forward(&f, NULL, 0, n_in, in, n_out, out, req);
     fcall_done(&f);
     return rc;
 }

@@ -1,41 +1,31 @@
-/* test_leaky_relu.c — LeakyReLU leaky/elu/selu/gelu/prelu: forward against
- * float64 formulas, float64 finite differences for data (and prelu gamma),
- * prelu gamma shape inference, rrelu refused. */
+/* test_leaky_relu.c — LeakyReLU leaky/elu/selu/gelu/prelu: a table
+ * (op_table.h, every impl) of forward against float64 formulas in float32
+ * and float64 with float64 finite differences for data; prelu's gamma
+ * shape inference, forward and gradients; rrelu refused. */
 #include <string.h>
 #include "nn_test_util.h"
+#include "op_table.h"
 
 static fh_pack *pack;
 static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
 static void teardown(void) { fh_unload(pack); }
 
-static double ref(const char *t, double x, double slope) {
-    if (!strcmp(t, "leaky")) return x > 0 ? x : slope * x;
-    if (!strcmp(t, "elu")) return x > 0 ? x : slope * (exp(x) - 1);
-    if (!strcmp(t, "selu")) return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * (exp(x) - 1));
-    return 0.5 * x * (1 + erf(x / sqrt(2.0))); /* gelu */
-}
+static double r_leaky(double x) { return x > 0 ? x : 0.3 * x; }
+static double r_elu(double x) { return x > 0 ? x : 0.3 * (exp(x) - 1); }
+static double r_selu(double x) { return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * (exp(x) - 1)); }
+static double r_gelu(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
 
-Test(leaky_relu, forward_fd, .init = setup, .fini = teardown) {
-    const char *ts[] = {"leaky", "elu", "selu", "gelu"};
-    for (int t = 0; t < 4; t++) for (int dti = 0; dti < 2; dti++) {
-        int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
-        char kw[80]; snprintf(kw, sizeof kw, "act_type=%s slope=0.3", ts[t]);
-        int64_t d[2] = {6, 7};
-        fh_node n;
-        tu_node(&n, pack, "LeakyReLU", kw, dt, 2, d, 1);
-        uint64_t r = 5;
-        tu_fill(n.in[0], dt, 42, &r, -3, 3);
-        double y[42];
-        for (int i = 0; i < 42; i++) y[i] = ref(ts[t], tu_get(n.in[0], dt, i), 0.3);
-        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
-        cr_assert_leq(tu_relerr(n.out[0], dt, y, 42), dt == MXP_DTYPE_F32 ? 1e-6 : 1e-13, "%s", kw);
-        if (dt == MXP_DTYPE_F64) {
-            tu_fill(n.out_grad[0], dt, 42, &r, -1, 1);
-            int check[1] = {1};
-            tu_fd_check(&n, 1, check, 1e-6);
-        }
-        fh_node_free(&n);
-    }
+#define LRELU(t, fn)                                                                                       \
+    {.op = "LeakyReLU", .kw = {"act_type", t, "slope", "0.3", NULL}, .n_in = 1, .in = {OT_SHAPE(6, 7)},     \
+     .lo = -3, .hi = 3, .seed = 5, .unary = fn, .atol32 = 1e-6, .rtol32 = 1e-6, .atol64 = 1e-13,            \
+     .rtol64 = 1e-13, .fd_mask = 1, .fd_atol = 1e-6, .fd_rtol = 1e-6}
+
+static const ot_row rows[] = {LRELU("leaky", r_leaky), LRELU("elu", r_elu), LRELU("selu", r_selu),
+                              LRELU("gelu", r_gelu)};
+
+Test(leaky_relu, table, .init = setup, .fini = teardown) {
+    int runs = ot_run(pack, rows, OT_LEN(rows));
+    cr_assert_geq(runs, 4 * 2, "%d runs", runs);
 }
 
 Test(leaky_relu, prelu, .init = setup, .fini = teardown) {

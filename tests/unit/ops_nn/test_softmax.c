@@ -1,41 +1,55 @@
 /* test_softmax.c — softmax / log_softmax over several axes with
- * temperature: forward against a float64 reference, backward by float64
- * finite differences. */
+ * temperature: a table (op_table.h, every impl) of forward against a
+ * float64 reference and backward by float64 finite differences; float32
+ * rows of a long axis sum to 1. */
 #include <string.h>
 #include "nn_test_util.h"
+#include "op_table.h"
 
 static fh_pack *pack;
 static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
 static void teardown(void) { fh_unload(pack); }
 
-Test(softmax, forward_fd, .init = setup, .fini = teardown) {
-    const char *ops[] = {"softmax", "log_softmax"};
-    const int axes[] = {-1, 0, 1};
-    for (int o = 0; o < 2; o++) for (int ai = 0; ai < 3; ai++) for (int ti = 0; ti < 2; ti++) {
-        char kw[100]; snprintf(kw, sizeof kw, "axis=%d%s", axes[ai], ti ? " temperature=2.5" : "");
-        double T = ti ? 2.5 : 1.0;
-        int64_t d[3] = {3, 4, 5};
-        fh_node n;
-        tu_node(&n, pack, ops[o], kw, MXP_DTYPE_F64, 3, d, 1);
-        uint64_t r = 1;
-        tu_fill(n.in[0], MXP_DTYPE_F64, 60, &r, -3, 3);
-        double *x = n.in[0], y[60];
-        int ax = axes[ai] < 0 ? 2 : axes[ai];
-        int64_t st[3] = {20, 5, 1};
-        for (int64_t i = 0; i < 60; i++) {
-            int64_t coord = (i / st[ax]) % d[ax], base = i - coord * st[ax];
-            double mx = -1e300, s = 0;
-            for (int64_t k = 0; k < d[ax]; k++) if (x[base + k * st[ax]] / T > mx) mx = x[base + k * st[ax]] / T;
-            for (int64_t k = 0; k < d[ax]; k++) s += exp(x[base + k * st[ax]] / T - mx);
-            y[i] = o ? x[i] / T - mx - log(s) : exp(x[i] / T - mx) / s;
-        }
-        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
-        cr_assert_leq(tu_relerr(n.out[0], MXP_DTYPE_F64, y, 60), 1e-13, "%s %s", ops[o], kw);
-        tu_fill(n.out_grad[0], MXP_DTYPE_F64, 60, &r, -1, 1);
-        int check[1] = {1};
-        tu_fd_check(&n, 1, check, 1e-6);
-        fh_node_free(&n);
+static const char *kw_value(const char *const *kw, const char *key, const char *dflt) {
+    for (int k = 0; kw[k]; k += 2)
+        if (!strcmp(kw[k], key)) return kw[k + 1];
+    return dflt;
+}
+
+/* softmax (log_softmax with log=1) of a 3-d input along kw's axis, x / T. */
+static void ref_softmax(const ot_ref_args *a, int log_form) {
+    const fh_arr *in = &a->in[0];
+    int ax = atoi(kw_value(a->kw, "axis", "-1"));
+    if (ax < 0) ax += in->ndim;
+    double T = atof(kw_value(a->kw, "temperature", "1"));
+    int64_t st = 1;
+    for (int d = in->ndim - 1; d > ax; d--) st *= in->shape[d];
+    int64_t len = in->shape[ax];
+    for (int64_t i = 0; i < fh_numel(in); i++) {
+        int64_t base = i - ((i / st) % len) * st;
+        double mx = -1e300, s = 0;
+        for (int64_t k = 0; k < len; k++) mx = fmax(mx, fh_get(in, base + k * st) / T);
+        for (int64_t k = 0; k < len; k++) s += exp(fh_get(in, base + k * st) / T - mx);
+        double x = fh_get(in, i) / T;
+        fh_set(&a->out[0], i, log_form ? x - mx - log(s) : exp(x - mx) / s);
     }
+}
+static void ref_plain(const ot_ref_args *a) { ref_softmax(a, 0); }
+static void ref_log(const ot_ref_args *a) { ref_softmax(a, 1); }
+
+#define SM(name, fn, axis, ...)                                                                               \
+    {.op = name, .kw = {"axis", axis, __VA_ARGS__ NULL}, .n_in = 1, .in = {OT_SHAPE(3, 4, 5)}, .lo = -3,      \
+     .hi = 3, .ref = fn, .dtypes = OT_F64, .atol64 = 1e-13, .rtol64 = 1e-13, .fd_mask = 1, .fd_atol = 1e-6, \
+     .fd_rtol = 1e-6}
+#define SM_AXES(name, fn)                                                                                     \
+    SM(name, fn, "-1"), SM(name, fn, "0"), SM(name, fn, "1"), SM(name, fn, "-1", "temperature", "2.5", ),           \
+        SM(name, fn, "0", "temperature", "2.5", ), SM(name, fn, "1", "temperature", "2.5", )
+
+static const ot_row rows[] = {SM_AXES("softmax", ref_plain), SM_AXES("log_softmax", ref_log)};
+
+Test(softmax, table, .init = setup, .fini = teardown) {
+    int runs = ot_run(pack, rows, OT_LEN(rows));
+    cr_assert_geq(runs, 12, "%d runs", runs);
 }
 
 Test(softmax, float32, .init = setup, .fini = teardown) {
