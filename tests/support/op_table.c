@@ -59,7 +59,7 @@ static int64_t bcast_offset(const fh_arr *a, const fh_arr *out, int64_t i) {
 
 static void reference(const ot_row *r, int n_in, const fh_arr *in, int n_out, fh_arr *out) {
     if (r->ref) {
-        ot_ref_args a = {r->kw, n_in, in, n_out, out};
+        ot_ref_args a = {r->kw, n_in, in, n_out, out, r->ref_data};
         r->ref(&a);
         return;
     }

@@ -43,6 +43,7 @@ typedef struct ot_ref_args {
     const fh_arr *in; /* float64 copies of the inputs the op saw */
     int n_out;
     fh_arr *out;
+    const void *data; /* the row's ref_data */
 } ot_ref_args;
 
 typedef struct ot_row {
@@ -56,6 +57,7 @@ typedef struct ot_row {
     double (*unary)(double);             /* out[i] = unary(in0[i])               */
     double (*binary)(double, double);    /* out[i] = binary(in0[i], in1[i]) (numpy broadcasting) */
     void (*ref)(const ot_ref_args *a);
+    const void *ref_data;                /* handed to ref (a case struct)       */
     ot_shape out_shape;                  /* checked when ndim > 0                */
     uint32_t dtypes;                     /* OT_F32 | OT_F64; 0 = both            */
     double atol64, rtol64, atol32, rtol32; /* 0 = 1e-12/1e-12 and 1e-6/1e-5      */

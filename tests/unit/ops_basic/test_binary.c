@@ -1,8 +1,9 @@
 /* test_binary.c — elemwise_*, broadcast_* and *_scalar SimpleOps: a table
  * (op_table.h) of forward against plain loops (including aliases and numpy
  * broadcasting) and of backward against central differences, with
- * broadcast gradients reduced to each input's shape; then what a row
- * cannot say (a bias gradient by hand, scalar ops and their old aliases). */
+ * broadcast gradients reduced to each input's shape, and a table of the
+ * *_scalar ops; then what a row cannot say (a bias gradient by hand, an
+ * old alias). */
 #include "common_test.h"
 #include "op_table.h"
 
@@ -86,43 +87,48 @@ Test(binary, broadcast_add_bias_gradient_is_column_sum) {
     fh_arr_free(&g[0]); fh_arr_free(&g[1]);
 }
 
-typedef struct scase {
-    const char *name;
-    double (*ref)(double, double);  /* (x, s) */
-    int diff;
-} scase;
+/* *_scalar ops: out = fn(x, scalar) with the row's "scalar" kwarg. */
+typedef struct sref { double (*fn)(double, double); } sref;
+static void ref_scalar(const ot_ref_args *a) {
+    const sref *r = a->data;
+    double s = 0;
+    for (int k = 0; a->kw[k]; k += 2)
+        if (!strcmp(a->kw[k], "scalar")) s = atof(a->kw[k + 1]);
+    for (int64_t i = 0; i < fh_numel(&a->in[0]); i++) fh_set(&a->out[0], i, r->fn(fh_get(&a->in[0], i), s));
+}
 static double r_rsub(double x, double s) { return s - x; }
 static double r_rdiv(double x, double s) { return s / x; }
 static double r_rpow(double x, double s) { return pow(s, x); }
-static const scase scases[] = {
-    {"_plus_scalar", r_add, 1},   {"_minus_scalar", r_sub, 1}, {"_rminus_scalar", r_rsub, 1},
-    {"_mul_scalar", r_mul, 1},    {"_div_scalar", r_div, 1},   {"_rdiv_scalar", r_rdiv, 1},
-    {"_power_scalar", pow, 1},    {"_rpower_scalar", r_rpow, 1}, {"_maximum_scalar", r_max, 1},
-    {"_minimum_scalar", r_min, 1}, {"_equal_scalar", r_eq, 0}, {"_not_equal_scalar", r_ne, 0},
-    {"_greater_scalar", r_gt, 0}, {"_greater_equal_scalar", r_ge, 0},
-    {"_lesser_scalar", r_lt, 0},  {"_lesser_equal_scalar", r_le, 0},
+
+/* Keep x off the scalar (1.5), the kink of max/min, for finite differences. */
+static void off_scalar(fh_arr *in, int n_in) {
+    (void)n_in;
+    for (int64_t i = 0; i < fh_numel(&in[0]); i++)
+        if (fabs(fh_get(&in[0], i) - 1.5) < 0.01) fh_set(&in[0], i, 1.7);
+}
+
+/* Forward (5,3) on the grid in float64; differentiable ops also get
+ * finite differences on [0.3, 2.9). */
+#define SFWD(name, f)                                                                                      \
+    {.op = name, .kw = {"scalar", "1.5", NULL}, .n_in = 1, .in = {OT_SHAPE(5, 3)}, .lo = 0.5, .hi = 3,       \
+     .seed = 9, .ref = ref_scalar, .ref_data = &(const sref){f}, .prep = grid, .dtypes = OT_F64}
+#define SGRAD(name, f)                                                                                     \
+    SFWD(name, f), {.op = name, .kw = {"scalar", "1.5", NULL}, .n_in = 1, .in = {OT_SHAPE(5, 3)}, .lo = 0.3, \
+                    .hi = 2.9, .seed = 40, .ref = ref_scalar, .ref_data = &(const sref){f}, .prep = off_scalar, \
+                    .dtypes = OT_F64, .fd_mask = 1}
+
+static const ot_row scalar_rows[] = {
+    SGRAD("_plus_scalar", r_add),   SGRAD("_minus_scalar", r_sub), SGRAD("_rminus_scalar", r_rsub),
+    SGRAD("_mul_scalar", r_mul),    SGRAD("_div_scalar", r_div),   SGRAD("_rdiv_scalar", r_rdiv),
+    SGRAD("_power_scalar", pow),    SGRAD("_rpower_scalar", r_rpow), SGRAD("_maximum_scalar", r_max),
+    SGRAD("_minimum_scalar", r_min), SFWD("_equal_scalar", r_eq),  SFWD("_not_equal_scalar", r_ne),
+    SFWD("_greater_scalar", r_gt),  SFWD("_greater_equal_scalar", r_ge),
+    SFWD("_lesser_scalar", r_lt),   SFWD("_lesser_equal_scalar", r_le),
 };
 
-Test(binary, scalar_ops_forward_and_gradient) {
-    for (size_t c = 0; c < sizeof scases / sizeof scases[0]; c++) {
-        fh_arr x = fh_arr_new(MXP_DTYPE_F64, 2, SHAPE(5, 3));
-        fh_fill_uniform(&x, 9 + c, 0.5, 3.0);
-        grid(&x, 1);
-        fh_arr y = run1(scases[c].name, KW("scalar", "1.5"), 1, &x);
-        for (int64_t i = 0; i < 15; i++) {
-            double want = scases[c].ref(fh_get(&x, i), 1.5);
-            cr_assert(close_to(fh_get(&y, i), want, 1e-12, 1e-12), "%s(%g) = %g want %g",
-                      scases[c].name, fh_get(&x, i), fh_get(&y, i), want);
-        }
-        fh_arr_free(&y);
-        if (scases[c].diff) {
-            fh_fill_uniform(&x, 40 + c, 0.3, 2.9);  /* off the 1.5 kink */
-            for (int64_t i = 0; i < 15; i++)
-                if (fabs(fh_get(&x, i) - 1.5) < 0.01) fh_set(&x, i, 1.7);
-            GRAD_OK(scases[c].name, KW("scalar", "1.5"), 1, &x, 1);
-        }
-        fh_arr_free(&x);
-    }
+Test(binary, scalar_table) {
+    int runs = ot_run(P, scalar_rows, OT_LEN(scalar_rows));
+    cr_assert_eq(runs, 16 + 10, "%d runs", runs);
     /* the MXNet 0.x alias */
     fh_arr x = fh_arr_new(MXP_DTYPE_F32, 1, SHAPE(3));
     fh_arr y = run1("_PlusScalar", KW("scalar", "2"), 1, &x);

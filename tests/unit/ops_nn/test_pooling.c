@@ -1,8 +1,11 @@
 /* test_pooling.c — Pooling max/avg/sum, valid/full, pad, stride, global,
- * count_include_pad: forward against an independent float64 reference,
- * backward by float64 finite differences, output shapes. */
+ * count_include_pad: a table (op_table.h, every impl) of forward against
+ * an independent float64 reference with output shapes, and backward by
+ * float64 finite differences; parameter errors; max backward's req
+ * write/add on the disjoint-window fast path. */
 #include <string.h>
 #include "nn_test_util.h"
+#include "op_table.h"
 
 static fh_pack *pack;
 static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
@@ -10,7 +13,19 @@ static void teardown(void) { fh_unload(pack); }
 
 typedef struct pc { const char *type; int k, s, p, full, global, cip; } pc;
 
-static void ref_pool(const pc *c, const double *x, int N, int C, int H, int W, int Ho, int Wo, double *y) {
+/* Independent float64 pooling of an (N, C, H, W) input; checks the output
+ * shape against MXNet's valid/full conventions first. */
+static void ref_pool(const ot_ref_args *a) {
+    const pc *c = a->data;
+    const fh_arr *in = &a->in[0];
+    fh_arr *out = &a->out[0];
+    int N = (int)in->shape[0], C = (int)in->shape[1], H = (int)in->shape[2], W = (int)in->shape[3];
+    int Ho, Wo;
+    if (c->global) Ho = Wo = 1;
+    else if (c->full) { Ho = 1 + (H + 2 * c->p - c->k + c->s - 1) / c->s; Wo = 1 + (W + 2 * c->p - c->k + c->s - 1) / c->s; }
+    else { Ho = 1 + (H + 2 * c->p - c->k) / c->s; Wo = 1 + (W + 2 * c->p - c->k) / c->s; }
+    cr_assert(out->ndim == 4 && out->shape[2] == Ho && out->shape[3] == Wo, "%s k%d s%d p%d: output %lldx%lld, want %dx%d",
+              c->type, c->k, c->s, c->p, (long long)out->shape[2], (long long)out->shape[3], Ho, Wo);
     int k0 = c->global ? H : c->k, k1 = c->global ? W : c->k, s = c->global ? 1 : c->s, p = c->global ? 0 : c->p;
     for (int n = 0; n < N * C; n++) for (int oh = 0; oh < Ho; oh++) for (int ow = 0; ow < Wo; ow++) {
         double mx = -1e300, sum = 0; int cnt_pad = 0, cnt = 0;
@@ -18,49 +33,36 @@ static void ref_pool(const pc *c, const double *x, int N, int C, int H, int W, i
             int ih = oh * s - p + i, iw = ow * s - p + j;
             if (ih < H + p && iw < W + p) cnt_pad++;      /* inside the padded extent */
             if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
-            double v = x[(n * H + ih) * W + iw];
+            double v = fh_get(in, (n * H + ih) * W + iw);
             if (v > mx) mx = v;
             sum += v; cnt++;
         }
         double r = !strcmp(c->type, "max") ? mx : !strcmp(c->type, "sum") ? sum : sum / (c->cip ? cnt_pad : cnt);
-        y[(n * Ho + oh) * Wo + ow] = r;
+        fh_set(out, (n * Ho + oh) * Wo + ow, r);
     }
 }
 
-Test(pooling, forward_and_fd, .init = setup, .fini = teardown) {
-    pc cs[] = {
-        {"max", 2, 2, 0, 0, 0, 1}, {"max", 3, 2, 1, 0, 0, 1}, {"avg", 3, 2, 1, 0, 0, 1}, {"avg", 3, 2, 1, 1, 0, 0},
-        {"sum", 2, 1, 0, 0, 0, 1}, {"avg", 3, 3, 0, 1, 0, 1}, {"max", 3, 2, 1, 1, 0, 1}, {"avg", 1, 1, 0, 0, 1, 1},
-        {"max", 1, 1, 0, 0, 1, 1}, {"max", 3, 3, 0, 0, 0, 1},
-    };
-    for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) for (int dti = 0; dti < 2; dti++) {
-        const pc *c = &cs[t];
-        int32_t dt = dti ? MXP_DTYPE_F64 : MXP_DTYPE_F32;
-        char kw[200];
-        snprintf(kw, sizeof kw, "pool_type=%s kernel=(%d,%d) stride=(%d,%d) pad=(%d,%d) pooling_convention=%s global_pool=%s count_include_pad=%s",
-                 c->type, c->k, c->k, c->s, c->s, c->p, c->p, c->full ? "full" : "valid", c->global ? "True" : "False", c->cip ? "True" : "False");
-        int N = 2, C = 3, H = 9, W = 8;
-        fh_node n; int64_t d[4] = {N, C, H, W};
-        tu_node(&n, pack, "Pooling", kw, dt, 4, d, 1);
-        int Ho, Wo;
-        if (c->global) { Ho = Wo = 1; }
-        else if (c->full) { Ho = 1 + (H + 2 * c->p - c->k + c->s - 1) / c->s; Wo = 1 + (W + 2 * c->p - c->k + c->s - 1) / c->s; }
-        else { Ho = 1 + (H + 2 * c->p - c->k) / c->s; Wo = 1 + (W + 2 * c->p - c->k) / c->s; }
-        cr_assert_eq(n.out_shape[0].dims[2], Ho, "%s", kw); cr_assert_eq(n.out_shape[0].dims[3], Wo, "%s", kw);
-        uint64_t r = 17 + t;
-        tu_fill(n.in[0], dt, N * C * H * W, &r, -1, 1);
-        double *x = tu_to_f64(n.in[0], dt, N * C * H * W), *y = malloc(sizeof(double) * (size_t)(N * C * Ho * Wo));
-        ref_pool(c, x, N, C, H, W, Ho, Wo, y);
-        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
-        cr_assert_leq(tu_relerr(n.out[0], dt, y, N * C * Ho * Wo), dt == MXP_DTYPE_F32 ? 1e-6 : 1e-14, "%s", kw);
-        if (dt == MXP_DTYPE_F64) {
-            tu_fill(n.out_grad[0], dt, N * C * Ho * Wo, &r, -1, 1);
-            int check[1] = {1};
-            tu_fd_check(&n, 1, check, 1e-6);
-        }
-        free(x); free(y);
-        fh_node_free(&n);
-    }
+/* One row per case: forward in float32 and float64 on (2, 3, 9, 8), float64
+ * finite differences of the data. */
+#define POOL(t, k, s, p, conv, full, glob, cip)                                                              \
+    {.op = "Pooling",                                                                                        \
+     .kw = {"pool_type", t, "kernel", "(" #k "," #k ")", "stride", "(" #s "," #s ")", "pad", "(" #p "," #p ")", \
+            "pooling_convention", conv, "global_pool", glob ? "True" : "False", "count_include_pad",          \
+            cip ? "True" : "False", NULL},                                                                   \
+     .n_in = 1, .in = {OT_SHAPE(2, 3, 9, 8)}, .lo = -1, .hi = 1, .seed = 17, .ref = ref_pool,                 \
+     .ref_data = &(const pc){t, k, s, p, full, glob, cip}, .atol32 = 1e-6, .rtol32 = 1e-6, .atol64 = 1e-14,     \
+     .rtol64 = 1e-14, .fd_mask = 1, .fd_atol = 1e-6, .fd_rtol = 1e-6}
+
+static const ot_row rows[] = {
+    POOL("max", 2, 2, 0, "valid", 0, 0, 1), POOL("max", 3, 2, 1, "valid", 0, 0, 1), POOL("avg", 3, 2, 1, "valid", 0, 0, 1),
+    POOL("avg", 3, 2, 1, "full", 1, 0, 0),  POOL("sum", 2, 1, 0, "valid", 0, 0, 1), POOL("avg", 3, 3, 0, "full", 1, 0, 1),
+    POOL("max", 3, 2, 1, "full", 1, 0, 1),  POOL("avg", 1, 1, 0, "valid", 0, 1, 1), POOL("max", 1, 1, 0, "valid", 0, 1, 1),
+    POOL("max", 3, 3, 0, "valid", 0, 0, 1),
+};
+
+Test(pooling, table, .init = setup, .fini = teardown) {
+    int runs = ot_run(pack, rows, OT_LEN(rows));
+    cr_assert_geq(runs, 10 * 2, "%d runs", runs);
 }
 
 Test(pooling, params_and_shapes, .init = setup, .fini = teardown) {
