@@ -7,60 +7,62 @@
  * layers (active in training, the same mask in forward and backward), and
  * the refused options named in the error. */
 #include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
 
-#include "op_cases.h"
+#include "op_table.h"
 
 #define CASES MXP_SOURCE_DIR "/tests/data/ops/rnn_cases.txt"
 
-static ph_pack *P;
+static fh_pack *P;
 static void setup(void) {
-    P = ph_load(PH_PACK_PATH("ops-nn"));
-    cr_assert(P, "load ops-nn: %s", ph_last_error());
+    P = fh_load("ops-nn");
+    cr_assert(P, "load ops-nn: %s", fh_error());
 }
-static void teardown(void) { ph_unload(P); }
+static void teardown(void) { fh_unload(P); }
 
 TestSuite(rnn, .init = setup, .fini = teardown);
 
 Test(rnn, pytorch_reference_cases) {
-    int n = oc_run_file(P, CASES, "ops-nn");
+    int n = ot_run_file(P, CASES, "ops-nn");
     cr_assert_eq(n, 8, "%d cases ran, want 8", n);
 }
 
 /* MXNet's GetRnnParamSize, written out for two configurations. */
 Test(rnn, parameter_vector_length_is_inferred) {
-    const mxp_op_def *def = ph_op_def(P, "RNN");
+    const mxp_op_def *def = fh_op_def(P, "RNN");
     cr_assert(def);
     /* lstm, 2 layers, bidirectional, C=3, H=2: 4H*D = 16 per gate block;
      * layer 0 (3 + 2 + 2) * 16, layer 1 (2*2 + 2 + 2) * 16. */
     const char *const kw[] = {"mode", "lstm", "state_size", "2", "num_layers", "2", "bidirectional", "True",
                               "state_outputs", "True", NULL};
-    ph_arr x = ph_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){4, 2, 3});
-    ph_arr w = ph_arr_new(MXP_DTYPE_F64, 1, (const int64_t[]){7 * 16 + 8 * 16});
-    ph_arr h = ph_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){4, 2, 2});
-    ph_arr c = ph_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){4, 2, 2});
-    ph_arr in[4] = {x, w, h, c}, out[PH_MAX_IO];
+    fh_arr x = fh_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){4, 2, 3});
+    fh_arr w = fh_arr_new(MXP_DTYPE_F64, 1, (const int64_t[]){7 * 16 + 8 * 16});
+    fh_arr h = fh_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){4, 2, 2});
+    fh_arr c = fh_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){4, 2, 2});
+    fh_arr in[4] = {x, w, h, c}, out[FH_MAX_IO];
     memset(out, 0, sizeof out);
     int n = 0;
-    cr_assert_eq(ph_forward(P, "RNN", kw, 4, in, &n, out, MXP_REQ_WRITE), 0, "%s", ph_last_error());
+    cr_assert_eq(fh_forward(P, "RNN", kw, 4, in, &n, out, MXP_REQ_WRITE), 0, "%s", fh_error());
     cr_assert_eq(n, 3);
     cr_assert_eq(out[0].shape[2], 4);
-    for (int k = 0; k < n; k++) ph_arr_free(&out[k]);
+    for (int k = 0; k < n; k++) fh_arr_free(&out[k]);
     /* one parameter too many: refused, naming both counts */
-    ph_arr w2 = ph_arr_new(MXP_DTYPE_F64, 1, (const int64_t[]){7 * 16 + 8 * 16 + 1});
+    fh_arr w2 = fh_arr_new(MXP_DTYPE_F64, 1, (const int64_t[]){7 * 16 + 8 * 16 + 1});
     in[1] = w2;
-    cr_assert_neq(ph_forward(P, "RNN", kw, 4, in, &n, out, MXP_REQ_WRITE), 0);
-    cr_assert(strstr(ph_last_error(), "240"), "%s", ph_last_error());
+    cr_assert_neq(fh_forward(P, "RNN", kw, 4, in, &n, out, MXP_REQ_WRITE), 0);
+    cr_assert(strstr(fh_error(), "240"), "%s", fh_error());
     /* gru, 1 layer: 3H * (C + H + 2) */
     const char *const kg[] = {"mode", "gru", "state_size", "5", "num_layers", "1", NULL};
-    ph_arr wg = ph_arr_new(MXP_DTYPE_F64, 1, (const int64_t[]){15 * (3 + 5 + 2)});
-    ph_arr hg = ph_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){1, 2, 5});
-    ph_arr ig[3] = {x, wg, hg};
+    fh_arr wg = fh_arr_new(MXP_DTYPE_F64, 1, (const int64_t[]){15 * (3 + 5 + 2)});
+    fh_arr hg = fh_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){1, 2, 5});
+    fh_arr ig[3] = {x, wg, hg};
     memset(out, 0, sizeof out);
-    cr_assert_eq(ph_forward(P, "RNN", kg, 3, ig, &n, out, MXP_REQ_WRITE), 0, "%s", ph_last_error());
+    cr_assert_eq(fh_forward(P, "RNN", kg, 3, ig, &n, out, MXP_REQ_WRITE), 0, "%s", fh_error());
     cr_assert_eq(n, 1);
-    ph_arr_free(&out[0]);
-    ph_arr_free(&x); ph_arr_free(&w); ph_arr_free(&h); ph_arr_free(&c);
-    ph_arr_free(&w2); ph_arr_free(&wg); ph_arr_free(&hg);
+    fh_arr_free(&out[0]);
+    fh_arr_free(&x); fh_arr_free(&w); fh_arr_free(&h); fh_arr_free(&c);
+    fh_arr_free(&w2); fh_arr_free(&wg); fh_arr_free(&hg);
 }
 
 /* p > 0 in training: the output differs from p = 0 (values dropped between
@@ -71,35 +73,35 @@ Test(rnn, dropout_between_layers) {
     const char *const k0[] = {"mode", "rnn_tanh", "state_size", "3", "num_layers", "2", "p", "0", NULL};
     const char *const k5[] = {"mode", "rnn_tanh", "state_size", "3", "num_layers", "2", "p", "0.5", NULL};
     int64_t np = 3 * (2 + 3 + 2) + 3 * (3 + 3 + 2);
-    ph_arr x = ph_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){5, 4, 2});
-    ph_arr w = ph_arr_new(MXP_DTYPE_F64, 1, &np);
-    ph_arr h = ph_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){2, 4, 3});
-    ph_fill_uniform(&x, 1, -1, 1);
-    ph_fill_uniform(&w, 2, -0.8, 0.8);
-    ph_fill_uniform(&h, 3, -0.5, 0.5);
-    ph_arr in[3] = {x, w, h}, a[PH_MAX_IO], b[PH_MAX_IO], c[PH_MAX_IO];
+    fh_arr x = fh_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){5, 4, 2});
+    fh_arr w = fh_arr_new(MXP_DTYPE_F64, 1, &np);
+    fh_arr h = fh_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){2, 4, 3});
+    fh_fill_uniform(&x, 1, -1, 1);
+    fh_fill_uniform(&w, 2, -0.8, 0.8);
+    fh_fill_uniform(&h, 3, -0.5, 0.5);
+    fh_arr in[3] = {x, w, h}, a[FH_MAX_IO], b[FH_MAX_IO], c[FH_MAX_IO];
     memset(a, 0, sizeof a); memset(b, 0, sizeof b); memset(c, 0, sizeof c);
     int n = 0;
-    cr_assert_eq(ph_forward(P, "RNN", k0, 3, in, &n, a, MXP_REQ_WRITE), 0, "%s", ph_last_error());
-    cr_assert_eq(ph_forward(P, "RNN", k5, 3, in, &n, b, MXP_REQ_WRITE), 0, "%s", ph_last_error());
-    cr_assert_eq(ph_forward(P, "RNN", k5, 3, in, &n, c, MXP_REQ_WRITE), 0, "%s", ph_last_error());
+    cr_assert_eq(fh_forward(P, "RNN", k0, 3, in, &n, a, MXP_REQ_WRITE), 0, "%s", fh_error());
+    cr_assert_eq(fh_forward(P, "RNN", k5, 3, in, &n, b, MXP_REQ_WRITE), 0, "%s", fh_error());
+    cr_assert_eq(fh_forward(P, "RNN", k5, 3, in, &n, c, MXP_REQ_WRITE), 0, "%s", fh_error());
     int differ = 0;
-    for (int64_t i = 0; i < ph_numel(&a[0]); i++) {
-        differ += ph_get(&a[0], i) != ph_get(&b[0], i);
-        cr_assert_eq(ph_get(&b[0], i), ph_get(&c[0], i), "dropout mask differs between two calls at %lld", (long long)i);
+    for (int64_t i = 0; i < fh_numel(&a[0]); i++) {
+        differ += fh_get(&a[0], i) != fh_get(&b[0], i);
+        cr_assert_eq(fh_get(&b[0], i), fh_get(&c[0], i), "dropout mask differs between two calls at %lld", (long long)i);
     }
-    cr_assert_gt(differ, ph_numel(&a[0]) / 2, "only %d of %lld outputs changed by p=0.5", differ,
-                 (long long)ph_numel(&a[0]));
-    cr_assert_eq(ph_grad_check(P, "RNN", k5, 3, in, 1u << 2, 1e-6, 1e-6, 1e-5), 0, "%s", ph_last_error());
-    ph_arr_free(&a[0]); ph_arr_free(&b[0]); ph_arr_free(&c[0]);
-    ph_arr_free(&x); ph_arr_free(&w); ph_arr_free(&h);
+    cr_assert_gt(differ, fh_numel(&a[0]) / 2, "only %d of %lld outputs changed by p=0.5", differ,
+                 (long long)fh_numel(&a[0]));
+    cr_assert_eq(fh_grad_check(P, "RNN", k5, 3, in, 1u << 2, 1e-6, 1e-6, 1e-5), 0, "%s", fh_error());
+    fh_arr_free(&a[0]); fh_arr_free(&b[0]); fh_arr_free(&c[0]);
+    fh_arr_free(&x); fh_arr_free(&w); fh_arr_free(&h);
 }
 
 Test(rnn, unsupported_options_are_refused_by_name) {
-    ph_arr x = ph_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){2, 1, 2});
-    ph_arr w = ph_arr_new(MXP_DTYPE_F64, 1, (const int64_t[]){2 * (2 + 2 + 2)});
-    ph_arr h = ph_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){1, 1, 2});
-    ph_arr in[3] = {x, w, h}, out[PH_MAX_IO];
+    fh_arr x = fh_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){2, 1, 2});
+    fh_arr w = fh_arr_new(MXP_DTYPE_F64, 1, (const int64_t[]){2 * (2 + 2 + 2)});
+    fh_arr h = fh_arr_new(MXP_DTYPE_F64, 3, (const int64_t[]){1, 1, 2});
+    fh_arr in[3] = {x, w, h}, out[FH_MAX_IO];
     memset(out, 0, sizeof out);
     int n = 0;
     const char *const bad[][9] = {
@@ -111,8 +113,8 @@ Test(rnn, unsupported_options_are_refused_by_name) {
     };
     const char *want[] = {"projection_size", "use_sequence_length", "lstm_state_clip", "p", "mode"};
     for (int i = 0; i < 5; i++) {
-        cr_assert_neq(ph_forward(P, "RNN", bad[i], 3, in, &n, out, MXP_REQ_WRITE), 0, "case %d accepted", i);
-        cr_assert(strstr(ph_last_error(), want[i]), "case %d: %s", i, ph_last_error());
+        cr_assert_neq(fh_forward(P, "RNN", bad[i], 3, in, &n, out, MXP_REQ_WRITE), 0, "case %d accepted", i);
+        cr_assert(strstr(fh_error(), want[i]), "case %d: %s", i, fh_error());
     }
-    ph_arr_free(&x); ph_arr_free(&w); ph_arr_free(&h);
+    fh_arr_free(&x); fh_arr_free(&w); fh_arr_free(&h);
 }
