@@ -184,7 +184,11 @@ static const mxp_op_impl rnn_impl = {
     .forward = rnn_fwd, .backward = rnn_bwd,
 };
 
+/* rnn_param_concat.c: Gluon's companion op, registered with RNN. */
+int nn_register_rnn_param_concat(mxp_registrar *r);
+
 int nn_register_rnn(mxp_registrar *r) {
     int st = r->add_op(r, &rnn_def);
-    return st < 0 ? st : r->add_impl(r, &rnn_impl);
+    if (st >= 0) st = r->add_impl(r, &rnn_impl);
+    return st < 0 ? st : nn_register_rnn_param_concat(r);
 }

@@ -7,7 +7,9 @@
  * loads into the bound executor; forward equals PyTorch's (nn.Embedding,
  * nn.LSTM, nn.Linear) softmax, backward equals PyTorch's gradients of the
  * packed LSTM parameters and the embedding; and one SGD step on those
- * gradients lowers the loss. */
+ * gradients lowers the loss.  The same for the model as Gluon exports it
+ * (gluon_rnn_lm-*: per-layer weights joined by _rnn_param_concat), whose
+ * per-layer gradients concatenate to the packed vector's. */
 #include "exec_test_util.h"
 
 #define DIR MXP_SOURCE_DIR "/tests/data/symbol/"
@@ -52,32 +54,56 @@ static void assert_close(const char *what, const double *got, const double *want
                   (long long)i, got[i], want[i]);
 }
 
-Test(rnn_lm, loads_infers_trains_and_matches_pytorch, .timeout = 120) {
+/* One way of packaging the model: file names and its argument names. */
+typedef struct lm_fixture {
+    const char *prefix, *data, *state0, *state1, *embed, *pred_w, *pred_b;
+    const char *lstm[8]; /* the LSTM parameter arrays, in packed order */
+    int n_lstm;
+} lm_fixture;
+
+static const lm_fixture fused_fx = {
+    "fused_rnn_lm", "data", "lstm_begin_state_0", "lstm_begin_state_1", "embed_weight", "pred_weight", "pred_bias",
+    {"lstm_parameters"}, 1,
+};
+
+static const lm_fixture gluon_fx = {
+    "gluon_rnn_lm", "data0", "data1", "data2", "embedding0_weight", "dense0_weight", "dense0_bias",
+    {"lstm0_l0_i2h_weight", "lstm0_l0_h2h_weight", "lstm0_l1_i2h_weight", "lstm0_l1_h2h_weight",
+     "lstm0_l0_i2h_bias", "lstm0_l0_h2h_bias", "lstm0_l1_i2h_bias", "lstm0_l1_h2h_bias"}, 8,
+};
+
+static void assert_arg_shape(int na, const char *const *an, const mxp_shape *as, const char *name, int nd,
+                             const int64_t *dims) {
+    int i = 0;
+    while (i < na && strcmp(an[i], name)) i++;
+    cr_assert_lt(i, na, "no argument %s", name);
+    cr_assert_eq(as[i].ndim, nd, "%s rank %d, want %d", name, as[i].ndim, nd);
+    for (int j = 0; j < nd; j++)
+        cr_assert_eq(as[i].dims[j], dims[j], "%s dim %d = %lld, want %lld", name, j, (long long)as[i].dims[j],
+                     (long long)dims[j]);
+}
+
+static void run_lm(const lm_fixture *fx) {
+    char path[512];
     mxp_symbol *sym = NULL;
-    cr_assert_eq(mxp_symbol_load_file(DIR "fused_rnn_lm-symbol.json", &sym), MXP_OK, "%s", mxp_last_error());
-    const char *dn[] = {"data"};
+    snprintf(path, sizeof path, DIR "%s-symbol.json", fx->prefix);
+    cr_assert_eq(mxp_symbol_load_file(path, &sym), MXP_OK, "%s", mxp_last_error());
+    const char *dn[] = {fx->data};
     mxp_shape d = {.ndim = 2, .dims = {5, 2}};
     int na, no, complete;
     mxp_shape *as, *os;
     cr_assert_eq(mxp_symbol_infer_shape(sym, 1, dn, &d, &na, &as, &no, &os, NULL, NULL, &complete), MXP_OK, "%s",
                  mxp_last_error());
-    cr_assert_eq(complete, 1);
+    cr_assert_eq(complete, 1, "%s: shapes incomplete from the data shape alone", fx->prefix);
     const char *const *an;
     cr_assert_eq(mxp_symbol_list_arguments(sym, &na, &an), MXP_OK);
     /* MXNet's GetRnnParamSize: lstm, 4*6 rows per layer, (4+6+2) and (6+6+2) columns. */
-    struct { const char *name; int nd; int64_t dims[3]; } want[] = {
-        {"embed_weight", 2, {12, 4}},        {"lstm_parameters", 1, {24 * 12 + 24 * 14}},
-        {"lstm_begin_state_0", 3, {2, 2, 6}}, {"lstm_begin_state_1", 3, {2, 2, 6}},
-        {"pred_weight", 2, {12, 6}},         {"pred_bias", 1, {12}}, {"softmax_label", 1, {10}},
-    };
-    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
-        int i = 0;
-        while (i < na && strcmp(an[i], want[k].name)) i++;
-        cr_assert_lt(i, na, "no argument %s", want[k].name);
-        cr_assert_eq(as[i].ndim, want[k].nd, "%s rank", want[k].name);
-        for (int j = 0; j < want[k].nd; j++)
-            cr_assert_eq(as[i].dims[j], want[k].dims[j], "%s dim %d = %lld", want[k].name, j, (long long)as[i].dims[j]);
-    }
+    if (fx->n_lstm == 1) assert_arg_shape(na, an, as, fx->lstm[0], 1, (const int64_t[]){24 * 12 + 24 * 14});
+    assert_arg_shape(na, an, as, fx->state0, 3, (const int64_t[]){2, 2, 6});
+    assert_arg_shape(na, an, as, fx->state1, 3, (const int64_t[]){2, 2, 6});
+    assert_arg_shape(na, an, as, fx->embed, 2, (const int64_t[]){12, 4});
+    assert_arg_shape(na, an, as, fx->pred_w, 2, (const int64_t[]){12, 6});
+    assert_arg_shape(na, an, as, "softmax_label", 1, (const int64_t[]){10});
     cr_assert_eq(no, 1);
     cr_assert(os[0].ndim == 2 && os[0].dims[0] == 10 && os[0].dims[1] == 12);
     free(as);
@@ -87,8 +113,9 @@ Test(rnn_lm, loads_infers_trains_and_matches_pytorch, .timeout = 120) {
     int np;
     mxp_ndarray **arrs;
     char **names;
-    cr_assert_eq(mxp_ndarray_load(DIR "fused_rnn_lm-0000.params", &np, &arrs, &names), MXP_OK, "%s", mxp_last_error());
-    cr_assert_eq(np, 4);
+    snprintf(path, sizeof path, DIR "%s-0000.params", fx->prefix);
+    cr_assert_eq(mxp_ndarray_load(path, &np, &arrs, &names), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(np, 3 + fx->n_lstm);
     for (int i = 0; i < np; i++) {
         cr_assert(!strncmp(names[i], "arg:", 4), "%s", names[i]);
         mxp_ndarray *dst = et_arg(ex, sym, names[i] + 4, 0);
@@ -99,10 +126,10 @@ Test(rnn_lm, loads_infers_trains_and_matches_pytorch, .timeout = 120) {
     }
     mxp_ndarray_list_free(np, arrs, names);
     double *data = ref_row("data", 10), *label = ref_row("softmax_label", 10);
-    et_set(et_arg(ex, sym, "data", 0), data);
+    et_set(et_arg(ex, sym, fx->data, 0), data);
     et_set(et_arg(ex, sym, "softmax_label", 0), label);
-    cr_assert_eq(mxp_ndarray_fill(et_arg(ex, sym, "lstm_begin_state_0", 0), 0), MXP_OK);
-    cr_assert_eq(mxp_ndarray_fill(et_arg(ex, sym, "lstm_begin_state_1", 0), 0), MXP_OK);
+    cr_assert_eq(mxp_ndarray_fill(et_arg(ex, sym, fx->state0, 0), 0), MXP_OK);
+    cr_assert_eq(mxp_ndarray_fill(et_arg(ex, sym, fx->state1, 0), 0), MXP_OK);
 
     cr_assert_eq(mxp_executor_forward(ex, 1), MXP_OK, "%s", mxp_last_error());
     cr_assert_eq(mxp_executor_backward(ex, 0, NULL), MXP_OK, "%s", mxp_last_error());
@@ -111,21 +138,29 @@ Test(rnn_lm, loads_infers_trains_and_matches_pytorch, .timeout = 120) {
     cr_assert_eq(mxp_executor_outputs(ex, &n, &o), MXP_OK);
     double *prob = et_read(o[0]), *want_prob = ref_row("softmax_output", 120);
     assert_close("softmax_output", prob, want_prob, 120, 2e-6, 1e-5);
-    const char *gname[] = {"lstm_parameters", "embed_weight"};
-    int64_t gn[] = {24 * 12 + 24 * 14, 48};
-    for (int k = 0; k < 2; k++) {
-        char rn[64];
-        snprintf(rn, sizeof rn, "grad_%s", gname[k]);
-        double *g = et_read(et_arg(ex, sym, gname[k], 1)), *w = ref_row(rn, gn[k]);
-        assert_close(rn, g, w, gn[k], 1e-5, 1e-4);
-        free(g);
-        free(w);
+    /* the LSTM arrays' gradients, concatenated, are the packed vector's */
+    const int64_t np_lstm = 24 * 12 + 24 * 14;
+    double *gl = malloc(np_lstm * sizeof *gl), *wl = ref_row("grad_lstm_parameters", np_lstm);
+    int64_t off = 0;
+    for (int k = 0; k < fx->n_lstm; k++) {
+        mxp_ndarray *g = et_arg(ex, sym, fx->lstm[k], 1);
+        cr_assert_leq(off + mxp_ndarray_size(g), np_lstm, "%s overflows the packed vector", fx->lstm[k]);
+        double *v = et_read(g);
+        memcpy(gl + off, v, (size_t)mxp_ndarray_size(g) * sizeof *v);
+        off += mxp_ndarray_size(g);
+        free(v);
     }
+    cr_assert_eq(off, np_lstm);
+    assert_close("grad_lstm_parameters", gl, wl, np_lstm, 1e-5, 1e-4);
+    double *ge = et_read(et_arg(ex, sym, fx->embed, 1)), *we = ref_row("grad_embed_weight", 48);
+    assert_close("grad_embed_weight", ge, we, 48, 1e-5, 1e-4);
+    free(gl); free(wl); free(ge); free(we);
 
     /* One SGD step (lr 0.1) on every parameter lowers the loss. */
     double loss0 = loss_of(ex, label);
-    const char *params[] = {"embed_weight", "lstm_parameters", "pred_weight", "pred_bias"};
-    for (int k = 0; k < 4; k++) {
+    const char *params[11] = {fx->embed, fx->pred_w, fx->pred_b};
+    for (int k = 0; k < fx->n_lstm; k++) params[3 + k] = fx->lstm[k];
+    for (int k = 0; k < 3 + fx->n_lstm; k++) {
         mxp_ndarray *wa = et_arg(ex, sym, params[k], 0);
         double *w = et_read(wa), *g = et_read(et_arg(ex, sym, params[k], 1));
         for (int64_t i = 0; i < mxp_ndarray_size(wa); i++) w[i] -= 0.1 * g[i];
@@ -135,7 +170,7 @@ Test(rnn_lm, loads_infers_trains_and_matches_pytorch, .timeout = 120) {
     }
     cr_assert_eq(mxp_executor_forward(ex, 0), MXP_OK, "%s", mxp_last_error());
     double loss1 = loss_of(ex, label);
-    cr_assert_lt(loss1, loss0 - 1e-3, "loss %.6f -> %.6f after one SGD step", loss0, loss1);
+    cr_assert_lt(loss1, loss0 - 1e-3, "%s: loss %.6f -> %.6f after one SGD step", fx->prefix, loss0, loss1);
 
     free(prob);
     free(want_prob);
@@ -144,3 +179,7 @@ Test(rnn_lm, loads_infers_trains_and_matches_pytorch, .timeout = 120) {
     mxp_executor_free(ex);
     mxp_symbol_release(sym);
 }
+
+Test(rnn_lm, fused_rnn_cell_checkpoint, .timeout = 120) { run_lm(&fused_fx); }
+
+Test(rnn_lm, gluon_export_with_rnn_param_concat, .timeout = 120) { run_lm(&gluon_fx); }
