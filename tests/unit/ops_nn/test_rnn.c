@@ -123,32 +123,32 @@ Test(rnn, unsupported_options_are_refused_by_name) {
  * one or two inputs of unknown length the rest of the known output's;
  * forward joins, backward splits (finite differences). */
 Test(rnn, param_concat_infers_and_joins) {
-    const mxp_op_def *def = ph_op_def(P, "_rnn_param_concat");
+    const mxp_op_def *def = fh_op_def(P, "_rnn_param_concat");
     cr_assert(def);
     int64_t params[8];
     const char *const kw[] = {"num_args", "3", "dim", "0", NULL};
-    cr_assert_eq(ph_parse(def->params, def->n_params, kw, params), 0, "%s", ph_last_error());
+    cr_assert_eq(fh_parse(def->params, def->n_params, kw, params), 0, "%s", fh_error());
     mxp_shape in[3] = {{.ndim = 1, .dims = {4}}, {.ndim = -1}, {.ndim = 1, .dims = {0}}}, out = {.ndim = 1, .dims = {10}};
     mxp_infer_shape_args a = {.hdr = MXP_HEADER(mxp_infer_shape_args), .params = params, .n_in = 3, .n_out = 1,
                               .in = in, .out = &out};
-    cr_assert_eq(def->infer_shape(&a), MXP_OK, "%s", ph_last_error());
+    cr_assert_eq(def->infer_shape(&a), MXP_OK, "%s", fh_error());
     cr_assert(in[1].ndim == 1 && in[1].dims[0] == 3 && in[2].ndim == 1 && in[2].dims[0] == 3, "got (%lld) (%lld)",
               (long long)in[1].dims[0], (long long)in[2].dims[0]);
     mxp_shape odd[3] = {{.ndim = 1, .dims = {3}}, {.ndim = 1, .dims = {0}}, {.ndim = 1, .dims = {0}}};
     a.in = odd;
     cr_assert_neq(def->infer_shape(&a), MXP_OK, "7 values cannot split between 2 inputs");
     /* forward and gradients on 2-D pieces along dim 0 */
-    ph_arr x[3] = {ph_arr_new(MXP_DTYPE_F64, 2, (const int64_t[]){1, 2}), ph_arr_new(MXP_DTYPE_F64, 2, (const int64_t[]){3, 2}),
-                   ph_arr_new(MXP_DTYPE_F64, 2, (const int64_t[]){2, 2})};
-    for (int i = 0; i < 3; i++) ph_fill_uniform(&x[i], 10 + (uint64_t)i, -1, 1);
-    ph_arr o[PH_MAX_IO];
+    fh_arr x[3] = {fh_arr_new(MXP_DTYPE_F64, 2, (const int64_t[]){1, 2}), fh_arr_new(MXP_DTYPE_F64, 2, (const int64_t[]){3, 2}),
+                   fh_arr_new(MXP_DTYPE_F64, 2, (const int64_t[]){2, 2})};
+    for (int i = 0; i < 3; i++) fh_fill_uniform(&x[i], 10 + (uint64_t)i, -1, 1);
+    fh_arr o[FH_MAX_IO];
     memset(o, 0, sizeof o);
     int n = 0;
-    cr_assert_eq(ph_forward(P, "_rnn_param_concat", kw, 3, x, &n, o, MXP_REQ_WRITE), 0, "%s", ph_last_error());
+    cr_assert_eq(fh_forward(P, "_rnn_param_concat", kw, 3, x, &n, o, MXP_REQ_WRITE), 0, "%s", fh_error());
     cr_assert(o[0].ndim == 2 && o[0].shape[0] == 6 && o[0].shape[1] == 2);
     for (int i = 0, k = 0; i < 3; i++)
-        for (int64_t j = 0; j < ph_numel(&x[i]); j++, k++) cr_assert_eq(ph_get(&o[0], k), ph_get(&x[i], j));
-    cr_assert_eq(ph_grad_check(P, "_rnn_param_concat", kw, 3, x, ~0u, 1e-6, 1e-8, 1e-6), 0, "%s", ph_last_error());
-    ph_arr_free(&o[0]);
-    for (int i = 0; i < 3; i++) ph_arr_free(&x[i]);
+        for (int64_t j = 0; j < fh_numel(&x[i]); j++, k++) cr_assert_eq(fh_get(&o[0], k), fh_get(&x[i], j));
+    cr_assert_eq(fh_grad_check(P, "_rnn_param_concat", kw, 3, x, ~0u, 1e-6, 1e-8, 1e-6), 0, "%s", fh_error());
+    fh_arr_free(&o[0]);
+    for (int i = 0; i < 3; i++) fh_arr_free(&x[i]);
 }
