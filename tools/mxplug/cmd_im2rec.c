@@ -27,6 +27,7 @@
 
 #include "../../plugins/io-image/src/idx.h"
 #include "../../plugins/io-image/src/img_codec.h"
+#include "../../plugins/io-image/src/img_list.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -436,58 +437,29 @@ static int pack_list(const opts *o) {
         cli_err("%s: cannot open '%s': %s (make it with --list)", CMD, lst, strerror(errno));
         return CLI_FAIL;
     }
-    job *jobs = NULL;
-    size_t n = 0, cap = 0;
-    char line[8192];
-    size_t lineno = 0;
+    fclose(f);
+    img_list list;
+    char err[1200];
+    if (img_list_load(lst, &list, err, sizeof err)) {
+        cli_err("%s: %s", CMD, err);
+        return CLI_FAIL;
+    }
+    size_t n = list.n;
     int rc = CLI_OK;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        size_t l = strlen(line);
-        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) line[--l] = 0;
-        if (!l) continue;
-        char *fields[20];
-        int nf = 0;
-        for (char *p = line; nf < 20;) {
-            fields[nf++] = p;
-            char *t = strchr(p, '\t');
-            if (!t) break;
-            *t = 0;
-            p = t + 1;
-        }
-        char *end;
-        unsigned long long key = strtoull(fields[0], &end, 10);
-        if (nf < 3 || *end || nf - 2 > 16) {
-            cli_err("%s: %s line %zu: expected 'index<TAB>label[<TAB>label...]<TAB>path' (at most 16 labels)", CMD,
-                    lst, lineno);
+    job *jobs = calloc(n ? n : 1, sizeof *jobs);
+    if (!jobs) rc = cli_fail(MXP_ENOMEM, "%s: out of memory for %zu images", CMD, n);
+    for (size_t i = 0; rc == CLI_OK && i < n; i++) {
+        const img_list_entry *e = &list.v[i];
+        if (e->n_labels > 16) {
+            cli_err("%s: %s line %zu: %u labels (at most 16)", CMD, lst, e->line, e->n_labels);
             rc = CLI_FAIL;
             break;
         }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            job *t = realloc(jobs, cap * sizeof *t);
-            if (!t) {
-                rc = CLI_FAIL;
-                break;
-            }
-            jobs = t;
-        }
-        job *j = &jobs[n];
-        memset(j, 0, sizeof *j);
-        j->key = key;
-        j->n_labels = nf - 2;
-        for (int k = 0; k < j->n_labels; k++) {
-            j->labels[k] = strtof(fields[1 + k], &end);
-            if (*end) {
-                cli_err("%s: %s line %zu: label '%s' is not a number", CMD, lst, lineno, fields[1 + k]);
-                rc = CLI_FAIL;
-            }
-        }
-        j->path = strdup(fields[nf - 1]);
-        n++;
-        if (rc != CLI_OK) break;
+        jobs[i].key = e->key;
+        jobs[i].n_labels = (int)e->n_labels;
+        memcpy(jobs[i].labels, list.labels + e->first_label, e->n_labels * sizeof(float));
+        jobs[i].path = e->path; /* owned by the list */
     }
-    fclose(f);
     mxp_recordio *w = NULL;
     if (rc == CLI_OK) rc = open_out(o, o->prefix, &w);
     size_t written = 0, skipped = 0;
@@ -499,8 +471,8 @@ static int pack_list(const opts *o) {
         draw(&pl, a + m, n);
     }
     if (w) rc = finish(w, o->prefix, written, skipped, &pl, t0, rc);
-    for (size_t i = 0; i < n; i++) free(jobs[i].path);
     free(jobs);
+    img_list_free(&list);
     return rc;
 }
 

@@ -7,9 +7,10 @@ TOOL_LDLIBS_mxplug += -ljansson -lz
 
 # `mxplug im2rec` decodes, resizes and encodes images with the io-image
 # pack's codec and reads IDX files with its parser: those sources are
-# compiled a second time for the CLI (they use only libc, libjpeg-turbo,
+# compiled a second time for the CLI (img_list.c: the .lst reader ImageIter
+# shares) (they use only libc, libjpeg-turbo,
 # libpng and zlib).
-IM2REC_PACK_SRCS := img_codec.c img_resize.c idx.c idx_file.c
+IM2REC_PACK_SRCS := img_codec.c img_resize.c idx.c idx_file.c img_list.c
 IM2REC_PACK_OBJS := $(IM2REC_PACK_SRCS:%.c=$(BUILD)/obj/tools/mxplug/io-image/%.o)
 $(BUILD)/obj/tools/mxplug/io-image/%.o: plugins/io-image/src/%.c | deps
 	@mkdir -p $(dir $@)

@@ -16,6 +16,7 @@ extern const mxp_iter_def io_image_mnist_iter_def;
 extern const mxp_iter_def io_image_rec_iter_def;     /* image_rec_iter.c */
 extern const mxp_iter_def io_image_rec_u8_iter_def;
 extern const mxp_iter_def io_image_csv_iter_def;     /* csv_iter.c */
+extern const mxp_iter_def io_image_list_iter_def;    /* image_list_iter.c: ImageIter */
 
 /* iter_util.c: set the host's error (when it has set_error) and return
  * status; check a float32 batch tensor of `iter`'s next against `want`. */

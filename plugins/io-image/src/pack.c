@@ -1,5 +1,5 @@
 /* pack.c — the io-image pack's descriptor and init: registers the data
- * iterators (MNISTIter, ImageRecordIter, ImageRecordUInt8Iter, CSVIter) with the host.  Holds no other logic; the
+ * iterators (MNISTIter, ImageRecordIter, ImageRecordUInt8Iter, CSVIter, ImageIter) with the host.  Holds no other logic; the
  * iterators live in their own files.  Only mxp_plugin_v1 is exported. */
 #include "io_image.h"
 
@@ -12,6 +12,7 @@ static int io_image_init(const mxp_plugin_init_args *a) {
     if (rc == MXP_OK) rc = a->registrar->add_iter(a->registrar, &io_image_rec_iter_def);
     if (rc == MXP_OK) rc = a->registrar->add_iter(a->registrar, &io_image_rec_u8_iter_def);
     if (rc == MXP_OK) rc = a->registrar->add_iter(a->registrar, &io_image_csv_iter_def);
+    if (rc == MXP_OK) rc = a->registrar->add_iter(a->registrar, &io_image_list_iter_def);
     return rc;
 }
 
@@ -25,7 +26,7 @@ static const mxp_plugin_desc io_image_desc = {
     .min_host_minor = 0,
     .name = "io-image",
     .version = "0.1.0",
-    .description = "Image data iterators: MNISTIter (IDX files), ImageRecordIter and ImageRecordUInt8Iter (RecordIO, JPEG/PNG), CSVIter",
+    .description = "Image data iterators: MNISTIter (IDX files), ImageRecordIter and ImageRecordUInt8Iter (RecordIO, JPEG/PNG), CSVIter, ImageIter (.lst of image files)",
     .license = "Apache-2.0",
     .init = io_image_init,
     .fini = io_image_fini,

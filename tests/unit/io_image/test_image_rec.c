@@ -18,56 +18,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "png_writer.h"
+
 #define W 12
 #define H 10
 #define N 16
 
 static char dir[64], rec[128], idx[128];
-
-/* ------------------------------------------------ minimal PNG encoder */
-static void be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static size_t chunk(uint8_t *out, const char *type, const uint8_t *data, uint32_t n) {
-    be32(out, n);
-    memcpy(out + 4, type, 4);
-    if (n) memcpy(out + 8, data, n);
-    uint32_t crc = (uint32_t)crc32(0, out + 4, n + 4);
-    be32(out + 8 + n, crc);
-    return 12 + n;
-}
-
-/* RGB (c=3) or gray (c=1) 8-bit PNG of w x h from px; returns its size. */
-static size_t png_encode(const uint8_t *px, int w, int h, int c, uint8_t *out) {
-    size_t n = 0;
-    memcpy(out, "\x89PNG\r\n\x1a\n", 8);
-    n = 8;
-    uint8_t ihdr[13];
-    be32(ihdr, (uint32_t)w);
-    be32(ihdr + 4, (uint32_t)h);
-    ihdr[8] = 8;
-    ihdr[9] = c == 3 ? 2 : 0;
-    ihdr[10] = ihdr[11] = ihdr[12] = 0;
-    n += chunk(out + n, "IHDR", ihdr, 13);
-    size_t raw_n = (size_t)h * (1 + (size_t)w * (size_t)c);
-    uint8_t *raw = malloc(raw_n);
-    for (int y = 0; y < h; y++) {
-        raw[(size_t)y * (1 + (size_t)w * c)] = 0;
-        memcpy(raw + (size_t)y * (1 + (size_t)w * c) + 1, px + (size_t)y * w * c, (size_t)w * c);
-    }
-    uLongf zn = compressBound(raw_n);
-    uint8_t *z = malloc(zn);
-    cr_assert_eq(compress(z, &zn, raw, raw_n), Z_OK);
-    n += chunk(out + n, "IDAT", z, (uint32_t)zn);
-    n += chunk(out + n, "IEND", NULL, 0);
-    free(raw);
-    free(z);
-    return n;
-}
 
 static void image(int k, uint8_t *px) {
     for (int y = 0; y < H; y++)
@@ -362,5 +319,90 @@ Test(image_rec, gray_and_cmyk_jpeg) {
         mxp_iter_free(it);
         mxp_engine_wait_for_all();
     }
+    cleanup();
+}
+
+/* skip_corrupt: record 5 (id 105) is garbage; the epoch holds the other 15
+ * in file order, each slot the image its id names (blue = 7 + k), none
+ * missing or repeated before the pad, and the same bytes with 1 and 3
+ * decode threads. */
+static int skip_epoch(int threads, float *data, float *labels, uint64_t *ids, int *pads) {
+    char th[8];
+    snprintf(th, sizeof th, "%d", threads);
+    const char *kv[][2] = {{"data_shape", "(3, 6, 8)"}, {"skip_corrupt", "True"}, {"preprocess_threads", th}};
+    mxp_iter *it = make_iter("ImageRecordIter", kv, 3, 4);
+    int has, batches = 0, rc;
+    const size_t per = 4 * 3 * 6 * 8;
+    while ((rc = mxp_iter_next(it, &has)) == MXP_OK && has) {
+        cr_assert(batches < 8, "too many batches");
+        cr_assert_eq(mxp_ndarray_sync_copy_to(mxp_iter_data(it, 0), data + batches * per, per * 4), MXP_OK);
+        cr_assert_eq(mxp_ndarray_sync_copy_to(mxp_iter_label(it, 0), labels + batches * 4, 16), MXP_OK);
+        int64_t k = 0;
+        const uint64_t *ix = mxp_iter_index(it, &k);
+        cr_assert(ix && k == 4);
+        memcpy(ids + batches * 4, ix, 4 * sizeof *ix);
+        pads[batches] = mxp_iter_pad(it);
+        batches++;
+    }
+    cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
+    mxp_iter_free(it);
+    return batches;
+}
+
+Test(image_rec, skip_corrupt_squeezes_the_record_out) {
+    make_rec(5);
+    float d1[8 * 4 * 3 * 6 * 8], l1[32], d3[8 * 4 * 3 * 6 * 8], l3[32];
+    uint64_t i1[32], i3[32];
+    int p1[8], p3[8];
+    memset(d1, 0, sizeof d1), memset(d3, 0, sizeof d3), memset(l1, 0, sizeof l1), memset(l3, 0, sizeof l3);
+    memset(i1, 0, sizeof i1), memset(i3, 0, sizeof i3);
+    int b1 = skip_epoch(1, d1, l1, i1, p1), b3 = skip_epoch(3, d3, l3, i3, p3);
+    cr_assert_eq(b1, 4, "15 good records in batches of 4: 4 batches, got %d", b1);
+    cr_assert_eq(b3, 4);
+    cr_assert_eq(p1[3], 1, "the last batch pads 1 slot");
+    cr_assert(!memcmp(d1, d3, sizeof d1) && !memcmp(l1, l3, sizeof l1) && !memcmp(i1, i3, sizeof i1),
+              "1 and 3 threads differ");
+    int want[16], m = 0;
+    for (int k = 0; k < N; k++)
+        if (k != 5) want[m++] = k;
+    want[m++] = 0; /* the pad wraps to the epoch's first record */
+    for (int j = 0; j < 16; j++) {
+        int k = want[j];
+        cr_assert_eq(i1[j], (uint64_t)(100 + k), "slot %d: id %llu, want %d", j, (unsigned long long)i1[j], 100 + k);
+        cr_assert_float_eq(l1[j], (float)k, 0);
+        const float *s = d1 + (size_t)j * 3 * 6 * 8;
+        for (int y = 0; y < 6; y++)
+            for (int x = 0; x < 8; x++) {
+                cr_assert_float_eq(s[(0 * 6 + y) * 8 + x], 20.0 * (2 + x), 1e-4);
+                cr_assert_float_eq(s[(2 * 6 + y) * 8 + x], 7.0 + k, 1e-4, "slot %d holds image %d", j, k);
+            }
+    }
+    cleanup();
+}
+
+Test(image_rec, skip_corrupt_every_record_bad_is_an_error) {
+    make_rec(-1);
+    /* Overwrite every record's PNG data (keep the container intact). */
+    FILE *f = fopen(idx, "r");
+    unsigned long long key, off;
+    int fixed = 0;
+    FILE *r = fopen(rec, "r+b");
+    while (fscanf(f, "%llu\t%llu", &key, &off) == 2) {
+        /* 8 bytes of RecordIO header, 24 of IRHeader, then the PNG: spoil from byte 20 of the PNG */
+        fseek(r, (long)(off + 8 + 24 + 20), SEEK_SET);
+        uint8_t junk[16];
+        memset(junk, 0xCD, sizeof junk);
+        fwrite(junk, 1, sizeof junk, r);
+        fixed++;
+    }
+    fclose(f);
+    fclose(r);
+    cr_assert_eq(fixed, N);
+    const char *kv[][2] = {{"data_shape", "(3, 6, 8)"}, {"skip_corrupt", "True"}, {"preprocess_threads", "2"}};
+    mxp_iter *it = make_iter("ImageRecordIter", kv, 3, 4);
+    int has = 1;
+    cr_assert_eq(mxp_iter_next(it, &has), MXP_EFORMAT);
+    cr_assert(strstr(mxp_last_error(), "all skipped as corrupt"), "%s", mxp_last_error());
+    mxp_iter_free(it);
     cleanup();
 }
