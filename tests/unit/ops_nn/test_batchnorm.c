@@ -73,3 +73,68 @@ Test(batchnorm, finite_differences, .init = setup, .fini = teardown) {
         fh_node_free(&n);
     }
 }
+
+/* float32 vector path (rows of S = 37 values: two 16-lane blocks and a
+ * tail) forward and backward, training and global statistics, req write
+ * and add, against the gradient formula evaluated in float64 here:
+ *   dx = g/sigma * (dy - mean(dy) - xh * mean(dy * xh)),  xh = (x - mu)/sigma
+ *   dgamma = sum(dy * xh), dbeta = sum(dy)   (global stats: dx = g/sigma * dy). */
+Test(batchnorm, float32_vector_path_forward_backward, .init = setup, .fini = teardown) {
+    enum { O = 3, C = 2, S = 37, NX = O * C * S };
+    for (int global = 0; global < 2; global++)
+        for (int add = 0; add < 2; add++) {
+            int64_t d[3] = {O, C, S};
+            nnh_node n;
+            tu_node(&n, pack, "BatchNorm", global ? "fix_gamma=False eps=0.001 use_global_stats=True"
+                                                  : "fix_gamma=False eps=0.001", MXP_DTYPE_F32, 3, d, 1);
+            uint64_t r = 21 + (uint64_t)(2 * global + add);
+            tu_fill(n.in[0], MXP_DTYPE_F32, NX, &r, -3, 5); /* mean far from 0: the two-pass variance matters */
+            tu_fill(n.in[1], MXP_DTYPE_F32, C, &r, 0.5, 1.5);
+            tu_fill(n.in[2], MXP_DTYPE_F32, C, &r, -1, 1);
+            tu_fill(n.aux[0], MXP_DTYPE_F32, C, &r, -1, 1);
+            tu_fill(n.aux[1], MXP_DTYPE_F32, C, &r, 0.5, 2);
+            tu_fill(n.out_grad[0], MXP_DTYPE_F32, NX, &r, -1, 1);
+            double x[NX], dy[NX], y[NX], dx[NX], dg[C], db[C], prior[NX];
+            for (int i = 0; i < NX; i++) x[i] = tu_get(n.in[0], MXP_DTYPE_F32, i), dy[i] = tu_get(n.out_grad[0], MXP_DTYPE_F32, i);
+            for (int c = 0; c < C; c++) {
+                double mu, var, s = 0, s2 = 0, g = tu_get(n.in[1], MXP_DTYPE_F32, c), be = tu_get(n.in[2], MXP_DTYPE_F32, c);
+                for (int o = 0; o < O; o++) for (int k = 0; k < S; k++) s += x[(o * C + c) * S + k];
+                mu = s / (O * S);
+                for (int o = 0; o < O; o++) for (int k = 0; k < S; k++) { double v = x[(o * C + c) * S + k] - mu; s2 += v * v; }
+                var = s2 / (O * S);
+                if (global) mu = tu_get(n.aux[0], MXP_DTYPE_F32, c), var = tu_get(n.aux[1], MXP_DTYPE_F32, c);
+                double sig = sqrt(var + 0.001), mdy = 0, mdyxh = 0;
+                for (int o = 0; o < O; o++) for (int k = 0; k < S; k++) {
+                    int i = (o * C + c) * S + k;
+                    y[i] = g * (x[i] - mu) / sig + be;
+                    mdy += dy[i];
+                    mdyxh += dy[i] * (x[i] - mu) / sig;
+                }
+                dg[c] = mdyxh;
+                db[c] = mdy;
+                mdy /= O * S;
+                mdyxh /= O * S;
+                for (int o = 0; o < O; o++) for (int k = 0; k < S; k++) {
+                    int i = (o * C + c) * S + k;
+                    dx[i] = global ? g / sig * dy[i] : g / sig * (dy[i] - mdy - (x[i] - mu) / sig * mdyxh);
+                }
+            }
+            int32_t req[3] = {add ? MXP_REQ_ADD : MXP_REQ_WRITE, add ? MXP_REQ_ADD : MXP_REQ_WRITE,
+                              add ? MXP_REQ_ADD : MXP_REQ_WRITE};
+            /* add: outputs start at a known value the op must add to */
+            for (int i = 0; i < NX; i++) prior[i] = add ? 0.25 * (i % 7) : 0;
+            for (int i = 0; i < NX; i++) tu_set(n.out[0], MXP_DTYPE_F32, i, prior[i]), tu_set(n.in_grad[0], MXP_DTYPE_F32, i, prior[i]);
+            for (int c = 0; c < C; c++) tu_set(n.in_grad[1], MXP_DTYPE_F32, c, add ? 1.5 : 0), tu_set(n.in_grad[2], MXP_DTYPE_F32, c, add ? -2 : 0);
+            int32_t freq[3] = {req[0], MXP_REQ_WRITE, MXP_REQ_WRITE};
+            cr_assert_eq(nnh_node_forward(&n, 1, freq), 0);
+            for (int i = 0; i < NX; i++) y[i] += prior[i], dx[i] += prior[i];
+            for (int c = 0; c < C; c++) dg[c] += add ? 1.5 : 0, db[c] += add ? -2 : 0;
+            cr_assert_leq(tu_relerr(n.out[0], MXP_DTYPE_F32, y, NX), 2e-6, "forward global=%d add=%d", global, add);
+            cr_assert_eq(nnh_node_backward(&n, req), 0);
+            cr_assert_leq(tu_relerr(n.in_grad[0], MXP_DTYPE_F32, dx, NX), 2e-5, "dx global=%d add=%d: %g", global, add,
+                          tu_relerr(n.in_grad[0], MXP_DTYPE_F32, dx, NX));
+            cr_assert_leq(tu_relerr(n.in_grad[1], MXP_DTYPE_F32, dg, C), 2e-5, "dgamma global=%d add=%d", global, add);
+            cr_assert_leq(tu_relerr(n.in_grad[2], MXP_DTYPE_F32, db, C), 2e-5, "dbeta global=%d add=%d", global, add);
+            nnh_node_free(&n);
+        }
+}
