@@ -22,6 +22,9 @@
  * batch's sample order (share_start), so PyTorch can run the identical
  * experiment; the timed fit then starts from those parameters.
  *
+ * BENCH_INPUT pads the images (ResNet-20: 32 x 32), TRAIN_LIMIT trains on
+ * the first N images only (input_side, make_iter).
+ *
  * usage: bench NET.json DATA_DIR EPOCHS [SEED]
  * prints: mxplug sps=<x> acc=<a> time=<s> train_acc=<b> mem_planned=<B> mem_naive=<B> */
 #include <mxplug.h>
@@ -81,6 +84,31 @@ static float *load_idx(const char *dir, const char *base, int64_t *n, int64_t *i
     return out;
 }
 
+/* BENCH_INPUT=S (S >= 28): images zero-padded to S x S, centred (ResNet-20
+ * takes 32 x 32); TRAIN_LIMIT=N: only the first N training images (a short
+ * timing run of a slow net).  torch_train.py reads the same variables. */
+static int input_side(void) {
+    const char *v = getenv("BENCH_INPUT");
+    int s = v && *v ? atoi(v) : 28;
+    if (s < 28 || s > 1024) {
+        fprintf(stderr, "bench-train: BENCH_INPUT=%s must be in [28, 1024]\n", v);
+        exit(2);
+    }
+    return s;
+}
+
+static float *pad_images(float *x, int64_t n, int side) {
+    if (side == 28) return x;
+    int off = (side - 28) / 2;
+    float *p = calloc((size_t)(n * side * side), sizeof *p);
+    if (!p) { fprintf(stderr, "bench-train: out of memory padding images\n"); exit(1); }
+    for (int64_t i = 0; i < n; i++)
+        for (int r = 0; r < 28; r++)
+            memcpy(p + (i * side + r + off) * side + off, x + (i * 28 + r) * 28, 28 * sizeof *p);
+    free(x);
+    return p;
+}
+
 static mxp_iter *make_iter(const char *dir, const char *split, int flat, int shuffle, uint64_t seed, int last,
                            int64_t *n_samples) {
     char ib[64], lb[64];
@@ -89,9 +117,16 @@ static mxp_iter *make_iter(const char *dir, const char *split, int flat, int shu
     int64_t n, item, nl, one;
     float *x = load_idx(dir, ib, &n, &item, 1);
     float *y = load_idx(dir, lb, &nl, &one, 0);
+    const char *limit = getenv("TRAIN_LIMIT");
+    if (!strcmp(split, "train") && limit && atoll(limit) > 0 && atoll(limit) < n) n = atoll(limit);
+    int side = flat ? 28 : input_side();
+    if (!flat) {
+        x = pad_images(x, n, side);
+        item = (int64_t)side * side;
+    }
     *n_samples = n;
     const mxp_device cpu = {MXP_DEV_CPU, 0};
-    int64_t xs[4] = {n, 1, 28, 28}, fs[2] = {n, item}, ys[1] = {n};
+    int64_t xs[4] = {n, 1, side, side}, fs[2] = {n, item}, ys[1] = {n};
     mxp_ndarray *xa, *ya;
     if (mxp_ndarray_create(flat ? fs : xs, flat ? 2 : 4, MXP_DTYPE_F32, cpu, &xa) ||
         mxp_ndarray_sync_copy_from(xa, x, (size_t)(n * item) * sizeof(float)) ||
@@ -209,7 +244,7 @@ int main(int argc, char **argv) {
     if (!flat) {
         s.ndim = 4;
         s.dims[1] = 1;
-        s.dims[2] = s.dims[3] = 28;
+        s.dims[2] = s.dims[3] = input_side();
     }
 
     /* Planned vs naive training memory of this net at batch 64. */

@@ -27,15 +27,23 @@
 # mxplug as `train --dtype bfloat16` (BENCH_DTYPE=bfloat16) next to
 # PyTorch's torch.autocast("cpu", dtype=torch.bfloat16) (TORCH_AUTOCAST=bf16);
 # its line compares with the fp32 line of NET in the same run.
-# Env: BUILD (absolute build dir, set by make), EPOCHS, DATA, NETS ("lenet mlp lenet-bf16"), SEED.
+# resnet20: examples/resnet/resnet20-symbol.json next to the same ResNet-20
+# in PyTorch (torch_train.py ResNet20, parameters matched by name), the
+# images zero-padded to 32x32 (BENCH_INPUT=32), RESNET_EPOCHS epochs
+# (default 1) over the first RESNET_LIMIT training images (default 19200 =
+# 300 batches; 0 = all 60,000): a fraction of an epoch keeps the run to a
+# few minutes per side, and both sides see the same images in the same
+# order from the same weights, so the accuracies stay comparable.
+# Env: BUILD (absolute build dir, set by make), EPOCHS, DATA, NETS ("lenet mlp lenet-bf16 resnet20"), SEED,
+# RESNET_EPOCHS, RESNET_LIMIT.
 # Last lines, one per net:
-#   train <lenet|mlp> mxplug_sps=<x> torch_sps=<y> mxplug_acc=<a> torch_acc=<b> torch_passive_sps=<p> torch_active_sps=<q>
+#   train <lenet|mlp|lenet-bf16|resnet20> mxplug_sps=<x> torch_sps=<y> mxplug_acc=<a> torch_acc=<b> torch_passive_sps=<p> torch_active_sps=<q>
 # torch_sps / torch_acc are the faster setting's; x/y is the speed-up.
 set -eu
 BUILD=${BUILD:?set BUILD to the build directory}
 EPOCHS=${EPOCHS:-10}
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
-NETS=${NETS:-lenet mlp lenet-bf16}
+NETS=${NETS:-lenet mlp lenet-bf16 resnet20}
 SEED=${SEED:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -53,12 +61,18 @@ echo "bench-train: $EPOCHS epochs, batch 64, SGD momentum 0.9 lr 0.01 (x0.1 from
 for net in $NETS; do
     base=${net%-bf16} dt= ac=
     [ "$base" = "$net" ] || { dt=bfloat16; ac=bf16; }
-    json="$root/examples/$base/$base-symbol.json"
+    json="$root/examples/$base/$base-symbol.json" epochs=$EPOCHS
+    export BENCH_INPUT= TRAIN_LIMIT=
+    if [ "$base" = resnet20 ]; then
+        json="$root/examples/resnet/resnet20-symbol.json" epochs=${RESNET_EPOCHS:-1}
+        BENCH_INPUT=32 TRAIN_LIMIT=${RESNET_LIMIT:-19200}
+        echo "$net: $epochs epoch(s) over the first ${TRAIN_LIMIT} training images (0 = all), 32x32 (zero-padded)"
+    fi
     mkdir -p "$tmp/share-$net"
     export BENCH_SHARE_DIR="$tmp/share-$net"
-    BENCH_DTYPE=$dt MXP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$bin" "$json" "$DATA" "$EPOCHS" "$SEED" | tee "$tmp/$net.mx" | sed "s/^/$net: /"
+    BENCH_DTYPE=$dt MXP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$bin" "$json" "$DATA" "$epochs" "$SEED" | tee "$tmp/$net.mx" | sed "s/^/$net: /"
     for pol in $POLICIES; do
-        OMP_WAIT_POLICY=$pol TORCH_AUTOCAST=$ac THREADS=2 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/torch_train.py" "$base" "$DATA" "$EPOCHS" "$SEED" \
+        OMP_WAIT_POLICY=$pol TORCH_AUTOCAST=$ac THREADS=2 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/torch_train.py" "$base" "$DATA" "$epochs" "$SEED" \
             | tee "$tmp/$net.torch.$pol" | sed "s/^/$net: OMP_WAIT_POLICY=$pol /"
     done
     # The faster setting's output is the one compared.

@@ -20,7 +20,11 @@ experiment.  Only the training loop is timed (all epochs, incl. the running trai
 accuracy, which the mxplug side computes too); test accuracy is measured
 after training.
 
-usage: torch_train.py lenet|mlp DATA_DIR EPOCHS [SEED]
+ResNet-20 (examples/resnet): the class below, parameters matched by name
+to mxplug's; BENCH_INPUT=32 zero-pads the 28x28 images to 32x32 and
+TRAIN_LIMIT=N trains on the first N images, as bench.c does.
+
+usage: torch_train.py lenet|mlp|resnet20 DATA_DIR EPOCHS [SEED]
 prints: torch <net> sps=<samples/s> acc=<test accuracy> time=<s> train_acc=<last epoch>
 """
 import gzip
@@ -53,8 +57,67 @@ def find(d, base):
 def load(d, split, flat):
     x = idx(find(d, split + "-images-idx3-ubyte")).astype(np.float32) / 256.0
     y = idx(find(d, split + "-labels-idx1-ubyte")).astype(np.int64)
+    limit = int(os.environ.get("TRAIN_LIMIT") or 0)
+    if split == "train" and 0 < limit < len(x):
+        x, y = x[:limit], y[:limit]
     x = x.reshape(len(x), 784) if flat else x.reshape(len(x), 1, 28, 28)
+    side = int(os.environ.get("BENCH_INPUT") or 28)
+    if not flat and side != 28:
+        off = (side - 28) // 2
+        p = np.zeros((len(x), 1, side, side), np.float32)
+        p[:, :, off:off + 28, off:off + 28] = x
+        x = p
     return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y)
+
+
+class ResNet20(nn.Module):
+    """examples/resnet/resnet20-symbol.json (make_resnet.py): conv3x3 16,
+    3 stages x 3 post-activation basic blocks (16, 32, 64 filters, stride 2
+    and a 1x1 conv + BN shortcut at the first block of stages 2 and 3),
+    global average pooling, fc 10.  BatchNorm eps 1e-5, momentum 0.1
+    (MXNet's 0.9).  mx_params() names every parameter as the symbol does,
+    so the shared initial weights are matched by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = {}
+        self.conv0, self.bn0 = self._cbn(1, 16, 3, 1, "conv0", "bn0")
+        self.blocks = nn.ModuleList()
+        cin = 16
+        for s, f in enumerate((16, 32, 64), start=1):
+            for u in range(1, 4):
+                p = "stage%d_unit%d" % (s, u)
+                stride = 2 if (s > 1 and u == 1) else 1
+                b = nn.Module()
+                b.c1, b.b1 = self._cbn(cin, f, 3, stride, p + "_conv1", p + "_bn1")
+                b.c2, b.b2 = self._cbn(f, f, 3, 1, p + "_conv2", p + "_bn2")
+                b.sc = None
+                if stride != 1:
+                    b.sc = nn.Sequential(*self._cbn(cin, f, 1, stride, p + "_sc", p + "_sc_bn"))
+                self.blocks.append(b)
+                cin = f
+        self.fc = nn.Linear(64, 10)
+        self.names[self.fc.weight] = "fc1_weight"
+        self.names[self.fc.bias] = "fc1_bias"
+
+    def _cbn(self, cin, cout, k, stride, cname, bname):
+        c = nn.Conv2d(cin, cout, k, stride, k // 2, bias=False)
+        b = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.names[c.weight] = cname + "_weight"
+        self.names[b.weight] = bname + "_gamma"
+        self.names[b.bias] = bname + "_beta"
+        return c, b
+
+    def mx_params(self):
+        return {self.names[p]: p for p in self.parameters()}
+
+    def forward(self, x):
+        x = torch.relu(self.bn0(self.conv0(x)))
+        for b in self.blocks:
+            y = torch.relu(b.b1(b.c1(x)))
+            y = b.b2(b.c2(y))
+            x = torch.relu(y + (b.sc(x) if b.sc is not None else x))
+        return self.fc(torch.flatten(torch.mean(x, dim=(2, 3), keepdim=True), 1))
 
 
 def net(name):
@@ -65,8 +128,10 @@ def net(name):
             nn.Flatten(), nn.Linear(800, 500), nn.ReLU(), nn.Linear(500, 10))
     elif name == "mlp":
         m = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
+    elif name == "resnet20":
+        return ResNet20()  # initial weights come from BENCH_SHARE_DIR
     else:
-        sys.exit("torch_train.py: net must be lenet or mlp")
+        sys.exit("torch_train.py: net must be lenet, mlp or resnet20")
     for mod in m.modules():
         if isinstance(mod, (nn.Conv2d, nn.Linear)):
             nn.init.kaiming_normal_(mod.weight, mode="fan_in", nonlinearity="relu")
@@ -100,6 +165,12 @@ def main():
         params = list(model.parameters())
         if len(specs) != len(params):
             sys.exit("torch_train.py: %d shared parameters for %d" % (len(specs), len(params)))
+        if hasattr(model, "mx_params"):  # matched by MXNet name, not by order
+            by_name = model.mx_params()
+            missing = [sp[0] for sp in specs if sp[0] not in by_name]
+            if missing:
+                sys.exit("torch_train.py: no parameter named %s in the PyTorch net" % missing[0])
+            params = [by_name[sp[0]] for sp in specs]
         with torch.no_grad():
             for (pname, *dims), p in zip(specs, params):
                 shape = tuple(int(d) for d in dims)
