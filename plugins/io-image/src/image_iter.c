@@ -319,6 +319,7 @@ static int run_round(img_iter *it, round_job *job, uint64_t *good, uint64_t *pad
             int first_visit = job->first_pos + j < it->src.n;
             it->skipped_epoch += (uint64_t)first_visit;
             it->skipped_total += (uint64_t)first_visit;
+            mxp_stat_add(io_image_pack_state.skipped_corrupt, (uint64_t)first_visit);
             if (first_visit && it->skipped_epoch <= SKIP_WARNINGS_PER_EPOCH && it->host && it->host->log)
                 it->host->log(MXP_LOG_WARN, "io-image", "%s: skipping %s%s", it->name, job->msg[j],
                               it->skipped_epoch == SKIP_WARNINGS_PER_EPOCH ? " (further ones this epoch are only counted)"

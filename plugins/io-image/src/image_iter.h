@@ -12,7 +12,8 @@
  * host->parallel_for, the short last batch (padded by wrapping, or
  * discarded), and corrupt samples: an error naming the sample, or with
  * skip_corrupt skipped, counted and logged (one warning per sample for the
- * first few of an epoch, a summary line at the epoch's end).
+ * first few of an epoch, a summary line at the epoch's end; the pack's
+ * counter image_iter.skipped_corrupt totals them for `--stats`).
  *
  * Determinism: a batch holds the next batch_size samples of the epoch's
  * order that decode (skipped ones leave no hole: later samples move up),

@@ -6,9 +6,13 @@
 #define MXP_IO_IMAGE_H
 
 #include <mxp/plugin.h>
+#include <mxp/stats.h>
 
 typedef struct io_image_pack {
     const mxp_host *host; /* valid between init and fini */
+    /* Counters published to the application (ABI 1.2, mxp/stats.h; NULL
+     * on an older host, where bumping them does nothing). */
+    mxp_stat *skipped_corrupt; /* samples skip_corrupt left out */
 } io_image_pack;
 
 extern io_image_pack io_image_pack_state;

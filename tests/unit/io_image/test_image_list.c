@@ -219,9 +219,13 @@ Test(image_list, corrupt_and_missing_files_are_named) {
 
 Test(image_list, skip_corrupt_skips_and_counts) {
     make_set(3, 12);
+    const mxp_pack *pk = NULL;
+    uint64_t before = 0, after = 0;
     const char *kv[][2] = {{"path_imglist", lst}, {"path_root", dir}, {"data_shape", "(3, 6, 8)"},
                            {"skip_corrupt", "True"}, {"preprocess_threads", "2"}};
     mxp_iter *it = make_iter("ImageIter", kv, 5, 7);
+    cr_assert((pk = mxp_pack_find("io-image")));
+    cr_assert_eq(mxp_pack_stat_value(pk, "image_iter.skipped_corrupt", &before), MXP_OK, "%s", mxp_last_error());
     int has, batches = 0, rc, pad = 0;
     float d[7 * 3 * 6 * 8];
     float lab[7];
@@ -242,6 +246,9 @@ Test(image_list, skip_corrupt_skips_and_counts) {
     cr_assert_eq(seen, 14, "14 good images in the epoch, saw %d", seen);
     cr_assert_eq(batches, 2);
     cr_assert_eq(pad, 0);
+    /* The pack's counter (mxplug train --stats) saw the two. */
+    cr_assert_eq(mxp_pack_stat_value(pk, "image_iter.skipped_corrupt", &after), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(after - before, 2);
     mxp_iter_free(it);
     cleanup();
 }
