@@ -185,7 +185,7 @@ static uint32_t run_epoch(fh_iter *it, uint64_t epoch, uint64_t item, uint32_t *
 Test(mnist, registers_with_mxnet_schema) {
     const mxp_iter_def *d = mnist();
     cr_assert_str_eq(fh_pack_desc(H)->name, "io-image");
-    cr_assert_eq(fh_n_iters(H), 4); /* MNISTIter, ImageRecordIter, ImageRecordUInt8Iter, CSVIter */
+    cr_assert_eq(fh_n_iters(H), 5); /* MNISTIter, ImageRecordIter, ImageRecordUInt8Iter, CSVIter, ImageIter */
     static const struct { const char *name, *def; int32_t type; } want[] = {
         {"image", "./train-images-idx3-ubyte", MXP_PARAM_STRING},
         {"label", "./train-labels-idx1-ubyte", MXP_PARAM_STRING},
