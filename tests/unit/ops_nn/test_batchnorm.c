@@ -84,7 +84,7 @@ Test(batchnorm, float32_vector_path_forward_backward, .init = setup, .fini = tea
     for (int global = 0; global < 2; global++)
         for (int add = 0; add < 2; add++) {
             int64_t d[3] = {O, C, S};
-            nnh_node n;
+            fh_node n;
             tu_node(&n, pack, "BatchNorm", global ? "fix_gamma=False eps=0.001 use_global_stats=True"
                                                   : "fix_gamma=False eps=0.001", MXP_DTYPE_F32, 3, d, 1);
             uint64_t r = 21 + (uint64_t)(2 * global + add);
@@ -126,15 +126,15 @@ Test(batchnorm, float32_vector_path_forward_backward, .init = setup, .fini = tea
             for (int i = 0; i < NX; i++) tu_set(n.out[0], MXP_DTYPE_F32, i, prior[i]), tu_set(n.in_grad[0], MXP_DTYPE_F32, i, prior[i]);
             for (int c = 0; c < C; c++) tu_set(n.in_grad[1], MXP_DTYPE_F32, c, add ? 1.5 : 0), tu_set(n.in_grad[2], MXP_DTYPE_F32, c, add ? -2 : 0);
             int32_t freq[3] = {req[0], MXP_REQ_WRITE, MXP_REQ_WRITE};
-            cr_assert_eq(nnh_node_forward(&n, 1, freq), 0);
+            cr_assert_eq(fh_node_forward(&n, 1, freq), 0);
             for (int i = 0; i < NX; i++) y[i] += prior[i], dx[i] += prior[i];
             for (int c = 0; c < C; c++) dg[c] += add ? 1.5 : 0, db[c] += add ? -2 : 0;
             cr_assert_leq(tu_relerr(n.out[0], MXP_DTYPE_F32, y, NX), 2e-6, "forward global=%d add=%d", global, add);
-            cr_assert_eq(nnh_node_backward(&n, req), 0);
+            cr_assert_eq(fh_node_backward(&n, req), 0);
             cr_assert_leq(tu_relerr(n.in_grad[0], MXP_DTYPE_F32, dx, NX), 2e-5, "dx global=%d add=%d: %g", global, add,
                           tu_relerr(n.in_grad[0], MXP_DTYPE_F32, dx, NX));
             cr_assert_leq(tu_relerr(n.in_grad[1], MXP_DTYPE_F32, dg, C), 2e-5, "dgamma global=%d add=%d", global, add);
             cr_assert_leq(tu_relerr(n.in_grad[2], MXP_DTYPE_F32, db, C), 2e-5, "dbeta global=%d add=%d", global, add);
-            nnh_node_free(&n);
+            fh_node_free(&n);
         }
 }
