@@ -12,6 +12,7 @@
  * Not here: the var state machine (var.c), running blocks (threaded.c). */
 #include "engine_impl.h"
 #include "base/env.h"
+#include "profiler/profiler.h"
 
 #include <sched.h>
 #include <stddef.h>
@@ -486,7 +487,7 @@ void mxp__eng_opr_release(eng_engine *e, eng_opr *o) {
 
 /* Pushes from inside engine functions pass a closed gate: the prepare
  * handler's wait for idleness waits for them. */
-static void gate_enter(void) {
+void mxp__eng_gate_enter(void) {
     for (;;) {
         atomic_fetch_add(&g_pushing, 1); /* seq_cst: pairs with close_fork_gate */
         if (!atomic_load(&g_gate_closed) || mxp__eng_in_function()) return;
@@ -497,7 +498,7 @@ static void gate_enter(void) {
     }
 }
 
-static void gate_leave(void) { atomic_fetch_sub(&g_pushing, 1); }
+void mxp__eng_gate_leave(void) { atomic_fetch_sub(&g_pushing, 1); }
 
 static void close_fork_gate(void) {
     atomic_store(&g_gate_closed, true);
@@ -526,7 +527,7 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     b->naive_done = NULL;
     b->prof_ready = 0;
     atomic_store_explicit(&b->wait, o->n_const + o->n_mutate + 1, memory_order_relaxed);
-    gate_enter();
+    mxp__eng_gate_enter();
     atomic_fetch_add_explicit(&e->pushed, 1, memory_order_relaxed);
     bool naive = e->type == ENGINE_NAIVE;
     atomic_int done = 0;
@@ -539,7 +540,7 @@ static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane
     for (int i = 0; i < o->n_const; i++) mxp__eng_var_append_read(o->vars[o->n_mutate + i], b, e);
     /* Counted in `pushed` and queued on its vars: a wait for idleness now
      * covers it.  Left before running it, so a naive push's function may fork. */
-    gate_leave();
+    mxp__eng_gate_leave();
     mxp__eng_blk_decr_push(b, e);
     if (naive) {
         if (wait_async) {
@@ -562,10 +563,7 @@ static int lane_for(eng_engine *e, mxp_device dev, int kind, eng_lane **out) {
 /* The 1.0 layout of the push args (struct_size 0 reads as it). */
 #define PUSH_ARGS_V1 MXP__SIZE_THROUGH(mxp_engine_push_args, name)
 
-int mxp_engine_push(const mxp_engine_push_args *caller) {
-    mxp_engine_push_args copy;
-    const mxp_engine_push_args *args = caller;
-    if (caller) mxp__app_struct_in(&copy, sizeof copy, caller, PUSH_ARGS_V1), args = &copy;
+static int push_plain(const mxp_engine_push_args *args) {
     int rc = check_args(args, "mxp_engine_push");
     if (rc != MXP_OK) return rc;
     eng_engine *e = mxp__eng_get();
@@ -582,6 +580,35 @@ int mxp_engine_push(const mxp_engine_push_args *caller) {
     }
     submit(e, o, &o->blk, args->priority, l, o->arg, NULL);
     return MXP_OK;
+}
+
+int mxp_engine_push(const mxp_engine_push_args *caller) {
+    mxp_engine_push_args copy;
+    const mxp_engine_push_args *args = caller;
+    if (caller) mxp__app_struct_in(&copy, sizeof copy, caller, PUSH_ARGS_V1), args = &copy;
+    return push_plain(args);
+}
+
+/* Runtime callers pass args at this library's size: no copy.  The direct
+ * run (threaded.c, mxp__eng_run_here) needs no operator, block, lane or
+ * worker; anything it does not take is an ordinary push. */
+int mxp__engine_push_here(const mxp_engine_push_args *a) {
+    if (a && a->sync_fn && !a->async_fn && (a->prop == MXP_FN_NORMAL || a->prop == MXP_FN_NO_SKIP) &&
+        ((a->device.type == MXP_DEV_CPU && a->device.id >= 0) || (a->device.type == 0 && a->device.id == 0)) &&
+        a->n_mutate >= 0 && a->n_const >= 0 && a->n_mutate + a->n_const <= ENG_HERE_MAX_VARS &&
+        !mxp__eng_in_function() && !mxp__prof_on(MXP__PROF_API)) {
+        eng_engine *e = mxp__eng_get();
+        mxp_var *vars[ENG_HERE_MAX_VARS];
+        int nm = 0, nc = 0;
+        if (e && e->type == ENGINE_THREADED && check_vars("mxp_engine_push", a->name ? a->name : "unnamed",
+                                                          a->mutate_vars, a->n_mutate, "mutate") == MXP_OK &&
+            check_vars("mxp_engine_push", a->name ? a->name : "unnamed", a->const_vars, a->n_const, "const") ==
+                MXP_OK &&
+            dedupe(vars, a->mutate_vars, a->n_mutate, a->const_vars, a->n_const, &nm, &nc) == MXP_OK &&
+            mxp__eng_run_here(e, a, vars, nm, nc))
+            return MXP_OK;
+    }
+    return push_plain(a);
 }
 
 int mxp_engine_new_op(const mxp_engine_push_args *caller, mxp_engine_op **out) {
@@ -641,8 +668,12 @@ void mxp_engine_delete_op(mxp_engine_op *op) {
 int mxp_engine_new_var(mxp_var **out) {
     if (!out) return mxp__error(MXP_EINVAL, "mxp_engine_new_var: out is NULL");
     *out = NULL;
-    mxp_var *v = calloc(1, sizeof *v);
+    /* malloc + assignment: glibc's calloc skips its per-thread cache, and a
+     * var is made for every array (one per imperative op).  (Not memset:
+     * the compiler turns malloc + memset into calloc.) */
+    mxp_var *v = malloc(sizeof *v);
     if (!v) return mxp__error_oom("engine var");
+    *v = (mxp_var){0};
     *out = v;
     return MXP_OK;
 }

@@ -17,6 +17,8 @@
 #include "base/base.h"
 #include "engine/parallel.h"
 
+#include <stdbool.h>
+
 /* Set (or with NULL clear) the function every engine thread calls once when
  * it starts, after flush-to-zero is set.  Threads already running are not
  * affected, so call it before the first push (pack load time).  Thread-safe. */
@@ -47,6 +49,24 @@ void mxp__engine_run_worker_init(void);
  * a value that differs from an earlier reading means the data was (or is
  * about to be) overwritten since.  Autograd checks recorded inputs with it. */
 uint64_t mxp__engine_var_writes_pushed(const mxp_var *v);
+
+/* mxp_engine_push (args at this library's size), for work the caller
+ * judged tiny — smaller than handing it to a worker and back (a 1-element
+ * imperative op, freeing an array): when the push finds every var free
+ * (nothing pending on them) and the calling thread is not inside an engine
+ * function, the function runs here before the call returns, as PyTorch
+ * eager runs ops; otherwise it queues as any push.  Only synchronous
+ * functions on the CPU compute lane.  Ordering, versions and errors are
+ * the engine's as for a worker's run (threaded.c, run_on_pusher). */
+int mxp__engine_push_here(const mxp_engine_push_args *args);
+
+/* What mxp_engine_delete_var does once the var's turn comes, done now when
+ * it has come already: if no function reads, writes or waits on v, free it
+ * and return true; else leave it (false: delete it the usual way).  The
+ * caller guarantees nothing pushes on v any more (its last user is gone),
+ * so an idle var stays idle.  An error the var carries unraised goes with
+ * it, as with delete_var (wait_for_all still reports it). */
+bool mxp__engine_var_free_if_idle(mxp_var *v);
 
 /* Wait until every function pushed so far (and any pushed meanwhile) has
  * completed; errors they recorded stay for a later wait to report.

@@ -248,8 +248,18 @@ bool mxp__eng_on_worker(void);      /* calling thread is an engine worker */
 bool mxp__eng_in_function(void);    /* calling thread is inside an engine function */
 void mxp__eng_opr_release(eng_engine *e, eng_opr *o); /* temporary: back to pool; pre-created: unref */
 
+/* Run a synchronous user function on the calling thread now, if every var
+ * is free (mxp__engine_push_here).  vars: [0,n_mutate) written, then
+ * n_const read, deduplicated, at most ENG_HERE_MAX_VARS.  false: nothing
+ * happened (the caller pushes). */
+enum { ENG_HERE_MAX_VARS = 16 };
+bool mxp__eng_run_here(eng_engine *e, const mxp_engine_push_args *a, mxp_var **vars, int n_mutate, int n_const);
+
 /* engine.c */
 void mxp__eng_pending_done(eng_engine *e);
+/* The fork gate around a push's registration (engine.c). */
+void mxp__eng_gate_enter(void);
+void mxp__eng_gate_leave(void);
 /* Completion signalling lives outside the engine struct (static): a thread
  * that completes the last op may still touch it after a waiter saw
  * pending == 0 and shut the engine down. */

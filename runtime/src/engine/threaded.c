@@ -2,10 +2,11 @@
  *
  * A block whose wait counter reaches 0 is dispatched: internal kinds (delete
  * var, wait) run inline on the thread that made them ready; under the naive
- * engine every block runs inline on the pushing thread; otherwise the block
- * goes to its lane.  A lane is a queue plus worker threads for one
- * (device, kind): normal (FIFO), prioritized (max-heap on priority, then push
- * order) or copy (FIFO).  Lanes and their threads are created on first use.
+ * engine every block runs inline on the pushing thread; a block ready at
+ * its push runs on the pusher on a backlog or when pushed as tiny
+ * (mxp__engine_push_here); otherwise the block goes to its lane.  A lane is
+ * a queue plus worker threads for one (device, kind): normal (FIFO),
+ * prioritized (max-heap on priority, then push order) or copy (FIFO).  Lanes and their threads are created on first use.
  * A worker that makes a block of its own FIFO lane ready keeps it in a
  * thread-local "next" slot and runs it right after the current one (a chain
  * of dependent ops never goes through the queue or wakes anybody).  Idle
@@ -255,6 +256,49 @@ static int64_t lane_backlog(eng_lane *l) {
     return (int64_t)(t - h) + atomic_load_explicit(&l->qsize, memory_order_relaxed);
 }
 
+/* Running work on the pushing thread (the backlog rule and direct runs
+ * below): the run gets the workers' float mode (FTZ/DAZ) for its duration,
+ * so an op gives the same bits whichever thread runs it; BLAS is
+ * single-threaded process-wide (the packs' init), so nothing else of the
+ * workers' setup matters.  The run clears and may set this thread's last
+ * error; the pusher's own message (a caller releasing arrays on its error
+ * path, say) must survive it: a failure is reported, as from a worker,
+ * through the vars at the next wait. */
+typedef struct pusher_mode {
+    unsigned csr;
+    size_t len;
+    char saved[1024];
+} pusher_mode;
+
+static void pusher_enter(pusher_mode *m) {
+#if defined(__SSE__)
+    m->csr = _mm_getcsr();
+    if ((m->csr & 0x8040) != 0x8040) _mm_setcsr(m->csr | 0x8040);
+#endif
+    const char *cur = mxp_last_error();
+    m->len = 0;
+    if (__builtin_expect(cur[0] != '\0', 0)) {
+        m->len = strnlen(cur, sizeof m->saved - 1);
+        memcpy(m->saved, cur, m->len);
+    }
+    m->saved[m->len] = '\0';
+}
+
+static void pusher_leave(const pusher_mode *m) {
+    if (m->len) mxp__error(MXP_OK, "%s", m->saved);
+    else mxp__error_clear();
+#if defined(__SSE__)
+    if ((m->csr & 0x8040) != 0x8040) _mm_setcsr(m->csr);
+#endif
+}
+
+static void run_on_pusher(eng_blk *b, eng_engine *e) {
+    pusher_mode m;
+    pusher_enter(&m);
+    run_inline(b, e);
+    pusher_leave(&m);
+}
+
 /* The pusher runs a block that is ready at push itself, instead of
  * queueing it, when the CPU compute lane already holds more than
  * PUSH_INLINE_BACKLOG blocks per worker (libgomp does the same past 64
@@ -263,10 +307,9 @@ static int64_t lane_backlog(eng_lane *l) {
  * neither and slows the pusher to the pace of the work.  Only a plain
  * pusher (not inside an engine function: no nesting) and only synchronous
  * functions (an async one may wait for something this thread would push
- * next).  The run gets the workers' float mode (FTZ/DAZ) for its duration;
- * BLAS is single-threaded process-wide (the packs' init), so nothing else
- * of the workers' setup matters.  Independent ops over 1000 vars, 2 threads, machine loaded:
- * see docs/engine.md. */
+ * next).  Independent ops over 1000 vars, 2 threads, machine loaded: see
+ * docs/engine.md.  (Tiny work pushed with mxp__engine_push_here runs on
+ * the pusher whenever its vars are free: mxp__eng_run_here below.) */
 enum { PUSH_INLINE_BACKLOG = 64 };
 
 void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
@@ -284,29 +327,95 @@ void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
     }
     if (tl_depth == 0 && l->kind == LANE_NORMAL && l->counts_budget && o->sync_fn &&
         lane_backlog(l) > (int64_t)PUSH_INLINE_BACKLOG * l->n_workers) {
-#if defined(__SSE__)
-        /* The workers' float mode (flush-to-zero, denormals-are-zero), so
-         * an op gives the same bits whichever thread runs it. */
-        unsigned csr = _mm_getcsr();
-        _mm_setcsr(csr | 0x8040);
-#endif
-        /* The run clears and may set this thread's last error; the pusher's
-         * own message (a caller releasing arrays on its error path, say)
-         * must survive it. */
-        const char *cur = mxp_last_error();
-        char saved[1024];
-        size_t len = cur[0] ? strnlen(cur, sizeof saved - 1) : 0;
-        if (len) memcpy(saved, cur, len);
-        saved[len] = '\0';
-        run_inline(b, e);
-        if (len) mxp__error(MXP_OK, "%s", saved);
-        else mxp__error_clear();
-#if defined(__SSE__)
-        _mm_setcsr(csr);
-#endif
+        run_on_pusher(b, e);
         return;
     }
     lane_push(l, b);
+}
+
+/* ------------------------------------------------------------ run here */
+
+/* A direct run (mxp__engine_push_here): the function runs now, on this
+ * thread, with no operator, block, queue or worker — but under the same
+ * var protocol as any run.  Every var's lock is taken (in address order:
+ * two direct runs never deadlock, and nothing else holds two var locks),
+ * and only if each is free — a read: no write running or queued; a write:
+ * nothing running or queued — are they all granted at once (nreads++ /
+ * writing, writes_pushed++), exactly as append_read / append_write grant a
+ * free var.  A var that is not free leaves everything untouched (false:
+ * the caller pushes as usual, and that push queues behind the pending
+ * work).  The run is counted in pushed/completed, so wait_for_all and
+ * the fork handler's wait for idleness cover it, and it passes the fork
+ * gate like a push.  Then as blk_run: an input or output carrying an
+ * unraised error poisons the run (skipped unless MXP_FN_NO_SKIP); a
+ * failure makes an error record on every written var and in the global
+ * list; completion releases the vars with complete_read / complete_write
+ * (version bump, error record, dependants triggered), after free_arg. */
+bool mxp__eng_run_here(eng_engine *e, const mxp_engine_push_args *a, mxp_var **vars, int n_mutate, int n_const) {
+    int n = n_mutate + n_const;
+    mxp_var *sorted[ENG_HERE_MAX_VARS];
+    for (int i = 0; i < n; i++) { /* insertion sort: a handful of vars */
+        int j = i;
+        for (; j > 0 && (uintptr_t)sorted[j - 1] > (uintptr_t)vars[i]; j--) sorted[j] = sorted[j - 1];
+        sorted[j] = vars[i];
+    }
+    mxp__eng_gate_enter();
+    for (int i = 0; i < n; i++) eng_spin_lock(&sorted[i]->lock);
+    bool free_all = true;
+    for (int i = 0; i < n && free_all; i++) {
+        mxp_var *v = vars[i];
+        free_all = !v->writing && !v->qhead && (i >= n_mutate || v->nreads == 0);
+    }
+    if (free_all) {
+        for (int i = 0; i < n_mutate; i++) {
+            vars[i]->writing = true;
+            atomic_fetch_add_explicit(&vars[i]->writes_pushed, 1, memory_order_relaxed);
+        }
+        for (int i = n_mutate; i < n; i++) vars[i]->nreads++;
+        atomic_fetch_add_explicit(&e->pushed, 1, memory_order_relaxed);
+    }
+    for (int i = n; i-- > 0;) eng_spin_unlock(&sorted[i]->lock);
+    mxp__eng_gate_leave();
+    if (!free_all) return false;
+
+    const char *name = a->name ? a->name : "unnamed";
+    err_rec *err = NULL;
+    for (int i = 0; i < n && !err; i++) {
+        err_rec *r = atomic_load_explicit(&vars[i]->err, memory_order_acquire);
+        if (r && !atomic_load_explicit(&r->raised, memory_order_acquire)) {
+            mxp__eng_err_ref(r);
+            err = r;
+        }
+    }
+    if (!err || a->prop == MXP_FN_NO_SKIP) {
+        pusher_mode m;
+        pusher_enter(&m);
+        mxp_device dev = a->device;
+        if (dev.type == 0) dev.type = MXP_DEV_CPU;
+        mxp_run_ctx ctx = {sizeof(mxp_run_ctx), dev, NULL, -1, 0};
+        tl_depth++;
+        mxp__error_clear();
+        int rc = a->sync_fn(a->arg, &ctx);
+        if (rc != MXP_OK) {
+            err_rec *r = mxp__eng_err_new(rc, name, mxp_last_error());
+            if (r) {
+                mxp__eng_err_global_add(e, r);
+                mxp__eng_err_unref(err);
+                err = r;
+            } else {
+                MXP_LOGE("engine", "op '%s' failed (%s) and recording the error ran out of memory", name,
+                         mxp_status_name(rc));
+            }
+        }
+        tl_depth--;
+        pusher_leave(&m);
+    }
+    if (a->free_arg) a->free_arg(a->arg);
+    for (int i = n_mutate; i < n; i++) mxp__eng_var_complete_read(vars[i], e);
+    for (int i = 0; i < n_mutate; i++) mxp__eng_var_complete_write(vars[i], err, e);
+    mxp__eng_err_unref(err);
+    mxp__eng_pending_done(e);
+    return true;
 }
 
 /* ------------------------------------------------------------ run */

@@ -182,6 +182,18 @@ bool mxp__eng_var_write_idle(mxp_var *v) {
     return idle;
 }
 
+bool mxp__engine_var_free_if_idle(mxp_var *v) {
+    if (!v) return false;
+    eng_spin_lock(&v->lock);
+    /* Idle: no read or write runs and none waits.  A completing function
+     * touches its var only under this lock (var.c), so once we see it idle
+     * nobody else will, and the caller promised no further push. */
+    bool idle = v->nreads == 0 && !v->writing && !v->qhead;
+    eng_spin_unlock(&v->lock);
+    if (idle) mxp__eng_var_free(v);
+    return idle;
+}
+
 void mxp__eng_var_free(mxp_var *v) {
     if (!v) return;
     mxp__eng_err_unref(atomic_load_explicit(&v->err, memory_order_relaxed));

@@ -4,8 +4,11 @@
  *
  * Chunk states: allocated (create) -> released (last handle freed:
  * chunk_release pushes the free op, then deletes the var) -> freed (the op
- * ran).  Handles never outlive their chunk reference. */
+ * ran; at once, on the releasing thread, when nothing was pending on a host
+ * chunk's var).  Handles never outlive their chunk reference. */
 #include "ndarray_impl.h"
+
+#include "engine/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,15 @@ static int free_chunk_fn(void *arg, const mxp_run_ctx *ctx) {
 static void chunk_release(nd_chunk *c) {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1) return;
     mxp_var *var = c->var; /* c may be freed by the push below (naive engine) */
+    /* No handle is left, so nothing pushes on the var any more; if nothing
+     * is pending on it either, no function can touch the memory: free both
+     * here, without two engine round trips.  Host memory only (a device's
+     * free may have to follow its stream). */
+    if (c->dev.type == MXP_DEV_CPU && mxp__engine_var_free_if_idle(var)) {
+        mxp__storage_free(&c->blk);
+        free(c);
+        return;
+    }
     mxp_engine_push_args a = {0};
     a.sync_fn = free_chunk_fn;
     a.arg = c;
@@ -49,7 +61,9 @@ static void chunk_release(nd_chunk *c) {
     a.device = c->dev;
     a.prop = MXP_FN_NO_SKIP; /* free even if the last write failed */
     a.name = "ndarray_free";
-    if (mxp_engine_push(&a) != MXP_OK) {
+    /* Returning a block to its pool is tiny: when nothing is pending on the
+     * var, this thread does it now instead of a worker (engine.h). */
+    if (mxp__engine_push_here(&a) != MXP_OK) {
         /* Cannot order the free behind pending work: wait for it instead. */
         mxp_engine_wait_for_var(var);
         mxp__storage_free(&c->blk);
@@ -60,11 +74,12 @@ static void chunk_release(nd_chunk *c) {
 
 int mxp__nd_wrap(nd_chunk *chunk, size_t offset, const int64_t *shape, int ndim, int dtype,
                  mxp_ndarray **out) {
-    mxp_ndarray *nd = calloc(1, sizeof *nd);
+    mxp_ndarray *nd = malloc(sizeof *nd); /* not calloc: as for chunks */
     if (!nd) {
         chunk_release(chunk);
         return mxp__error_oom("ndarray handle");
     }
+    *nd = (mxp_ndarray){0};
     atomic_init(&nd->refs, 1);
     nd->chunk = chunk;
     nd->offset = offset;
@@ -94,8 +109,12 @@ int mxp_ndarray_create(const int64_t *shape, int ndim, int dtype, mxp_device dev
     if (n < 0 || (uint64_t)n > SIZE_MAX / esize)
         return mxp__error(MXP_EINVAL, "ndarray: shape too large for dtype %s", mxp_dtype_name(dtype));
 
-    nd_chunk *c = calloc(1, sizeof *c);
+    /* malloc + assignment, not calloc: glibc's calloc bypasses its
+     * per-thread cache, and arrays are made and freed once per imperative
+     * op.  (Not memset: the compiler turns malloc + memset into calloc.) */
+    nd_chunk *c = malloc(sizeof *c);
     if (!c) return mxp__error_oom("ndarray chunk");
+    *c = (nd_chunk){0};
     atomic_init(&c->refs, 1);
     c->dev = dev;
     c->host_accessible = be->host_accessible;

@@ -5,7 +5,8 @@
  * handles on the same chunk.  When a chunk's count reaches 0,
  * chunk_release() pushes an engine op on the chunk's var that frees the
  * memory (after every op pushed before on that var) and then deletes the
- * var.  Memory is allocated at create time, so a chunk's pointer never
+ * var — or, for host memory with nothing pending on the var, frees both
+ * at once (mxp__engine_var_free_if_idle).  Memory is allocated at create time, so a chunk's pointer never
  * changes and ops can capture it at push time. */
 #ifndef MXP_NDARRAY_NDARRAY_IMPL_H
 #define MXP_NDARRAY_NDARRAY_IMPL_H

@@ -14,20 +14,71 @@
  * no duplicates, and a function must not wait on itself). */
 #include "op/exec.h"
 
+#include "base/env.h"
+#include "engine/engine.h"
 #include "ndarray/ndarray.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef mxp__exec exec;
 
+/* Records of up to EXEC_SMALL bytes (the usual op: a few tensors) come
+ * from a small per-thread stack of spare blocks instead of malloc: at
+ * ~1 KB they are past glibc's per-thread cache, and the arena path cost
+ * ~1k instructions a push.  A record is freed where it ran (the pusher's
+ * thread for inline runs, a worker's otherwise) and goes onto that
+ * thread's stack; a full stack frees it.  Thread exit frees the stack. */
+enum { EXEC_SMALL = 2048, EXEC_SPARES = 4 };
+typedef struct exec_spares {
+    int n;
+    void *b[EXEC_SPARES];
+} exec_spares;
+static _Thread_local exec_spares tl_spares;
+static pthread_key_t g_spares_key;
+static pthread_once_t g_spares_once = PTHREAD_ONCE_INIT;
+static int g_spares_key_ok;
+
+static void spares_destroy(void *p) {
+    exec_spares *sp = p;
+    while (sp->n) free(sp->b[--sp->n]);
+}
+
+static void spares_once(void) { g_spares_key_ok = pthread_key_create(&g_spares_key, spares_destroy) == 0; }
+
+static void *block_get(size_t total) {
+    exec_spares *sp = &tl_spares;
+    if (total > EXEC_SMALL) return calloc(1, total);
+    if (!sp->n) return calloc(1, EXEC_SMALL);
+    void *b = sp->b[--sp->n];
+    memset(b, 0, total);
+    return b;
+}
+
+static void block_put(void *b, int small) {
+    exec_spares *sp = &tl_spares;
+    if (small && sp->n < EXEC_SPARES) {
+        if (sp->n == 0) { /* register the thread's destructor with its first spare */
+            pthread_once(&g_spares_once, spares_once);
+            if (!g_spares_key_ok || (!pthread_getspecific(g_spares_key) && pthread_setspecific(g_spares_key, sp))) {
+                free(b);
+                return;
+            }
+        }
+        sp->b[sp->n++] = b;
+        return;
+    }
+    free(b);
+}
+
 void mxp__exec_free(exec *x) {
     if (!x) return;
     mxp__inst_release(x->inst);
     free(x->async_msg);
     if (x->ws_host) mxp__host_table()->free_host(x->ws_host);
-    free(x);
+    block_put(x, x->small);
 }
 
 /* One allocation per push: the record and its arrays (tensors, shapes,
@@ -41,9 +92,10 @@ static exec *exec_new(mxp__inst *inst, const char *name, int n_t, int n_req, int
     size_t o_req = o_vars + EX_ALIGN(((size_t)cap_vars + 1) * sizeof(mxp_var *));
     size_t total = o_req + ((size_t)n_req + 1) * sizeof(int32_t);
 #undef EX_ALIGN
-    char *b = calloc(1, total);
+    char *b = block_get(total);
     if (!b) return NULL;
     exec *x = (exec *)b;
+    x->small = total <= EXEC_SMALL;
     x->t = (mxp_tensor *)(b + o_t);
     x->shp = (int64_t *)(b + o_shp);
     x->tvar = (mxp_var **)(b + o_tvar);
@@ -250,10 +302,38 @@ void mxp__exec_push_args(exec *x, mxp_engine_sync_fn sync_fn, mxp_engine_async_f
     p->name = x->name;
 }
 
+/* Tiny work: at most this many elements over all of a run's tensors
+ * (inputs, outputs, aux; MXP_INLINE_MAX_ELEMS, 0 turns it off).  Such a
+ * run costs less than handing it to an engine worker and back (a few µs,
+ * far more on a loaded machine), so a plain push of it runs on the pushing
+ * thread when it is ready at once (engine.h, mxp__engine_push_here).  The
+ * bound is on elements, not flops: 1024 keeps a matrix product under
+ * ~19x19x19 multiply-adds, about a microsecond. */
+enum { INLINE_MAX_DEFAULT = 1024 };
+static long g_inline_max;
+static pthread_once_t g_inline_once = PTHREAD_ONCE_INIT;
+static void read_inline_max(void) {
+    g_inline_max = mxp__env_int("MXP_INLINE_MAX_ELEMS", 0, 1L << 40, INLINE_MAX_DEFAULT);
+}
+
+static int is_tiny(const exec *x) {
+    pthread_once(&g_inline_once, read_inline_max);
+    if (g_inline_max <= 0 || x->dev.type != MXP_DEV_CPU) return 0;
+    int64_t elems = 0;
+    for (int i = 0; i < x->n_t; i++) {
+        const mxp_tensor *t = &x->t[i];
+        int64_t n = 1;
+        for (int k = 0; k < t->ndim; k++) n *= t->shape[k];
+        elems += n;
+        if (elems > g_inline_max) return 0;
+    }
+    return 1;
+}
+
 static int exec_push(exec *x) {
     mxp_engine_push_args p;
     mxp__exec_push_args(x, exec_sync, exec_async, &p);
-    int rc = mxp_engine_push(&p);
+    int rc = is_tiny(x) ? mxp__engine_push_here(&p) : mxp_engine_push(&p);
     if (rc) mxp__exec_free(x);
     return rc;
 }

@@ -48,6 +48,7 @@ typedef struct mxp__exec {
     char *async_msg;
     mxp_var **vars;        /* [n_const | n_mutate] */
     int n_const, n_mutate, cap_vars;
+    int small;             /* a block of exec.c's small size (kept per thread when freed) */
 } mxp__exec;
 
 /* Everything a forward / backward push needs (checks, views, req, var
