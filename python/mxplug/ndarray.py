@@ -302,14 +302,20 @@ class NDArray:
     # ------------------------------------------------------------ operators
     def __add__(self, o):
         if type(o) is NDArray:  # the common case first: two arrays
-            return _invoke2("elemwise_add" if (self._shape or self.shape) == (o._shape or o.shape) else "broadcast_add", self, o)
+            s = self._shape or self.shape
+            if s == (o._shape or o.shape):
+                return _binop(b"elemwise_add", self._h, o._h, s)
+            return _binop(b"broadcast_add", self._h, o._h, None)
         return _arith(self, o, "elemwise_add", "broadcast_add", "_plus_scalar")
 
     __radd__ = __add__
 
     def __sub__(self, o):
         if type(o) is NDArray:  # the common case first: two arrays
-            return _invoke2("elemwise_sub" if (self._shape or self.shape) == (o._shape or o.shape) else "broadcast_sub", self, o)
+            s = self._shape or self.shape
+            if s == (o._shape or o.shape):
+                return _binop(b"elemwise_sub", self._h, o._h, s)
+            return _binop(b"broadcast_sub", self._h, o._h, None)
         return _arith(self, o, "elemwise_sub", "broadcast_sub", "_minus_scalar")
 
     def __rsub__(self, o):
@@ -317,14 +323,20 @@ class NDArray:
 
     def __mul__(self, o):
         if type(o) is NDArray:  # the common case first: two arrays
-            return _invoke2("elemwise_mul" if (self._shape or self.shape) == (o._shape or o.shape) else "broadcast_mul", self, o)
+            s = self._shape or self.shape
+            if s == (o._shape or o.shape):
+                return _binop(b"elemwise_mul", self._h, o._h, s)
+            return _binop(b"broadcast_mul", self._h, o._h, None)
         return _arith(self, o, "elemwise_mul", "broadcast_mul", "_mul_scalar")
 
     __rmul__ = __mul__
 
     def __truediv__(self, o):
         if type(o) is NDArray:  # the common case first: two arrays
-            return _invoke2("elemwise_div" if (self._shape or self.shape) == (o._shape or o.shape) else "broadcast_div", self, o)
+            s = self._shape or self.shape
+            if s == (o._shape or o.shape):
+                return _binop(b"elemwise_div", self._h, o._h, s)
+            return _binop(b"broadcast_div", self._h, o._h, None)
         return _arith(self, o, "elemwise_div", "broadcast_div", "_div_scalar")
 
     def __rtruediv__(self, o):
@@ -500,6 +512,26 @@ def _wrap(h):
     a._h = h
     a._grad = None
     a._shape = None
+    return a
+
+
+_I1 = _c_int * 1
+_invoke_c = _lib.raw("mxp_invoke")  # as _invoke_ex, one argument fewer
+
+
+def _binop(op, hx, hy, shape):
+    """The operators' fast path: op (bytes) on two handles, a new NDArray
+    back; shape: the result's when known (elementwise ops keep their
+    inputs'), so a chain of operators asks C for no shapes.  One C call;
+    its only ctypes objects are the three small arrays it needs."""
+    outs = _A1()
+    rc = _invoke_c(op, 2, _A2(hx, hy), _I1(1), outs, 0, None, None)
+    if rc:
+        check(rc)
+    a = _new(NDArray)
+    a._h = outs[0]
+    a._grad = None
+    a._shape = shape
     return a
 
 
