@@ -6,24 +6,19 @@
  * Window arithmetic follows MXNet's pool_*_2d kernels: windows are clipped
  * to the padded extent for the avg divisor (count_include_pad) and to the
  * data for the values.  Max pooling with non-overlapping windows inside the
- * data (2x2 stride 2 and the like) has a fast path with the same results. */
-#include "nn_common.h"
+ * data (2x2 stride 2 and the like) has a fast path with the same results.
+ * The op definition here also accepts 1-D (NCW) and 3-D (NCDHW) kernels and
+ * data; those run on pooling_nd.c's impl, and this impl refuses them. */
+#include "pooling.h"
 #include "nn_simd.h"
 #include <float.h>
 
-enum { POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP };
 static const char *const pool_types[] = {"max", "avg", "sum", "lp", NULL};
 static const char *const pool_conv[] = {"valid", "full", "same", NULL};
 static const char *const pool_layouts[] = {"None", "NCW", "NCHW", "NCDHW", "NHWC", "NDHWC", "NWC", NULL};
 
-typedef struct pool_params {
-    mxp_param_shape kernel, stride, pad;
-    mxp_param_opt_int p_value;
-    int32_t pool_type, global_pool, cudnn_off, pooling_convention, count_include_pad, layout;
-} pool_params;
-
 static const mxp_param_def pool_schema[] = {
-    NN_P("kernel", MXP_PARAM_SHAPE, 0, pool_params, kernel, "()", NULL, "Pooling kernel size: (y, x)."),
+    NN_P("kernel", MXP_PARAM_SHAPE, 0, pool_params, kernel, "()", NULL, "Pooling kernel size: (x,), (y, x) or (d, y, x)."),
     NN_P("pool_type", MXP_PARAM_ENUM, 0, pool_params, pool_type, "max", pool_types, "Pooling type to be applied."),
     NN_P("global_pool", MXP_PARAM_BOOL, 0, pool_params, global_pool, "False", NULL, "Ignore kernel size, do global pooling based on current input feature map."),
     NN_P("cudnn_off", MXP_PARAM_BOOL, 0, pool_params, cudnn_off, "False", NULL, "Turn off cudnn pooling (accepted, ignored on CPU)."),
@@ -32,28 +27,36 @@ static const mxp_param_def pool_schema[] = {
     NN_P("pad", MXP_PARAM_SHAPE, 0, pool_params, pad, "()", NULL, "Pad for pooling: (y, x). Defaults to 0."),
     NN_P("p_value", MXP_PARAM_OPT_INT, 0, pool_params, p_value, "None", NULL, "Value of p for Lp pooling (lp is not implemented)."),
     NN_P("count_include_pad", MXP_PARAM_BOOL, 0, pool_params, count_include_pad, "True", NULL, "Whether padded values count in the avg divisor."),
-    NN_P("layout", MXP_PARAM_ENUM, 0, pool_params, layout, "None", pool_layouts, "Data layout; only NCHW is supported."),
+    NN_P("layout", MXP_PARAM_ENUM, 0, pool_params, layout, "None", pool_layouts, "Data layout; channel-first only (NCW, NCHW, NCDHW)."),
 };
 static const char *const pool_args[] = {"data", NULL};
 
-static int norm2(mxp_param_shape *s, int64_t v, const char *what) {
-    if (!s->has_value || s->ndim == 0) { s->has_value = 1; s->ndim = 2; s->dims[0] = s->dims[1] = v; return MXP_OK; }
-    if (s->ndim != 2) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: %s must have 2 elements (2-D pooling only), got %d", what, s->ndim);
+/* stride/pad left empty get `v` in each of the kernel's nd dimensions; a
+ * given one must have nd elements. */
+static int fill_nd(mxp_param_shape *s, int nd, int64_t v, const char *what) {
+    if (!s->has_value || s->ndim == 0) {
+        s->has_value = 1; s->ndim = nd;
+        for (int i = 0; i < nd; i++) s->dims[i] = v;
+        return MXP_OK;
+    }
+    if (s->ndim != nd) return NN_ERR(MXP_EINVAL, "Pooling: %s must have %d elements like kernel, got %d", what, nd, s->ndim);
     return MXP_OK;
 }
 
 static int pool_check_params(mxp_check_params_args *a) {
     pool_params *p = a->params;
     int st;
-    if (p->layout != 0 && p->layout != 2) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: only NCHW layout");
+    if (p->layout > 3) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: only channel-first layouts (NCW, NCHW, NCDHW)");
     if (p->pool_type == POOL_LP) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: pool_type 'lp' is not implemented");
     if (p->pooling_convention == 2) return NN_ERR(MXP_EUNSUPPORTED, "Pooling: pooling_convention 'same' is not implemented");
-    if (!p->global_pool) {
-        if (!p->kernel.has_value || p->kernel.ndim != 2)
-            return NN_ERR(MXP_EINVAL, "Pooling: kernel must be 2-D (y, x) unless global_pool");
-    } else if ((st = norm2(&p->kernel, 1, "kernel")) < 0) return st;
-    if ((st = norm2(&p->stride, 1, "stride")) < 0 || (st = norm2(&p->pad, 0, "pad")) < 0) return st;
-    for (int i = 0; i < 2; i++)
+    if (p->global_pool) return MXP_OK; /* kernel, stride and pad are ignored: the rank comes from the data */
+    int nd = p->kernel.has_value ? p->kernel.ndim : 0;
+    if (nd < 1 || nd > 3)
+        return NN_ERR(MXP_EINVAL, "Pooling: kernel must have 1, 2 or 3 elements unless global_pool (got %d)", nd);
+    if (p->layout != 0 && p->layout != nd)
+        return NN_ERR(MXP_EUNSUPPORTED, "Pooling: layout %s does not fit a %d-D kernel", pool_layouts[p->layout], nd);
+    if ((st = fill_nd(&p->stride, nd, 1, "stride")) < 0 || (st = fill_nd(&p->pad, nd, 0, "pad")) < 0) return st;
+    for (int i = 0; i < nd; i++)
         if (p->kernel.dims[i] < 1 || p->stride.dims[i] < 1 || p->pad.dims[i] < 0)
             return NN_ERR(MXP_EINVAL, "Pooling: kernel and stride must be >= 1, pad >= 0");
     return MXP_OK;
@@ -82,7 +85,23 @@ static int pool_infer_shape(mxp_infer_shape_args *a) {
     mxp_shape *d = &a->in[0];
     char b1[160];
     if (d->ndim < 0 || !nn_shape_known(d)) return MXP_EINCOMPLETE;
-    if (d->ndim != 4) return NN_ERR(MXP_ESHAPE, "Pooling: data must be 4-D NCHW, got %s", nn_shape_str(d, b1, sizeof b1));
+    int want = p->global_pool ? d->ndim : p->kernel.ndim + 2;
+    if (d->ndim != want || want < 3 || want > 5)
+        return NN_ERR(MXP_ESHAPE, "Pooling: %s data must be %s, got %s",
+                      p->global_pool ? "global" : want == 3 ? "a 1-D kernel's" : want == 4 ? "a 2-D kernel's" : "a 3-D kernel's",
+                      p->global_pool ? "3-D NCW, 4-D NCHW or 5-D NCDHW" : want == 3 ? "3-D NCW" : want == 4 ? "4-D NCHW" : "5-D NCDHW",
+                      nn_shape_str(d, b1, sizeof b1));
+    if (p->layout != 0 && p->layout != d->ndim - 2)
+        return NN_ERR(MXP_ESHAPE, "Pooling: layout %s but data %s", pool_layouts[p->layout], nn_shape_str(d, b1, sizeof b1));
+    if (d->ndim != 4) {
+        pool_geom3 g3;
+        if (pool_geom3_init(p, d->dims, d->ndim, &g3) < 0)
+            return NN_ERR(MXP_ESHAPE, "Pooling: kernel larger than padded data %s", nn_shape_str(d, b1, sizeof b1));
+        int64_t od[5] = {g3.N, g3.C};
+        for (int i = 0; i < d->ndim - 2; i++) od[2 + i] = g3.out[3 - (d->ndim - 2) + i];
+        mxp_shape o = nn_shape(d->ndim, od);
+        return nn_shape_assign("Pooling", "output", &a->out[0], &o);
+    }
     pgeom g;
     if (pool_geom(p, d->dims, &g, 1) < 0)
         return NN_ERR(MXP_ESHAPE, "Pooling: kernel (%lld,%lld) larger than padded data %s",
@@ -373,18 +392,27 @@ static int pool_declare_backward(mxp_backward_deps_args *a) {
 
 static const mxp_op_def pool_def = {
     .hdr = MXP_HEADER(mxp_op_def), .name = "Pooling",
-    .doc = "Performs pooling on the input (2-D NCHW).",
+    .doc = "Performs pooling on the input (1-D NCW, 2-D NCHW, 3-D NCDHW).",
     .params = pool_schema, .n_params = NN_COUNT(pool_schema), .params_size = sizeof(pool_params),
     .arg_names = pool_args, .infer_shape = pool_infer_shape,
     .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA, .declare_backward = pool_declare_backward,
     .check_params = pool_check_params,
 };
+static int pool_supports(mxp_impl_query_args *a) {
+    if (a->in_shapes[0].ndim != 4) {
+        snprintf(a->reason, a->reason_size, "default: 2-D (4-D NCHW data) only; impl nd serves 1-D/3-D");
+        return 0;
+    }
+    return 1;
+}
+
 static const mxp_op_impl pool_impl = {
     .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Pooling", .impl_name = "default", .device = "cpu",
-    .rank = MXP_RANK_PRIMARY, .forward = pool_forward, .backward = pool_backward,
+    .rank = MXP_RANK_PRIMARY, .supports = pool_supports, .forward = pool_forward, .backward = pool_backward,
 };
 
 int nn_register_pooling(mxp_registrar *r) {
     int st = r->add_op(r, &pool_def);
-    return st < 0 ? st : r->add_impl(r, &pool_impl);
+    if (st >= 0) st = r->add_impl(r, &pool_impl);
+    return st < 0 ? st : r->add_impl(r, &pool_nd_impl);
 }

@@ -1,7 +1,9 @@
 /* conv.h — shared declarations of the Convolution op family: the parameter
  * struct (MXNet 1.x ConvolutionParam), the resolved 2-D geometry every impl
  * computes on, im2col/col2im, and the three impls (gemm, direct, winograd).
- * Only 2-D NCHW is implemented; check_params refuses other ranks/layouts. */
+ * The op definition accepts 1-D, 2-D and 3-D kernels (NCW, NCHW, NCDHW);
+ * the 2-D impls refuse other ranks in `supports` and conv_nd.c serves 1-D
+ * and 3-D. */
 #ifndef NN_CONV_H
 #define NN_CONV_H
 
@@ -51,5 +53,20 @@ void conv_mk_8x16(const float *x, int64_t plane, int64_t Cg, int64_t nk, const i
 
 extern const mxp_op_impl conv_gemm_impl, conv_direct_impl, conv_winograd_impl;
 extern const mxp_op_impl conv_pointwise_impl; /* conv_pointwise.c: 1x1 stride 1 */
+extern const mxp_op_impl conv_nd_impl;        /* conv_nd.c: 1-D and 3-D kernels */
+/* conv_nd.c's passes, reused by Deconvolution like the gemm ones above
+ * (the data gradient is skipped by a null req[0]). */
+int conv_nd_forward_impl(const mxp_forward_args *a);
+int conv_nd_backward_impl(const mxp_backward_args *a);
+
+/* The 2-D impls' `supports` check: 1 for a 2-D kernel, else 0 with a reason
+ * naming the impl. */
+static inline int conv_supports_2d(mxp_impl_query_args *a, const char *impl) {
+    const conv_params *p = a->params;
+    if (p->kernel.ndim == 2) return 1;
+    snprintf(a->reason, a->reason_size, "%s: 2-D kernels only (kernel has %d dims; impl nd serves 1-D/3-D)", impl,
+             p->kernel.ndim);
+    return 0;
+}
 
 #endif

@@ -228,6 +228,7 @@ static int gemm_workspace(mxp_impl_query_args *a) {
 }
 
 static int gemm_supports(mxp_impl_query_args *a) {
+    if (!conv_supports_2d(a, "gemm")) return 0;
     if (a->in_dtypes[0] != MXP_DTYPE_F32 && a->in_dtypes[0] != MXP_DTYPE_F64) {
         snprintf(a->reason, a->reason_size, "gemm: dtype %d not supported (float32, float64)", a->in_dtypes[0]);
         return 0;

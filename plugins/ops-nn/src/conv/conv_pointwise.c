@@ -264,6 +264,7 @@ static int pw_backward(const mxp_backward_args *a) {
 
 static int pw_supports(mxp_impl_query_args *a) {
     const conv_params *p = a->params;
+    if (!conv_supports_2d(a, "pointwise")) return 0;
     if (a->in_dtypes[0] != MXP_DTYPE_F32) {
         snprintf(a->reason, a->reason_size, "pointwise: float32 only");
         return 0;

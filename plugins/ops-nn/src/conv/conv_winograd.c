@@ -278,6 +278,7 @@ static int wino_backward(const mxp_backward_args *a) {
 
 static int wino_supports(mxp_impl_query_args *a) {
     const conv_params *p = a->params;
+    if (!conv_supports_2d(a, "winograd")) return 0;
     const char *why = NULL;
     if (a->in_dtypes[0] != MXP_DTYPE_F32) why = "float32 only";
     else if (p->kernel.dims[0] != 3 || p->kernel.dims[1] != 3) why = "needs a 3x3 kernel";
