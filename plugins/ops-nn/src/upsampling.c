@@ -1,11 +1,13 @@
-/* upsampling.c — UpSampling (MXNet 1.x), sample_type=nearest only
- * (bilinear needs a learned weight and is refused).  Inputs arg0..arg{n-1}
+/* upsampling.c — UpSampling (MXNet 1.x).  sample_type=bilinear takes
+ * inputs (data, weight) and runs as a depthwise Deconvolution in
+ * upsampling_bilinear.c; this file has the op definition and nearest.
+ * Nearest: inputs arg0..arg{n-1}
  * (num_args); every input is enlarged to the first input's size times
  * `scale` (input i by out_H / H_i) and the results concatenated along
  * channels (multi_input_mode=concat) or summed (sum, equal channels).
  * f32/f64; backward sums each output gradient block back to its source
  * pixel. */
-#include "nn_common.h"
+#include "upsampling_bilinear.h"
 
 static const char *const up_types[] = {"bilinear", "nearest", NULL};
 static const char *const up_modes[] = {"concat", "sum", NULL};
@@ -24,15 +26,25 @@ static const mxp_param_def up_schema[] = {
     NN_P("workspace", MXP_PARAM_INT, 0, up_params, workspace, "512", NULL, "Tmp workspace for deconvolution (MB)."),
 };
 
+enum { UP_BILINEAR, UP_NEAREST };
+
 static int up_check_params(mxp_check_params_args *a) {
     const up_params *p = a->params;
-    if (p->sample_type != 1) return NN_ERR(MXP_EUNSUPPORTED, "UpSampling: sample_type 'bilinear' is not implemented (nearest only)");
+    if (p->sample_type == UP_BILINEAR && p->num_filter < 1)
+        return NN_ERR(MXP_EINVAL, "UpSampling: bilinear needs num_filter = the data's channel count (got %lld)",
+                      (long long)p->num_filter);
     if (p->num_args > 7) return NN_ERR(MXP_EUNSUPPORTED, "UpSampling: at most 7 inputs");
     return MXP_OK;
 }
 
 static int up_list_args(mxp_list_names_args *a) {
     const up_params *p = a->params;
+    if (p->sample_type == UP_BILINEAR) { /* MXNet: always (data, weight), whatever num_args says */
+        snprintf(a->names[0], MXP_NAME_MAX, "data");
+        snprintf(a->names[1], MXP_NAME_MAX, "weight");
+        a->count = 2;
+        return MXP_OK;
+    }
     if ((uint32_t)p->num_args > a->capacity) return NN_ERR(MXP_EINVAL, "UpSampling: too many inputs");
     for (int64_t i = 0; i < p->num_args; i++) snprintf(a->names[i], MXP_NAME_MAX, "arg%lld", (long long)i);
     a->count = (uint32_t)p->num_args;
@@ -42,6 +54,19 @@ static int up_list_args(mxp_list_names_args *a) {
 static int up_infer_shape(mxp_infer_shape_args *a) {
     const up_params *p = a->params;
     char b1[160], b2[160];
+    if (p->sample_type == UP_BILINEAR) { /* weight (C, 1, k, k); output (N, C, H*s, W*s) */
+        const mxp_shape *d = &a->in[0];
+        if (!nn_shape_known(d)) return MXP_EINCOMPLETE;
+        if (d->ndim != 4) return NN_ERR(MXP_ESHAPE, "UpSampling: bilinear data must be 4-D NCHW, got %s", nn_shape_str(d, b1, sizeof b1));
+        if (d->dims[1] != p->num_filter)
+            return NN_ERR(MXP_ESHAPE, "UpSampling: bilinear num_filter %lld must equal the data's channels (data %s)",
+                          (long long)p->num_filter, nn_shape_str(d, b1, sizeof b1));
+        int64_t k = nn_up_bilinear_kernel(p->scale), wd[4] = {d->dims[1], 1, k, k};
+        int64_t od[4] = {d->dims[0], d->dims[1], d->dims[2] * p->scale, d->dims[3] * p->scale};
+        mxp_shape w = nn_shape(4, wd), o = nn_shape(4, od);
+        int st = nn_shape_assign("UpSampling", "weight", &a->in[1], &w);
+        return st < 0 ? st : nn_shape_assign("UpSampling", "output", &a->out[0], &o);
+    }
     for (uint32_t i = 0; i < a->n_in; i++) if (!nn_shape_known(&a->in[i])) return MXP_EINCOMPLETE;
     const mxp_shape *s0 = &a->in[0];
     if (s0->ndim != 4) return NN_ERR(MXP_ESHAPE, "UpSampling: inputs must be 4-D NCHW, got %s", nn_shape_str(s0, b1, sizeof b1));
@@ -94,6 +119,8 @@ static int up_run(const mxp_op_ctx *ctx, const up_params *p, uint32_t n_in, cons
 }
 
 static int up_forward(const mxp_forward_args *a) {
+    const up_params *p = a->params;
+    if (p->sample_type == UP_BILINEAR) return nn_up_bilinear_forward(a, p->scale);
     int st; int32_t dt;
     if ((st = nn_check_float("UpSampling", a->in, a->n_in, &dt)) < 0) return st;
     if ((st = nn_check_contig("UpSampling", a->in, a->n_in)) < 0 || (st = nn_check_contig("UpSampling", a->out, 1)) < 0) return st;
@@ -101,20 +128,39 @@ static int up_forward(const mxp_forward_args *a) {
     return up_run(a->ctx, a->params, a->n_in, a->in, &a->out[0], a->req, 0);
 }
 static int up_backward(const mxp_backward_args *a) {
+    const up_params *p = a->params;
+    if (p->sample_type == UP_BILINEAR) return nn_up_bilinear_backward(a, p->scale);
     int st;
     if ((st = nn_check_contig("UpSampling", a->in_grad, a->n_in)) < 0 || (st = nn_check_contig("UpSampling", a->out_grad, 1)) < 0) return st;
     return up_run(a->ctx, a->params, a->n_in, a->in_grad, &a->out_grad[0], a->req, 1);
 }
 
+/* Nearest's backward needs only the output gradient; bilinear's needs the
+ * data (weight gradient) and the weight (data gradient). */
+static int up_declare_backward(mxp_backward_deps_args *a) {
+    const up_params *p = a->params;
+    for (uint32_t i = 0; i < a->n_in; i++) a->need_in[i] = p->sample_type == UP_BILINEAR;
+    return MXP_OK;
+}
+
+static int up_workspace(mxp_impl_query_args *a) {
+    const up_params *p = a->params;
+    a->workspace_bytes = p->sample_type == UP_BILINEAR
+        ? nn_up_bilinear_workspace(p->scale, &a->in_shapes[0], a->in_dtypes[0]) : 0;
+    return MXP_OK;
+}
+
 static const mxp_op_def up_def = {
-    .hdr = MXP_HEADER(mxp_op_def), .name = "UpSampling", .doc = "Upsamples the given input data (nearest).",
+    .hdr = MXP_HEADER(mxp_op_def), .name = "UpSampling",
+    .doc = "Upsamples the given input data (nearest; bilinear as a depthwise deconvolution with a weight input).",
     .params = up_schema, .n_params = NN_COUNT(up_schema), .params_size = sizeof(up_params),
     .list_args = up_list_args, .infer_shape = up_infer_shape,
-    .backward_deps = MXP_BWD_OUT_GRAD, .check_params = up_check_params,
+    .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA, .declare_backward = up_declare_backward,
+    .resources = MXP_RESOURCE_TEMP_SPACE, .check_params = up_check_params,
 };
 static const mxp_op_impl up_impl = {
     .hdr = MXP_HEADER(mxp_op_impl), .op_name = "UpSampling", .impl_name = "default", .device = "cpu",
-    .rank = MXP_RANK_PRIMARY, .forward = up_forward, .backward = up_backward,
+    .rank = MXP_RANK_PRIMARY, .workspace = up_workspace, .forward = up_forward, .backward = up_backward,
 };
 
 int nn_register_upsampling(mxp_registrar *r) {
