@@ -40,21 +40,28 @@ static float half_to_float(uint16_t h) {
     return f;
 }
 
-static uint16_t float_to_half(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-    uint32_t mag = x & 0x7fffffffu;
-    if (mag >= 0x7f800000u) return sign | 0x7c00 | (mag > 0x7f800000u ? 0x200 : 0);
-    if (mag >= 0x477ff000u) return sign | 0x7c00;            /* overflow      */
-    if (mag < 0x33000001u) return sign;                       /* underflow     */
-    int e = (int)(mag >> 23);
-    uint32_t m = (mag & 0x7fffff) | 0x800000;
-    int shift = e < 113 ? 126 - e : 13;                      /* subnormal     */
-    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1))) r++;          /* nearest even  */
-    if (e < 113) return sign | (uint16_t)r;
-    return sign | (uint16_t)((((uint32_t)(e - 112)) << 10) + (r - 0x400) + 0) ;
+/* A double to IEEE half, rounded once to nearest even (a float32 in
+ * between would round twice: a value just off a half midpoint can land on
+ * it in float32 and then go to even the wrong way).  Works on the double's
+ * bits: the 53-bit significand m (value m * 2^(e-52)) is shifted to half's
+ * precision, 10 fraction bits for normal results (e >= -14) and units of
+ * 2^-24 for subnormal ones; a rounding carry into the exponent is right,
+ * up to infinity.  NaN keeps its sign and becomes half's quiet NaN. */
+static uint16_t double_to_half(double v) {
+    uint64_t x;
+    memcpy(&x, &v, 8);
+    uint16_t sign = (uint16_t)((x >> 48) & 0x8000);
+    uint64_t mag = x & 0x7fffffffffffffffull;
+    if (mag >= 0x7ff0000000000000ull) return sign | 0x7c00 | (mag > 0x7ff0000000000000ull ? 0x200 : 0);
+    int e = (int)(mag >> 52) - 1023;
+    if (e >= 16) return sign | 0x7c00;  /* >= 65536: beyond rounding range     */
+    if (e < -25) return sign;           /* < 2^-25: below half the least half */
+    uint64_t m = (mag & 0xfffffffffffffull) | (1ull << 52);
+    int shift = e >= -14 ? 42 : 28 - e;
+    uint64_t r = m >> shift, rem = m & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) r++;
+    if (e >= -14) return sign | (uint16_t)(((uint32_t)(e + 15) << 10) + (uint32_t)(r - 0x400));
+    return sign | (uint16_t)r;
 }
 
 static float bf16_to_float(uint16_t h) {
@@ -113,7 +120,7 @@ void ob_store(void *p, int32_t dtype, double v) {
     switch (dtype) {
     case MXP_DTYPE_F32: *(float *)p = (float)v; break;
     case MXP_DTYPE_F64: *(double *)p = v; break;
-    case MXP_DTYPE_F16: *(uint16_t *)p = float_to_half((float)v); break;
+    case MXP_DTYPE_F16: *(uint16_t *)p = double_to_half(v); break;
     case MXP_DTYPE_U8: SAT(uint8_t, 0, UINT8_MAX); break;
     case MXP_DTYPE_I32: SAT(int32_t, INT32_MIN, INT32_MAX); break;
     case MXP_DTYPE_I8: SAT(int8_t, INT8_MIN, INT8_MAX); break;
