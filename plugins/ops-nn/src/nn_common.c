@@ -13,10 +13,19 @@ int nn_check_contig(const char *op, const mxp_tensor *t, uint32_t n) {
     return MXP_OK;
 }
 
+/* MXNet's dtype names by type flag, for messages (float16 and bfloat16 are
+ * storage dtypes here: Cast converts them, compute ops refuse them). */
+static const char *dtype_name(int32_t dt) {
+    static const char *const names[] = {"float32", "float64", "float16", "uint8", "int32", "int8", "int64",
+                                        "bool", "int16", "uint16", "uint32", "uint64", "bfloat16"};
+    return dt >= 0 && dt < (int32_t)(sizeof names / sizeof names[0]) ? names[dt] : "unknown";
+}
+
 int nn_check_float(const char *op, const mxp_tensor *t, uint32_t n, int32_t *dtype) {
     int32_t dt = t[0].dtype;
     if (dt != MXP_DTYPE_F32 && dt != MXP_DTYPE_F64)
-        return NN_ERR(MXP_ETYPE, "%s: dtype %d not supported (float32, float64)", op, dt);
+        return NN_ERR(MXP_ETYPE, "%s: dtype %s (%d) not supported (float32, float64; Cast float16/bfloat16 first)", op,
+                      dtype_name(dt), dt);
     for (uint32_t i = 1; i < n; i++)
         if (t[i].data && t[i].dtype != dt)
             return NN_ERR(MXP_ETYPE, "%s: tensor %u has dtype %d, expected %d", op, i, t[i].dtype, dt);

@@ -4,7 +4,7 @@
  * between neighbours and the float32 values either side of it, float64 ->
  * float16 rounded once (midpoints plus or minus far less than a float32
  * ulp), subnormals, overflow to infinity, NaN; amp_cast to float16; and
- * a .params file written by numpy (tests/data/ndarray/gen_f16_numpy.py,
+ * a compute op refusing float16 by name; a .params file written by numpy (tests/data/ndarray/gen_f16_numpy.py,
  * type flag 2) loaded, checked and saved back byte for byte.
  *
  * Each point set is checked value by value against round-to-nearest-even
@@ -256,4 +256,22 @@ Test(f16, numpy_params_load_and_save_back) {
     unlink(path);
     mxp_ndarray_release(s32);
     mxp_ndarray_list_free(n, arrs, names);
+}
+
+/* float16 is a storage dtype: a compute op refuses it and says so. */
+Test(f16, compute_ops_refuse_float16_by_name) {
+    uint16_t h[16] = {0};
+    int64_t shape[4] = {1, 1, 4, 4};
+    mxp_ndarray *a = NULL;
+    cr_assert_eq(mxp_ndarray_create(shape, 4, MXP_DTYPE_F16, cpu, &a), MXP_OK);
+    cr_assert_eq(mxp_ndarray_sync_copy_from(a, h, sizeof h), MXP_OK);
+    mxp_ndarray *out = NULL;
+    int n_out = 1;
+    const char *k[2] = {"kernel", "pool_type"}, *v[2] = {"(2,2)", "max"};
+    int rc = mxp_invoke("Pooling", 1, &a, &n_out, &out, 2, k, v);
+    if (rc == MXP_OK) rc = mxp_ndarray_wait_to_read(out);
+    cr_assert_neq(rc, MXP_OK, "Pooling ran on float16 data");
+    cr_assert(strstr(mxp_last_error(), "float16"), "%s", mxp_last_error());
+    mxp_ndarray_release(out);
+    mxp_ndarray_release(a);
 }

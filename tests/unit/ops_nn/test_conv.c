@@ -262,7 +262,7 @@ Test(conv, shape_inference, .init = setup, .fini = teardown) {
     /* bad params */
     cr_assert_lt(fh_node_init(&n, pack, "Convolution", "gemm", "kernel=(3,3) num_filter=6 num_group=4", MXP_DTYPE_F32), 0);
     fh_node_free(&n);
-    cr_assert_lt(fh_node_init(&n, pack, "Convolution", "gemm", "kernel=(3,3,3) num_filter=6", MXP_DTYPE_F32), 0);
+    cr_assert_lt(fh_node_init(&n, pack, "Convolution", "gemm", "kernel=(3,3,3,3) num_filter=6", MXP_DTYPE_F32), 0);
     fh_node_free(&n);
 }
 
