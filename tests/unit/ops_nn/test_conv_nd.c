@@ -210,10 +210,13 @@ Test(conv_nd, shape_rules, .init = setup, .fini = teardown) {
     /* a stride with the wrong number of elements, a 4-D kernel, a layout of another rank */
     cr_assert_neq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) stride=(2,2) num_filter=8", MXP_DTYPE_F32), 0);
     cr_assert(strstr(nnh_error(), "stride must have 3 elements"), "%s", nnh_error());
+    nnh_node_free(&n); /* a failed init keeps its parsed params */
     cr_assert_neq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3,3) num_filter=8", MXP_DTYPE_F32), 0);
     cr_assert(strstr(nnh_error(), "kernel has 4 dims"), "%s", nnh_error());
+    nnh_node_free(&n); /* a failed init keeps its parsed params */
     cr_assert_neq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) layout=NCHW num_filter=8", MXP_DTYPE_F32), 0);
     cr_assert(strstr(nnh_error(), "NCDHW only"), "%s", nnh_error());
+    nnh_node_free(&n); /* a failed init keeps its parsed params */
 }
 
 /* Each impl keeps to its ranks and says why it refuses. */

@@ -116,6 +116,8 @@ Test(deconv_nd, shapes_and_rank_checks, .init = setup, .fini = teardown) {
     cr_assert_neq(nnh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3,3) adj=(1,1) stride=(2,2,2) num_filter=3",
                                 MXP_DTYPE_F32), 0);
     cr_assert(strstr(nnh_error(), "adj must have 3 elements"), "%s", nnh_error());
+    nnh_node_free(&n); /* a failed init keeps its parsed params */
     cr_assert_neq(nnh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3,3,3) num_filter=3", MXP_DTYPE_F32), 0);
     cr_assert(strstr(nnh_error(), "kernel has 4 dims"), "%s", nnh_error());
+    nnh_node_free(&n); /* a failed init keeps its parsed params */
 }

@@ -185,6 +185,7 @@ Test(pooling_nd, shapes_and_refusals, .init = setup, .fini = teardown) {
     nnh_node_free(&n);
     cr_assert_neq(nnh_node_init(&n, pack, "Pooling", "nd", "kernel=(2,2,2) stride=(2,2)", MXP_DTYPE_F32), 0);
     cr_assert(strstr(nnh_error(), "stride must have 3 elements"), "%s", nnh_error());
+    nnh_node_free(&n); /* a failed init keeps its parsed params */
     /* default keeps 2-D, nd keeps 1-D/3-D */
     pcfg c = {3, 1, 1, {4, 4, 4}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, "max", 0, 1, 0};
     init_node(&n, "default", &c, MXP_DTYPE_F32);
