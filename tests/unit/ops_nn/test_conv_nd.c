@@ -7,7 +7,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
-#include "nn_harness.h"
+#include "fake_host.h"
 #include "nn_test_util.h"
 
 /* Spatial dims are (D, H, W); a 1-D case has nd = 1 and uses only W. */
@@ -67,24 +67,24 @@ static void kwargs_of(const cfg3 *c, char *buf, size_t n) {
              c->G, c->no_bias ? "True" : "False");
 }
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "load: %s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = fh_load("ops-nn"); cr_assert(pack, "load: %s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
-static void init_node(nnh_node *n, const char *impl, const cfg3 *c, int32_t dt) {
+static void init_node(fh_node *n, const char *impl, const cfg3 *c, int32_t dt) {
     char kw[256]; kwargs_of(c, kw, sizeof kw);
-    cr_assert_eq(nnh_node_init(n, pack, "Convolution", impl, kw, dt), 0, "%s: %s", kw, nnh_error());
+    cr_assert_eq(fh_node_init(n, pack, "Convolution", impl, kw, dt), 0, "%s: %s", kw, fh_error());
     n->in_shape[0].ndim = c->nd + 2;
     n->in_shape[0].dims[0] = c->N; n->in_shape[0].dims[1] = c->C;
     for (int i = 0; i < c->nd; i++) n->in_shape[0].dims[2 + i] = c->in[i];
-    cr_assert_eq(nnh_node_infer(n), MXP_OK, "%s: %s", kw, nnh_error());
+    cr_assert_eq(fh_node_infer(n), MXP_OK, "%s: %s", kw, fh_error());
 }
 
 static void run_case(const cfg3 *c, int32_t dt, double tol, uint64_t seed) {
-    nnh_node n;
+    fh_node n;
     init_node(&n, "nd", c, dt);
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1, "nd refused: %s", n.reason);
-    int64_t nx = nnh_numel(&n.in_shape[0]), nw = nnh_numel(&n.in_shape[1]), ny = nnh_numel(&n.out_shape[0]);
+    cr_assert_eq(fh_node_alloc(&n, 1), 1, "nd refused: %s", n.reason);
+    int64_t nx = fh_shape_numel(&n.in_shape[0]), nw = fh_shape_numel(&n.in_shape[1]), ny = fh_shape_numel(&n.out_shape[0]);
     tu_fill(n.in[0], dt, nx, &seed, -1, 1);
     tu_fill(n.in[1], dt, nw, &seed, -1, 1);
     if (!c->no_bias) tu_fill(n.in[2], dt, c->M, &seed, -1, 1);
@@ -96,21 +96,21 @@ static void run_case(const cfg3 *c, int32_t dt, double tol, uint64_t seed) {
     ref(c, x, w, b, y, dy, dx, dw, db);
     char kw[256]; kwargs_of(c, kw, sizeof kw);
 
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     double e = tu_relerr(n.out[0], dt, y, ny);
     cr_assert(e <= tol, "fwd %s: relerr %g", kw, e);
     int32_t add[1] = {MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_forward(&n, 1, add), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, add), 0, "%s", fh_error());
     for (int64_t i = 0; i < ny; i++) y[i] *= 2;
     e = tu_relerr(n.out[0], dt, y, ny);
     cr_assert(e <= tol, "fwd add %s: relerr %g", kw, e);
 
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     e = tu_relerr(n.in_grad[0], dt, dx, nx); cr_assert(e <= tol, "dx %s: relerr %g", kw, e);
     e = tu_relerr(n.in_grad[1], dt, dw, nw); cr_assert(e <= tol, "dw %s: relerr %g", kw, e);
     if (!c->no_bias) { e = tu_relerr(n.in_grad[2], dt, db, c->M); cr_assert(e <= tol, "db %s: relerr %g", kw, e); }
     int32_t adds[3] = {MXP_REQ_ADD, MXP_REQ_ADD, MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_backward(&n, adds), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, adds), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) dx[i] *= 2;
     for (int64_t i = 0; i < nw; i++) dw[i] *= 2;
     e = tu_relerr(n.in_grad[0], dt, dx, nx); cr_assert(e <= tol, "dx add %s: relerr %g", kw, e);
@@ -118,12 +118,12 @@ static void run_case(const cfg3 *c, int32_t dt, double tol, uint64_t seed) {
     /* null req on data: dx untouched, dW still written */
     memset(n.in_grad[0], 0, (size_t)nx * mxp_dtype_size(dt));
     int32_t nodx[3] = {MXP_REQ_NULL, MXP_REQ_WRITE, MXP_REQ_WRITE};
-    cr_assert_eq(nnh_node_backward(&n, nodx), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, nodx), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) cr_assert_eq(tu_get(n.in_grad[0], dt, i), 0.0);
     for (int64_t i = 0; i < nw; i++) dw[i] /= 2;
     e = tu_relerr(n.in_grad[1], dt, dw, nw); cr_assert(e <= tol, "dw (dx null) %s: relerr %g", kw, e);
     free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 Test(conv_nd, matches_reference_3d_and_1d, .init = setup, .fini = teardown, .timeout = 120) {
@@ -154,15 +154,15 @@ Test(conv_nd, chunked_columns, .init = setup, .fini = teardown, .timeout = 120) 
 Test(conv_nd, finite_differences, .init = setup, .fini = teardown) {
     cfg3 c = {3, 2, 2, 3, 1, {3, 4, 3}, {2, 3, 2}, {1, 2, 1}, {1, 1, 0}, {1, 1, 2}, 0};
     c.d[2] = 1;
-    nnh_node n;
+    fh_node n;
     init_node(&n, "nd", &c, MXP_DTYPE_F64);
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1, "%s", n.reason);
+    cr_assert_eq(fh_node_alloc(&n, 1), 1, "%s", n.reason);
     uint64_t seed = 3;
-    for (uint32_t k = 0; k < 3; k++) tu_fill(n.in[k], MXP_DTYPE_F64, nnh_numel(&n.in_shape[k]), &seed, -1, 1);
-    tu_fill(n.out_grad[0], MXP_DTYPE_F64, nnh_numel(&n.out_shape[0]), &seed, -1, 1);
+    for (uint32_t k = 0; k < 3; k++) tu_fill(n.in[k], MXP_DTYPE_F64, fh_shape_numel(&n.in_shape[k]), &seed, -1, 1);
+    tu_fill(n.out_grad[0], MXP_DTYPE_F64, fh_shape_numel(&n.out_shape[0]), &seed, -1, 1);
     int check[3] = {1, 1, 1};
     tu_fd_check(&n, 1, check, 1e-6);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 static void expect_shape(const mxp_shape *s, int nd, const int64_t *d) {
@@ -173,50 +173,50 @@ static void expect_shape(const mxp_shape *s, int nd, const int64_t *d) {
 Test(conv_nd, shape_rules, .init = setup, .fini = teardown) {
     /* MXNet: weight (num_filter, C/num_group, kd, kh, kw); out per axis
      * floor((in + 2p - d(k-1) - 1)/s) + 1; stride/dilate/pad default to 1/1/0 */
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) num_filter=8 pad=(1,1,1) stride=(2,1,2)",
-                               MXP_DTYPE_F32), 0, "%s", nnh_error());
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) num_filter=8 pad=(1,1,1) stride=(2,1,2)",
+                               MXP_DTYPE_F32), 0, "%s", fh_error());
     n.in_shape[0].ndim = 5;
     int64_t d[5] = {2, 4, 16, 7, 9};
     memcpy(n.in_shape[0].dims, d, sizeof d);
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
     expect_shape(&n.in_shape[1], 5, (int64_t[]){8, 4, 3, 3, 3});
     expect_shape(&n.in_shape[2], 1, (int64_t[]){8});
     expect_shape(&n.out_shape[0], 5, (int64_t[]){2, 8, 8, 7, 5});
-    nnh_node_free(&n);
+    fh_node_free(&n);
     /* 1-D, dilated, no bias */
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,) dilate=(2,) num_filter=5 no_bias=True",
-                               MXP_DTYPE_F32), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,) dilate=(2,) num_filter=5 no_bias=True",
+                               MXP_DTYPE_F32), 0, "%s", fh_error());
     n.in_shape[0].ndim = 3; n.in_shape[0].dims[0] = 1; n.in_shape[0].dims[1] = 2; n.in_shape[0].dims[2] = 10;
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
     cr_assert_eq(n.n_in, 2);
     expect_shape(&n.in_shape[1], 3, (int64_t[]){5, 2, 3});
     expect_shape(&n.out_shape[0], 3, (int64_t[]){1, 5, 6});
-    nnh_node_free(&n);
+    fh_node_free(&n);
     /* 4-D data under a 3-D kernel: ESHAPE naming both */
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) num_filter=8", MXP_DTYPE_F32), 0);
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) num_filter=8", MXP_DTYPE_F32), 0);
     n.in_shape[0].ndim = 4;
     memcpy(n.in_shape[0].dims, d, sizeof(int64_t) * 4);
-    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
-    cr_assert(strstr(nnh_error(), "5-D NCDHW"), "%s", nnh_error());
-    nnh_node_free(&n);
+    cr_assert_eq(fh_node_infer(&n), MXP_ESHAPE);
+    cr_assert(strstr(fh_error(), "5-D NCDHW"), "%s", fh_error());
+    fh_node_free(&n);
     /* kernel larger than the padded data */
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) num_filter=8", MXP_DTYPE_F32), 0);
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) num_filter=8", MXP_DTYPE_F32), 0);
     n.in_shape[0].ndim = 5;
     memcpy(n.in_shape[0].dims, (int64_t[]){1, 1, 2, 5, 5}, sizeof d);
-    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
-    cr_assert(strstr(nnh_error(), "depth"), "%s", nnh_error());
-    nnh_node_free(&n);
+    cr_assert_eq(fh_node_infer(&n), MXP_ESHAPE);
+    cr_assert(strstr(fh_error(), "depth"), "%s", fh_error());
+    fh_node_free(&n);
     /* a stride with the wrong number of elements, a 4-D kernel, a layout of another rank */
-    cr_assert_neq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) stride=(2,2) num_filter=8", MXP_DTYPE_F32), 0);
-    cr_assert(strstr(nnh_error(), "stride must have 3 elements"), "%s", nnh_error());
-    nnh_node_free(&n); /* a failed init keeps its parsed params */
-    cr_assert_neq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3,3) num_filter=8", MXP_DTYPE_F32), 0);
-    cr_assert(strstr(nnh_error(), "kernel has 4 dims"), "%s", nnh_error());
-    nnh_node_free(&n); /* a failed init keeps its parsed params */
-    cr_assert_neq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) layout=NCHW num_filter=8", MXP_DTYPE_F32), 0);
-    cr_assert(strstr(nnh_error(), "NCDHW only"), "%s", nnh_error());
-    nnh_node_free(&n); /* a failed init keeps its parsed params */
+    cr_assert_neq(fh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) stride=(2,2) num_filter=8", MXP_DTYPE_F32), 0);
+    cr_assert(strstr(fh_error(), "stride must have 3 elements"), "%s", fh_error());
+    fh_node_free(&n); /* a failed init keeps its parsed params */
+    cr_assert_neq(fh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3,3) num_filter=8", MXP_DTYPE_F32), 0);
+    cr_assert(strstr(fh_error(), "kernel has 4 dims"), "%s", fh_error());
+    fh_node_free(&n); /* a failed init keeps its parsed params */
+    cr_assert_neq(fh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3,3) layout=NCHW num_filter=8", MXP_DTYPE_F32), 0);
+    cr_assert(strstr(fh_error(), "NCDHW only"), "%s", fh_error());
+    fh_node_free(&n); /* a failed init keeps its parsed params */
 }
 
 /* Each impl keeps to its ranks and says why it refuses. */
@@ -224,18 +224,18 @@ Test(conv_nd, impls_refuse_other_ranks, .init = setup, .fini = teardown) {
     const char *two_d[] = {"gemm", "direct", "winograd", "pointwise"};
     cfg3 c = {3, 1, 2, 2, 1, {4, 4, 4}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1};
     for (int i = 0; i < 4; i++) {
-        nnh_node n;
+        fh_node n;
         init_node(&n, two_d[i], &c, MXP_DTYPE_F32);
-        cr_assert_eq(nnh_node_alloc(&n, 1), 0, "%s accepted a 3-D kernel", two_d[i]);
+        cr_assert_eq(fh_node_alloc(&n, 1), 0, "%s accepted a 3-D kernel", two_d[i]);
         cr_assert(strstr(n.reason, "2-D kernels only"), "%s: %s", two_d[i], n.reason);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
-    nnh_node n;
-    cr_assert_eq(nnh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3) num_filter=2", MXP_DTYPE_F32), 0);
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "nd", "kernel=(3,3) num_filter=2", MXP_DTYPE_F32), 0);
     n.in_shape[0].ndim = 4;
     memcpy(n.in_shape[0].dims, (int64_t[]){1, 2, 5, 5}, 4 * sizeof(int64_t));
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
-    cr_assert_eq(nnh_node_alloc(&n, 1), 0);
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
+    cr_assert_eq(fh_node_alloc(&n, 1), 0);
     cr_assert(strstr(n.reason, "1-D and 3-D kernels only"), "%s", n.reason);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }

@@ -7,9 +7,9 @@
 #include <string.h>
 #include "nn_test_util.h"
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "%s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = fh_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 /* nd = 3: spatial (D, H, W); nd = 1: only in[2], k[2], ... are used. */
 typedef struct dcfg { int nd, N, C, M, G, in[3], k[3], s[3], p[3], d[3], adj[3], bias; } dcfg;
@@ -65,7 +65,7 @@ Test(deconv_nd, forward_and_gradients, .init = setup, .fini = teardown) {
         full3(c, in, kk, ss, pp, dd, o);
         int64_t dims[5] = {c->N, c->C, in[0], in[1], in[2]};
         if (c->nd == 1) dims[2] = in[2];
-        nnh_node n;
+        fh_node n;
         tu_node(&n, pack, "Deconvolution", kw, dt, c->nd + 2, dims, 1);
         for (int i = 0; i < c->nd; i++)
             cr_assert_eq(n.out_shape[0].dims[2 + i], o[3 - c->nd + i], "%s: output dim %d", kw, 2 + i);
@@ -73,16 +73,16 @@ Test(deconv_nd, forward_and_gradients, .init = setup, .fini = teardown) {
         cr_assert_eq(n.in_shape[1].dims[0], c->C);
         cr_assert_eq(n.in_shape[1].dims[1], c->M / c->G);
         uint64_t r = 5 + t;
-        for (uint32_t q = 0; q < n.n_in; q++) tu_fill(n.in[q], dt, nnh_numel(&n.in_shape[q]), &r, -1, 1);
-        int64_t ny = nnh_numel(&n.out_shape[0]);
-        double *x = tu_to_f64(n.in[0], dt, nnh_numel(&n.in_shape[0])), *w = tu_to_f64(n.in[1], dt, nnh_numel(&n.in_shape[1]));
+        for (uint32_t q = 0; q < n.n_in; q++) tu_fill(n.in[q], dt, fh_shape_numel(&n.in_shape[q]), &r, -1, 1);
+        int64_t ny = fh_shape_numel(&n.out_shape[0]);
+        double *x = tu_to_f64(n.in[0], dt, fh_shape_numel(&n.in_shape[0])), *w = tu_to_f64(n.in[1], dt, fh_shape_numel(&n.in_shape[1]));
         double *b = c->bias ? tu_to_f64(n.in[2], dt, c->M) : NULL, *y = malloc(sizeof(double) * (size_t)ny);
         ref(c, x, w, b, y);
-        cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
         double tol = dt == MXP_DTYPE_F32 ? 1e-5 : 1e-13;
         cr_assert_leq(tu_relerr(n.out[0], dt, y, ny), tol, "%s", kw);
         int32_t add[1] = {MXP_REQ_ADD};
-        cr_assert_eq(nnh_node_forward(&n, 1, add), 0);
+        cr_assert_eq(fh_node_forward(&n, 1, add), 0);
         for (int64_t i = 0; i < ny; i++) y[i] *= 2;
         cr_assert_leq(tu_relerr(n.out[0], dt, y, ny), tol, "%s add", kw);
         if (dt == MXP_DTYPE_F64) {
@@ -91,33 +91,33 @@ Test(deconv_nd, forward_and_gradients, .init = setup, .fini = teardown) {
             tu_fd_check(&n, 1, check, 1e-6);
         }
         free(x); free(w); free(b); free(y);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(deconv_nd, shapes_and_rank_checks, .init = setup, .fini = teardown) {
-    nnh_node n;
+    fh_node n;
     /* target_shape (one size per axis) derives pad as MXNet does */
-    cr_assert_eq(nnh_node_init(&n, pack, "Deconvolution", "default",
+    cr_assert_eq(fh_node_init(&n, pack, "Deconvolution", "default",
                                "kernel=(4,4,4) stride=(2,2,2) target_shape=(8,10,12) num_filter=3", MXP_DTYPE_F32), 0,
-                 "%s", nnh_error());
+                 "%s", fh_error());
     n.in_shape[0].ndim = 5;
     memcpy(n.in_shape[0].dims, (int64_t[]){1, 2, 4, 5, 6}, 5 * sizeof(int64_t));
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
     const int64_t want[5] = {1, 3, 8, 10, 12};
     for (int i = 0; i < 5; i++) cr_assert_eq(n.out_shape[0].dims[i], want[i], "dim %d", i);
-    nnh_node_free(&n);
-    cr_assert_eq(nnh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3,3) num_filter=3", MXP_DTYPE_F32), 0);
+    fh_node_free(&n);
+    cr_assert_eq(fh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3,3) num_filter=3", MXP_DTYPE_F32), 0);
     n.in_shape[0].ndim = 4;
     memcpy(n.in_shape[0].dims, (int64_t[]){1, 2, 4, 5}, 4 * sizeof(int64_t));
-    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
-    cr_assert(strstr(nnh_error(), "needs 5-D data"), "%s", nnh_error());
-    nnh_node_free(&n);
-    cr_assert_neq(nnh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3,3) adj=(1,1) stride=(2,2,2) num_filter=3",
+    cr_assert_eq(fh_node_infer(&n), MXP_ESHAPE);
+    cr_assert(strstr(fh_error(), "needs 5-D data"), "%s", fh_error());
+    fh_node_free(&n);
+    cr_assert_neq(fh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3,3) adj=(1,1) stride=(2,2,2) num_filter=3",
                                 MXP_DTYPE_F32), 0);
-    cr_assert(strstr(nnh_error(), "adj must have 3 elements"), "%s", nnh_error());
-    nnh_node_free(&n); /* a failed init keeps its parsed params */
-    cr_assert_neq(nnh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3,3,3) num_filter=3", MXP_DTYPE_F32), 0);
-    cr_assert(strstr(nnh_error(), "kernel has 4 dims"), "%s", nnh_error());
-    nnh_node_free(&n); /* a failed init keeps its parsed params */
+    cr_assert(strstr(fh_error(), "adj must have 3 elements"), "%s", fh_error());
+    fh_node_free(&n); /* a failed init keeps its parsed params */
+    cr_assert_neq(fh_node_init(&n, pack, "Deconvolution", "default", "kernel=(3,3,3,3) num_filter=3", MXP_DTYPE_F32), 0);
+    cr_assert(strstr(fh_error(), "kernel has 4 dims"), "%s", fh_error());
+    fh_node_free(&n); /* a failed init keeps its parsed params */
 }

@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
-#include "nn_harness.h"
+#include "fake_host.h"
 #include "nn_test_util.h"
 
 typedef struct pcfg {
@@ -17,9 +17,9 @@ typedef struct pcfg {
     int full, cip, global;
 } pcfg;
 
-static nnh_pack *pack;
-static void setup(void) { pack = nnh_load("ops-nn"); cr_assert(pack, "load: %s", nnh_error()); }
-static void teardown(void) { nnh_unload(pack); }
+static fh_pack *pack;
+static void setup(void) { pack = fh_load("ops-nn"); cr_assert(pack, "load: %s", fh_error()); }
+static void teardown(void) { fh_unload(pack); }
 
 static void geom(const pcfg *c, int *in, int *k, int *s, int *p, int *o) {
     for (int i = 0; i < 3; i++) {
@@ -78,49 +78,49 @@ static void tuple(char *buf, size_t n, const int *v, int nd) {
     else snprintf(buf, n, "(%d,%d,%d)", v[0], v[1], v[2]);
 }
 
-static void init_node(nnh_node *n, const char *impl, const pcfg *c, int32_t dt) {
+static void init_node(fh_node *n, const char *impl, const pcfg *c, int32_t dt) {
     char kw[256], k[32], s[32], p[32];
     tuple(k, sizeof k, c->k, c->nd); tuple(s, sizeof s, c->s, c->nd); tuple(p, sizeof p, c->p, c->nd);
     if (c->global) snprintf(kw, sizeof kw, "global_pool=True pool_type=%s", c->type);
     else snprintf(kw, sizeof kw, "kernel=%s stride=%s pad=%s pool_type=%s pooling_convention=%s count_include_pad=%s", k, s,
                   p, c->type, c->full ? "full" : "valid", c->cip ? "True" : "False");
-    cr_assert_eq(nnh_node_init(n, pack, "Pooling", impl, kw, dt), 0, "%s: %s", kw, nnh_error());
+    cr_assert_eq(fh_node_init(n, pack, "Pooling", impl, kw, dt), 0, "%s: %s", kw, fh_error());
     n->in_shape[0].ndim = c->nd + 2;
     n->in_shape[0].dims[0] = c->N; n->in_shape[0].dims[1] = c->C;
     for (int i = 0; i < c->nd; i++) n->in_shape[0].dims[2 + i] = c->in[i];
-    cr_assert_eq(nnh_node_infer(n), MXP_OK, "%s: %s", kw, nnh_error());
+    cr_assert_eq(fh_node_infer(n), MXP_OK, "%s: %s", kw, fh_error());
 }
 
 static void run_case(const pcfg *c, int32_t dt, double tol, uint64_t seed) {
-    nnh_node n;
+    fh_node n;
     init_node(&n, "nd", c, dt);
-    cr_assert_eq(nnh_node_alloc(&n, 1), 1, "nd refused: %s", n.reason);
+    cr_assert_eq(fh_node_alloc(&n, 1), 1, "nd refused: %s", n.reason);
     int in[3], k[3], s[3], p[3], o[3];
     geom(c, in, k, s, p, o);
-    int64_t nx = nnh_numel(&n.in_shape[0]), ny = nnh_numel(&n.out_shape[0]);
+    int64_t nx = fh_shape_numel(&n.in_shape[0]), ny = fh_shape_numel(&n.out_shape[0]);
     cr_assert_eq(ny, (int64_t)c->N * c->C * o[0] * o[1] * o[2], "output shape");
     tu_fill(n.in[0], dt, nx, &seed, -1, 1);
     tu_fill(n.out_grad[0], dt, ny, &seed, -1, 1);
     double *x = tu_to_f64(n.in[0], dt, nx), *dy = tu_to_f64(n.out_grad[0], dt, ny);
     double *y = malloc(sizeof(double) * (size_t)ny), *dx = malloc(sizeof(double) * (size_t)nx);
     ref(c, x, y, dy, dx);
-    cr_assert_eq(nnh_node_forward(&n, 1, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     double e = tu_relerr(n.out[0], dt, y, ny);
     cr_assert(e <= tol, "%s nd%d fwd: relerr %g", c->type, c->nd, e);
     int32_t add[1] = {MXP_REQ_ADD};
-    cr_assert_eq(nnh_node_forward(&n, 1, add), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_forward(&n, 1, add), 0, "%s", fh_error());
     for (int64_t i = 0; i < ny; i++) y[i] *= 2;
     e = tu_relerr(n.out[0], dt, y, ny);
     cr_assert(e <= tol, "%s nd%d fwd add: relerr %g", c->type, c->nd, e);
-    cr_assert_eq(nnh_node_backward(&n, NULL), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     e = tu_relerr(n.in_grad[0], dt, dx, nx);
     cr_assert(e <= tol, "%s nd%d bwd: relerr %g", c->type, c->nd, e);
-    cr_assert_eq(nnh_node_backward(&n, add), 0, "%s", nnh_error());
+    cr_assert_eq(fh_node_backward(&n, add), 0, "%s", fh_error());
     for (int64_t i = 0; i < nx; i++) dx[i] *= 2;
     e = tu_relerr(n.in_grad[0], dt, dx, nx);
     cr_assert(e <= tol, "%s nd%d bwd add: relerr %g", c->type, c->nd, e);
     free(x); free(dy); free(y); free(dx);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
 
 Test(pooling_nd, matches_reference, .init = setup, .fini = teardown) {
@@ -148,55 +148,55 @@ Test(pooling_nd, finite_differences, .init = setup, .fini = teardown) {
     const char *types[] = {"max", "avg", "sum"};
     for (int t = 0; t < 3; t++) {
         pcfg c = {3, 1, 2, {4, 5, 4}, {2, 3, 2}, {2, 2, 1}, {1, 1, 0}, types[t], 1, 0, 0};
-        nnh_node n;
+        fh_node n;
         init_node(&n, "nd", &c, MXP_DTYPE_F64);
-        cr_assert_eq(nnh_node_alloc(&n, 1), 1, "%s", n.reason);
+        cr_assert_eq(fh_node_alloc(&n, 1), 1, "%s", n.reason);
         uint64_t seed = 9 + (uint64_t)t;
-        tu_fill(n.in[0], MXP_DTYPE_F64, nnh_numel(&n.in_shape[0]), &seed, -1, 1);
-        tu_fill(n.out_grad[0], MXP_DTYPE_F64, nnh_numel(&n.out_shape[0]), &seed, -1, 1);
+        tu_fill(n.in[0], MXP_DTYPE_F64, fh_shape_numel(&n.in_shape[0]), &seed, -1, 1);
+        tu_fill(n.out_grad[0], MXP_DTYPE_F64, fh_shape_numel(&n.out_shape[0]), &seed, -1, 1);
         int check[1] = {1};
         tu_fd_check_every(&n, 1, check, 1e-6, 1);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
 }
 
 Test(pooling_nd, shapes_and_refusals, .init = setup, .fini = teardown) {
-    nnh_node n;
+    fh_node n;
     /* valid vs full on a 3-D kernel: depth 7, k 2, s 2 -> 3 (valid) / 4 (full) */
     const char *conv[] = {"valid", "full"};
     for (int f = 0; f < 2; f++) {
         char kw[160];
         snprintf(kw, sizeof kw, "kernel=(2,3,3) stride=(2,2,2) pooling_convention=%s", conv[f]);
-        cr_assert_eq(nnh_node_init(&n, pack, "Pooling", "nd", kw, MXP_DTYPE_F32), 0, "%s", nnh_error());
+        cr_assert_eq(fh_node_init(&n, pack, "Pooling", "nd", kw, MXP_DTYPE_F32), 0, "%s", fh_error());
         n.in_shape[0].ndim = 5;
         memcpy(n.in_shape[0].dims, (int64_t[]){2, 3, 7, 8, 9}, 5 * sizeof(int64_t));
-        cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
+        cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
         int64_t want[2][5] = {{2, 3, 3, 3, 4}, {2, 3, 4, 4, 4}};
         cr_assert_eq(n.out_shape[0].ndim, 5);
         for (int i = 0; i < 5; i++) cr_assert_eq(n.out_shape[0].dims[i], want[f][i], "%s dim %d", conv[f], i);
-        nnh_node_free(&n);
+        fh_node_free(&n);
     }
     /* a 3-D kernel on 4-D data, a 2-element stride with a 3-D kernel */
-    cr_assert_eq(nnh_node_init(&n, pack, "Pooling", "nd", "kernel=(2,2,2)", MXP_DTYPE_F32), 0);
+    cr_assert_eq(fh_node_init(&n, pack, "Pooling", "nd", "kernel=(2,2,2)", MXP_DTYPE_F32), 0);
     n.in_shape[0].ndim = 4;
     memcpy(n.in_shape[0].dims, (int64_t[]){2, 3, 7, 8}, 4 * sizeof(int64_t));
-    cr_assert_eq(nnh_node_infer(&n), MXP_ESHAPE);
-    cr_assert(strstr(nnh_error(), "5-D NCDHW"), "%s", nnh_error());
-    nnh_node_free(&n);
-    cr_assert_neq(nnh_node_init(&n, pack, "Pooling", "nd", "kernel=(2,2,2) stride=(2,2)", MXP_DTYPE_F32), 0);
-    cr_assert(strstr(nnh_error(), "stride must have 3 elements"), "%s", nnh_error());
-    nnh_node_free(&n); /* a failed init keeps its parsed params */
+    cr_assert_eq(fh_node_infer(&n), MXP_ESHAPE);
+    cr_assert(strstr(fh_error(), "5-D NCDHW"), "%s", fh_error());
+    fh_node_free(&n);
+    cr_assert_neq(fh_node_init(&n, pack, "Pooling", "nd", "kernel=(2,2,2) stride=(2,2)", MXP_DTYPE_F32), 0);
+    cr_assert(strstr(fh_error(), "stride must have 3 elements"), "%s", fh_error());
+    fh_node_free(&n); /* a failed init keeps its parsed params */
     /* default keeps 2-D, nd keeps 1-D/3-D */
     pcfg c = {3, 1, 1, {4, 4, 4}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, "max", 0, 1, 0};
     init_node(&n, "default", &c, MXP_DTYPE_F32);
-    cr_assert_eq(nnh_node_alloc(&n, 1), 0);
+    cr_assert_eq(fh_node_alloc(&n, 1), 0);
     cr_assert(strstr(n.reason, "2-D"), "%s", n.reason);
-    nnh_node_free(&n);
-    cr_assert_eq(nnh_node_init(&n, pack, "Pooling", "nd", "kernel=(2,2)", MXP_DTYPE_F32), 0);
+    fh_node_free(&n);
+    cr_assert_eq(fh_node_init(&n, pack, "Pooling", "nd", "kernel=(2,2)", MXP_DTYPE_F32), 0);
     n.in_shape[0].ndim = 4;
     memcpy(n.in_shape[0].dims, (int64_t[]){1, 1, 4, 4}, 4 * sizeof(int64_t));
-    cr_assert_eq(nnh_node_infer(&n), MXP_OK, "%s", nnh_error());
-    cr_assert_eq(nnh_node_alloc(&n, 1), 0);
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
+    cr_assert_eq(fh_node_alloc(&n, 1), 0);
     cr_assert(strstr(n.reason, "1-D (NCW) and 3-D"), "%s", n.reason);
-    nnh_node_free(&n);
+    fh_node_free(&n);
 }
