@@ -128,8 +128,6 @@ static void default_prefix(const char *net, char *buf, size_t cap) {
     else if (n > 5 && !strcmp(buf + n - 5, ".json")) buf[n - 5] = 0;
 }
 
-/* True when the checkpoint's PREFIX-symbol.json is the net file itself:
- * writing it would overwrite the user's input. */
 enum { MAX_STEP_EPOCHS = 64 };
 
 /* --lr-step-epochs "1,3,5": strictly increasing epochs >= 1. */
@@ -150,6 +148,8 @@ static int parse_step_epochs(const char *cmd, const char *v, int64_t *out, int *
     }
 }
 
+/* True when the checkpoint's PREFIX-symbol.json is the net file itself:
+ * writing it would overwrite the user's input. */
 static int prefix_overwrites_net(const char *prefix, const char *net) {
     char sym[4096], a[PATH_MAX], b[PATH_MAX];
     snprintf(sym, sizeof sym, "%s-symbol.json", prefix);
