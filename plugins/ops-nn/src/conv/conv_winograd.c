@@ -29,6 +29,7 @@
  * float32 only (`supports` refuses float64: the gemm impl serves it). */
 #include "conv.h"
 #include "conv_winograd.h"
+#include "nn_simd.h"
 
 #include <stdatomic.h>
 
@@ -64,14 +65,25 @@ void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
     }
 }
 
+/* Copies n floats 16 (then 4) at a time: inline, since a libc memcpy call
+ * costs as much as the 8-32 float rows of the small maps it copies. */
+static inline void copy_row(float *d, const float *s, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) st16(d + j, ld16(s + j));
+    for (; j + 4 <= n; j += 4) *(v4u *)(void *)(d + j) = *(const v4u *)(const void *)(s + j);
+    for (; j < n; j++) d[j] = s[j];
+}
+
 void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pad, int rows, int64_t ld,
-                float *dst) {
+                float *dst, int zero) {
     for (int i = 0; i < rows; i++, dst += ld) {
         int64_t h = h0 + i;
-        if (h < 0 || h >= H) { memset(dst, 0, (size_t)ld * sizeof(float)); continue; }
-        memset(dst, 0, (size_t)pad * sizeof(float));
-        memcpy(dst + pad, plane + h * W, (size_t)W * sizeof(float));
-        memset(dst + pad + W, 0, (size_t)(ld - pad - W) * sizeof(float));
+        if (h < 0 || h >= H) { if (zero) memset(dst, 0, (size_t)ld * sizeof(float)); continue; }
+        if (zero) {
+            for (int64_t c = 0; c < pad; c++) dst[c] = 0.0f;
+            for (int64_t c = pad + W; c < ld; c++) dst[c] = 0.0f;
+        }
+        copy_row(dst + pad, plane + h * W, W);
     }
 }
 
@@ -144,7 +156,7 @@ static void input_chunk(const wplan *p, const float *x, int64_t g, const wtile *
         for (int64_t i = 0, e, rows; i < nt; i = e) {
             e = wino_run_end(tl, i, nt, &rows);
             wino_stage(x + (uint64_t)(tl[i].n * p->C + g * p->Cg + c) * plane, p->H, p->W, tl[i].ih, p->pw, (int)rows,
-                       Wp, dst);
+                       Wp, dst, c == 0);
             if (c == 0) for (int64_t k = i; k < e; k++) tp[k] = dst + tl[k].srow * Wp + tl[k].ow;
             dst += rows * Wp;
         }

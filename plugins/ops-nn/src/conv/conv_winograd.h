@@ -69,9 +69,11 @@ static inline void wino_prefetch_rows(const float *plane, int64_t H, int64_t W, 
     for (const float *q = plane + a * W, *end = plane + b * W; q < end; q += 16) __builtin_prefetch(q, 0, 3);
 }
 /* Staging: dst[i*ld + col] = plane[h0+i][col-pad] for i < rows, zero
- * outside the H x W plane (ld >= W + pad). */
+ * outside the H x W plane (ld >= W + pad).  zero = 0 writes only the
+ * values inside the plane: for a dst staged before with the same h0, pad,
+ * rows and ld (the next channel of the same tiles), whose zeros stand. */
 void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pad, int rows, int64_t ld,
-                float *dst);
+                float *dst, int zero);
 
 /* Re-chunks a forward plan for the weight gradient (conv_winograd_wgrad.c). */
 void wino_wgrad_plan(wplan *p);

@@ -61,7 +61,7 @@ static void transform_run(const gjob *j, int64_t g, const wtile *tl, int64_t i0,
         for (int64_t l = 0; l < 16; l++) {
             if (c0 + l < p->Cg)
                 wino_stage(j->x + (n * p->C + g * p->Cg + c0 + l) * plane, p->H, p->W, tl[i0].ih, p->pw, (int)rows, Wp,
-                           stx + l * R * Wp);
+                           stx + l * R * Wp, c0 == 0);
             else memset(stx + l * R * Wp, 0, (size_t)(rows * Wp) * sizeof(float));
         }
         for (int64_t l = 0; l < 16 && c0 + 16 + l < p->Cg; l++)
@@ -75,7 +75,7 @@ static void transform_run(const gjob *j, int64_t g, const wtile *tl, int64_t i0,
         for (int64_t l = 0; l < 16; l++) {
             if (m0 + l < p->Mg)
                 wino_stage(j->dy + (n * p->M + g * p->Mg + m0 + l) * oplane, p->Ho, p->Wo, tl[i0].oh, 0, (int)orows, Wq,
-                           sty + l * R * Wq);
+                           sty + l * R * Wq, m0 == 0);
             else memset(sty + l * R * Wq, 0, (size_t)(orows * Wq) * sizeof(float));
         }
         for (int64_t l = 0; db && l < 16 && m0 + l < p->Mg; l++) { /* Σ dy over the run's own 4x4 tiles */
