@@ -189,10 +189,11 @@ static void output_chunk(const fjob *j, int64_t g, int64_t mb, const wtile *tl, 
                 float *yp = j->y + (uint64_t)(t->n * p->M + mo) * plane + t->oh * p->Wo + t->ow;
                 const float *s = o + l * 16;
                 int64_t nr = p->Ho - t->oh < 4 ? p->Ho - t->oh : 4, ncol = p->Wo - t->ow < 4 ? p->Wo - t->ow : 4;
-                if (ncol == 4) {
+                if (ncol == 4) { /* one 4-float vector per tile row */
                     for (int64_t r = 0; r < nr; r++, yp += p->Wo, s += 4) {
-                        if (add) { yp[0] += s[0] + bv; yp[1] += s[1] + bv; yp[2] += s[2] + bv; yp[3] += s[3] + bv; }
-                        else { yp[0] = s[0] + bv; yp[1] = s[1] + bv; yp[2] = s[2] + bv; yp[3] = s[3] + bv; }
+                        v4 v = *(const v4u *)(const void *)s + bv;
+                        if (add) v += *(const v4u *)(const void *)yp;
+                        *(v4u *)(void *)yp = v;
                     }
                     continue;
                 }
