@@ -65,11 +65,12 @@ void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
     }
 }
 
-/* Copies n floats 16 (then 4) at a time: inline, since a libc memcpy call
- * costs as much as the 8-32 float rows of the small maps it copies. */
+/* Copies n floats 4 at a time: inline, since a libc memcpy call costs as
+ * much as the 8-32 float rows of the small maps it copies (4-float vectors:
+ * this file is built for baseline x86-64, where wider GCC vectors go
+ * through the stack). */
 static inline void copy_row(float *d, const float *s, int64_t n) {
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16) st16(d + j, ld16(s + j));
     for (; j + 4 <= n; j += 4) *(v4u *)(void *)(d + j) = *(const v4u *)(const void *)(s + j);
     for (; j < n; j++) d[j] = s[j];
 }
