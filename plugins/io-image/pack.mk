@@ -41,3 +41,6 @@ $(BUILD)/fuzz/iter-packs/manifest.yaml: plugins/io-image/manifest.yaml
 	@mkdir -p $(dir $@)
 	@{ echo "manifest_version: 1"; echo "packs:"; sed 's/^/  /' $<; } > $@.tmp && mv $@.tmp $@
 $(BUILD)/fuzz/fuzz_iter_create: | $(BUILD)/fuzz/iter-packs/libmxp-io-image.so $(BUILD)/fuzz/iter-packs/manifest.yaml
+
+# tests/fuzz/fuzz_img_list.c drives the .lst reader (ImageIter, im2rec pack mode).
+$(BUILD)/fuzz/fuzz_img_list: $(BUILD)/fuzz/obj/plugins/io-image/src/img_list.o

@@ -46,7 +46,12 @@ static int parse_line(char *line, img_list_entry *e, float **labels, size_t *n_l
     *tab = 0;
     char *end;
     errno = 0;
-    if (!*line || *line == '-' || *line == '+') {
+    /* strtoull skips leading white space (Python's int() in MXNet's
+     * read_list does too) and then takes a sign, negating: " -1" would be
+     * 2^64-1, so the first non-space character must be a digit */
+    const char *d = line;
+    while (*d == ' ' || *d == '\r' || *d == '\v' || *d == '\f') d++;
+    if (*d < '0' || *d > '9') {
         *what = "the index (first field) is not a non-negative integer";
         return -1;
     }

@@ -283,6 +283,8 @@ Test(image_list, bad_lists_and_parameters_are_refused) {
         {"0\tone\ta.png\n", "line 1: a label is not a finite number"},
         {"0\t1\ta.png\n1\t2\tb.png\n2\tnan\tc.png\n", "line 3: a label"},
         {"0 1 a.png\n", "line 1: expected"},
+        {"0\t1\ta.png\n -1\t2\tb.png\n", "line 2: the index"}, /* strtoull would negate it */
+        {"\t1\ta.png\n", "line 1: the index"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         FILE *f = fopen(lst, "w");
