@@ -181,6 +181,8 @@ Test(conv_winograd, agrees_with_reference, .init = setup, .fini = teardown, .tim
                                             several chunks of tiles             */
         {2, 17, 30, 29, 9, 1, 1, 2, 1},  /* many tiles, odd channel counts       */
         {4, 32, 8, 8, 40, 1, 1, 1, 0},   /* 5 filter blocks, Cg a multiple of 16 */
+        {5, 64, 32, 32, 8, 1, 1, 1, 0},  /* 320 tiles: 5 chunks re-cut into 7 of 48
+                                            (wino_plan_make's multiple-of-4 rule)  */
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) check_cfg(&cfgs[i], 100 + i);
 }
