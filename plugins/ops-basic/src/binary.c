@@ -75,6 +75,13 @@ static int b_backward(const mxp_simple_grad_args *a) {
     if (n == 3 && (!a->in[0].data || !a->in[1].data))
         return ob_err(MXP_EINVAL, "ops-basic: binary backward needs both inputs");
     int rc = ob_ew(a->ctx, n, in, &a->in_grad[1], a->req[1], b->gr, &e);
+    /* add's lhs gradient is out_grad itself: when the planner gave it
+     * out_grad's storage (the backward inplace pair), it is already there
+     * (a residual add's backward then copies one tensor, not two) */
+    if (b->gl == &g_id && a->req[0] != MXP_REQ_ADD && a->in_grad[0].data &&
+        a->in_grad[0].data == a->out_grad->data && a->in_grad[0].byte_offset == a->out_grad->byte_offset &&
+        !a->in_grad[0].strides && !a->out_grad->strides && a->in_grad[0].dtype == a->out_grad->dtype)
+        return rc;
     if (rc == MXP_OK) rc = ob_ew(a->ctx, n, in, &a->in_grad[0], a->req[0], b->gl, &e);
     return rc;
 }
