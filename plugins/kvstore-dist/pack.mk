@@ -9,3 +9,4 @@ else
 PACK_CFLAGS_kvstore-dist += $(shell mpicc --showme:compile)
 PACK_LDLIBS_kvstore-dist += $(shell mpicc --showme:link)
 endif
+PACK_CFLAGS_kvstore-dist += -fvect-cost-model=dynamic

@@ -19,7 +19,7 @@
  *   3. do the agreed work in key order: an init broadcasts rank 0's value;
  *      ready keys are fused into buckets of at most bucket_bytes (same
  *      dtype, consecutive key indices) and each bucket is summed over all
- *      ranks (allreduce.c); then barrier and shutdown complete.
+ *      ranks in place (pipeline.c); then barrier and shutdown complete.
  * Every MPI operation is non-blocking and polled against a deadline
  * (MXP_KV_TIMEOUT); while polling, the thread answers pings.  On a timeout
  * or MPI error it pings every peer and names those that do not answer
@@ -27,13 +27,14 @@
  * pending and later request with that message.
  *
  * Not here: key lookup and the front end's ABI (pack.c), the sum itself
- * (allreduce.c). */
+ * (pipeline.c). */
 #include "kvdist_comm.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +43,8 @@ enum { TAG_PING = 7101, TAG_PONG = 7102 };
  * riding along after the last work. */
 enum { SPEC_MAX_BYTES = 64 << 10, SPEC_IDLE_CYCLES = 50, SPEC_MISSES = 8, IDLE_SLOW_AFTER = 100 };
 enum { BIT_SHUTDOWN = 0, BIT_BARRIER = 1, BIT_INIT = 2 };
+/* How long a cycle woken by new work waits for the rest of its burst. */
+enum { COALESCE_US = 30 };
 
 const char *kvd_name(const kvd_store *s) { return s->async ? "kvstore dist_async" : "kvstore dist_sync"; }
 
@@ -145,46 +148,66 @@ void kvd_set_broken(kvd_store *s, const char *msg) {
     pthread_mutex_unlock(&s->lock);
 }
 
+int kvd_fail_mpi(kvd_comm *c, int mpi_rc, const char *what) {
+    kvd_store *s = c->s;
+    char es[MPI_MAX_ERROR_STRING] = "";
+    int el = 0;
+    MPI_Error_string(mpi_rc, es, &el);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s rank %d (host %s): %s failed in MPI: %s", kvd_name(s), s->rank,
+             s->hosts ? s->hosts[s->rank] : "?", what, es);
+    kvd_probe_peers(c, 0.2 * s->timeout_ms / 1000.0, msg, sizeof msg);
+    kvd_set_broken(s, msg);
+    return MXP_ENET;
+}
+
+int kvd_fail_timeout(kvd_comm *c, const char *what, double waited_s) {
+    kvd_store *s = c->s;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s rank %d (host %s): %s did not complete within %.1f s", kvd_name(s), s->rank,
+             s->hosts ? s->hosts[s->rank] : "?", what, waited_s);
+    kvd_probe_peers(c, 0.2 * s->timeout_ms / 1000.0, msg, sizeof msg);
+    kvd_set_broken(s, msg);
+    return MXP_ETIMEDOUT;
+}
+
+void kvd_pause(double waited_s, double spin_s) {
+    /* Within spin_s, a wait whose data is moving: poll again at once for
+     * the first 50 us (back-to-back completions), then every 15 us.  A nap,
+     * not sched_yield: on a loaded core a yielding thread waits for the
+     * others' whole time slices (measured: 5-10x slower sums), while a
+     * sleeper that wakes preempts them.  After spin_s nap for an eighth of
+     * the time waited so far (20 us .. 1 ms): at most ~12% added latency,
+     * and a comm thread waiting on a slow peer wakes tens of times per
+     * cycle, not thousands — it shares a core with the compute workers. */
+    if (waited_s < spin_s) {
+        if (waited_s > 50e-6) nap_us(15);
+        return;
+    }
+    long us = (long)(waited_s * 1e6 / 8);
+    nap_us(us < 20 ? 20 : us > 1000 ? 1000 : us);
+}
+
 int kvd_wait(kvd_comm *c, int n, MPI_Request *reqs, const char *what) {
+    return kvd_wait_spin(c, n, reqs, what, 0.0);
+}
+
+int kvd_wait_spin(kvd_comm *c, int n, MPI_Request *reqs, const char *what, double spin_s) {
     kvd_store *s = c->s;
     double t0 = kvd_now();
     /* The operation gets 3/4 of the timeout and the probe 1/5, so the
      * error is raised within MXP_KV_TIMEOUT. */
-    double limit = 0.75 * s->timeout_ms / 1000.0, probe = 0.2 * s->timeout_ms / 1000.0;
+    double limit = 0.75 * s->timeout_ms / 1000.0;
     for (long spin = 0;; spin++) {
         int flag = 0;
         int rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            char es[MPI_MAX_ERROR_STRING] = "";
-            int el = 0;
-            MPI_Error_string(rc, es, &el);
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s rank %d (host %s): %s failed in MPI: %s", kvd_name(s), s->rank,
-                     s->hosts ? s->hosts[s->rank] : "?", what, es);
-            kvd_probe_peers(c, probe, msg, sizeof msg);
-            kvd_set_broken(s, msg);
-            return MXP_ENET;
-        }
+        if (rc != MPI_SUCCESS) return kvd_fail_mpi(c, rc, what);
         if (flag) return MXP_OK;
         if ((spin & 15) == 0) kvd_serve_pings(c);
         double el = kvd_now() - t0;
-        if (el > limit) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s rank %d (host %s): %s did not complete within %.1f s",
-                     kvd_name(s), s->rank, s->hosts ? s->hosts[s->rank] : "?", what, el);
-            kvd_probe_peers(c, probe, msg, sizeof msg);
-            kvd_set_broken(s, msg);
-            return MXP_ETIMEDOUT;
-        }
-        /* A short spin catches replies already on their way; after that
-         * nap for an eighth of the time waited so far (20 us .. 1 ms):
-         * at most ~12% added latency, and a comm thread waiting on a slow
-         * peer wakes tens of times per cycle, not thousands — it shares a
-         * core with the compute workers. */
-        if (spin > 32) {
-            long us = (long)(el * 1e6 / 8);
-            nap_us(us < 20 ? 20 : us > 1000 ? 1000 : us);
-        }
+        if (el > limit) return kvd_fail_timeout(c, what, el);
+        /* A short spin catches replies already on their way. */
+        if (spin > 32 || spin_s > 0) kvd_pause(el, spin_s);
     }
 }
 
@@ -355,7 +378,7 @@ static int do_keys(kvd_comm *c, pending *p, const uint64_t *agreed, int nk) {
             if (rc && !s->broken) {
                 char msg[256];
                 snprintf(msg, sizeof msg, "kvstore dist_sync rank %d: cannot sum a bucket of %d keys (%lld bytes): %s",
-                         s->rank, nb, (long long)bytes, rc == MXP_ENOMEM ? "out of memory" : "too large for MPI counts");
+                         s->rank, nb, (long long)bytes, rc == MXP_ENOMEM ? "out of memory" : "more than 64 ranks or an unsupported dtype");
                 kvd_set_broken(s, msg);
             }
             for (int i = 0; i < nb; i++) {
@@ -458,7 +481,7 @@ static int check_stale(kvd_store *s, const pending *p, const uint64_t *mine, con
     } while (0)
 
 /* Every rank sent the cached keys' values with the negotiation: sum each
- * in rank order (((x0 + x1) + x2) ..., as allreduce.c), complete them and
+ * in rank order (((x0 + x1) + x2) ..., as pipeline.c), complete them and
  * take them out of `agreed`. */
 static void sum_cached(kvd_comm *c, pending *p, const uint64_t *all, size_t stride, int need, uint64_t *agreed) {
     kvd_store *s = c->s;
@@ -542,6 +565,9 @@ static void *comm_main(void *arg) {
     kvd_comm *c = arg;
     kvd_store *s = c->s;
     pending p = {0};
+    /* Naps of tens of microseconds mean what they say (the default timer
+     * slack, 50 us, would stretch each one by that much). */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     int rc = kvd_mpi_setup(c);
     pthread_mutex_lock(&s->lock);
     s->init_status = rc;
@@ -558,7 +584,16 @@ static void *comm_main(void *arg) {
          * has been idle for ~200 ms (all ranks count the same idle cycles,
          * so they slow down together); the first push after a long pause
          * then waits at most 20 ms for its negotiation. */
-        take_queue(s, &p, has_local_work(&p, nk) ? 0 : c->idle_cycles < IDLE_SLOW_AFTER ? 2 : 20);
+        int had_work = has_local_work(&p, nk);
+        take_queue(s, &p, had_work ? 0 : c->idle_cycles < IDLE_SLOW_AFTER ? 2 : 20);
+        /* Work after none: pushes come in bursts (a step's gradients, a
+         * list of keys), and on a shared core the thread that queues them
+         * is preempted by this wake-up; a short nap lets the rest of the
+         * burst join this cycle instead of costing cycles of their own. */
+        if (!had_work && has_local_work(&p, nk)) {
+            nap_us(COALESCE_US);
+            take_queue(s, &p, 0);
+        }
         int need = 1 + (nk + 63) / 64;
         if (need > words) {
             uint64_t *m = realloc(mine, (size_t)need * 8), *a = m ? realloc(agreed, (size_t)need * 8) : NULL;

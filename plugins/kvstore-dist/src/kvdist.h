@@ -62,6 +62,7 @@ typedef struct kvd_store {
     int rank, size;
     int32_t timeout_ms;
     int64_t bucket_bytes;
+    int64_t segment_bytes;   /* pipelined sum's unit (pipeline.c)          */
     char **hosts;            /* [size] host name of each rank              */
     int *pids;               /* [size]                                     */
     /* Guarded by lock. */

@@ -15,7 +15,7 @@ typedef struct kvd_comm {
     MPI_Comm ctrl;           /* negotiation, pings                         */
     kvd_req **bucket;        /* the bucket being filled                    */
     int bucket_cap;
-    void *scratch;           /* fusion buffer + receive space              */
+    void *scratch;           /* receive space of the sums (pipeline.c)     */
     size_t scratch_bytes;
     /* dist_sync's cached key set (comm.c): the keys agreed together last
      * time, small enough to ride along with the negotiation. */
@@ -40,6 +40,18 @@ void kvd_serve_pings(kvd_comm *c);
  * (or on an MPI error) ping the peers, mark the store broken with a message
  * naming `what` and the silent ranks, and return MXP_ETIMEDOUT / MXP_ENET. */
 int kvd_wait(kvd_comm *c, int n, MPI_Request *reqs, const char *what);
+/* kvd_wait that polls at once (then every 15 us) for the first spin_s
+ * seconds: for data both sides are already moving. */
+int kvd_wait_spin(kvd_comm *c, int n, MPI_Request *reqs, const char *what, double spin_s);
+/* Between two polls of a wait that has lasted waited_s: within spin_s
+ * poll at once (50 us), then every 15 us; after it nap in proportion to
+ * the wait (20 us .. 1 ms). */
+void kvd_pause(double waited_s, double spin_s);
+/* Break the store after an MPI error / after waited_s without completion
+ * of `what`, naming the peers that do not answer a ping; return
+ * MXP_ENET / MXP_ETIMEDOUT. */
+int kvd_fail_mpi(kvd_comm *c, int mpi_rc, const char *what);
+int kvd_fail_timeout(kvd_comm *c, const char *what, double waited_s);
 /* Ping every peer, wait up to window_s, append the silent ones to msg
  * (or a note that all answered); returns how many were silent. */
 int kvd_probe_peers(kvd_comm *c, double window_s, char *msg, size_t cap);
@@ -53,12 +65,18 @@ int kvd_mpi_setup(kvd_comm *c);
 void kvd_mpi_teardown(kvd_comm *c);
 /* Broadcast count elements from rank 0. */
 int kvd_bcast(kvd_comm *c, void *data, int64_t count, int32_t dtype, const char *what);
-/* Sum the requests' arrays (one dtype) over all ranks, in place, through
- * one fused buffer when there are several. */
+/* Sum the requests' arrays (one dtype) over all ranks, in place. */
 int kvd_allreduce_bucket(kvd_comm *c, kvd_req **reqs, int n);
-/* Sum count elements over all ranks in place.  Every element is summed in
- * rank order (((x0 + x1) + x2) ...) by the rank that owns its chunk, then
- * gathered, so every rank gets the same bits whatever the fusion. */
-int kvd_allreduce(kvd_comm *c, void *data, int64_t count, int32_t dtype, const char *what);
+
+/* pipeline.c */
+typedef struct kvd_region {
+    char *ptr;
+    int64_t count;
+} kvd_region;
+/* Sum the regions (one virtual array of one dtype) over all ranks in
+ * place.  Every element is summed in rank order (((x0 + x1) + x2) ...) by
+ * the rank that owns its piece, then copied to the others, so every rank
+ * gets the same bits whatever the fusion. */
+int kvd_allreduce_regions(kvd_comm *c, const kvd_region *rg, int n_rg, int32_t dtype, const char *what);
 
 #endif /* KVDIST_COMM_H */

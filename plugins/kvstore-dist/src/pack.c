@@ -16,7 +16,8 @@
  * after MPI_Finalize.  Key lookup is a linear scan of the init-ordered key
  * table (a few hundred keys at most in the nets this targets).  Options:
  * bucket_bytes (fusion bucket size, default 4 MiB, or MXP_KV_BUCKET_BYTES;
- * 0 disables fusion).  Environment of dist_async: MXP_KV_NUM_SERVERS,
+ * 0 disables fusion); MXP_KV_SEGMENT_BYTES (the pipelined sum's segment,
+ * default 1 MiB, pipeline.c).  Environment of dist_async: MXP_KV_NUM_SERVERS,
  * MXP_KV_BIGARRAY_BOUND (elements; default 1000000, MXNet's bound). */
 #include "kvdist.h"
 
@@ -32,6 +33,7 @@ static int g_live;
 
 enum { DEFAULT_TIMEOUT_MS = 60000 };
 #define DEFAULT_BUCKET_BYTES (4ll << 20)
+#define DEFAULT_SEGMENT_BYTES (1ll << 20)
 
 static int parse_bytes(const char *v, int64_t *out) {
     char *end;
@@ -64,6 +66,11 @@ static int kvd_create(mxp_kv_create_args *a) {
                                        a->keys[i]);
         }
     }
+    int64_t segment = DEFAULT_SEGMENT_BYTES;
+    const char *sg = getenv("MXP_KV_SEGMENT_BYTES");
+    if (sg && *sg && (parse_bytes(sg, &segment) || segment < 64 || segment > (1ll << 30)))
+        return kvd_host->set_error(MXP_EINVAL, "MXP_KV_SEGMENT_BYTES='%s': expected bytes between 64 and 1G (e.g. "
+                                   "1M)", sg);
     int async = !strcmp(a->type, "dist_async");
     int64_t servers = 1, bound = 1000000;
     const char *ns = getenv("MXP_KV_NUM_SERVERS"), *bb = getenv("MXP_KV_BIGARRAY_BOUND");
@@ -80,6 +87,7 @@ static int kvd_create(mxp_kv_create_args *a) {
     pthread_cond_init(&s->cond, NULL);
     s->timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : DEFAULT_TIMEOUT_MS;
     s->bucket_bytes = bucket;
+    s->segment_bytes = segment;
     g_used = 1;
     int rc = kvd_comm_start(s);
     if (rc) return rc;

@@ -11,6 +11,8 @@
  * the store lives; a call that fails its checks pushes nothing. */
 #include "kvstore/kvstore_impl.h"
 
+#include "ndarray/ndarray.h"
+
 #include <mxplug/engine.h>
 
 #include <inttypes.h>
@@ -482,6 +484,26 @@ int mxp_kvstore_pull_str(mxp_kvstore *kv, int n, const char *const *keys, mxp_nd
     return pull_keys(kv, &kl, outs, priority);
 }
 
+/* A worker-side sum (dist_sync) with nothing to run on the sum and every
+ * key given once: the sum runs on the out array itself (one transport op
+ * instead of reduce, transport, store and pull: two copies of the key
+ * fewer), then out is copied to the stored value for later pulls.  The
+ * same values and bits as the general path: a single array's local "sum"
+ * is a copy. */
+static int pushpull_in_place(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *vals, mxp_ndarray *const *outs,
+                             kv_entry **ent, int priority) {
+    int rc = MXP_OK;
+    for (int i = 0; rc == MXP_OK && i < kl->n; i++) {
+        kv_entry *e = ent[i];
+        if (mxp_ndarray_var(vals[i]) != mxp_ndarray_var(outs[i]) ||
+            mxp__ndarray_dptr(vals[i]) != mxp__ndarray_dptr(outs[i]))
+            rc = mxp__kv_push_copy(e, vals[i], outs[i], priority, "pushpull copy");
+        if (rc == MXP_OK) rc = mxp__kv_push_transport_on(kv, e, MXP__KV_PUSHPULL, outs[i], priority);
+        if (rc == MXP_OK) rc = mxp__kv_push_copy(e, outs[i], e->stored, priority, "store");
+    }
+    return rc;
+}
+
 static int pushpull_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *vals, mxp_ndarray *const *outs,
                          int priority) {
     if (!kv) return mxp__error(MXP_EINVAL, "mxp_kvstore_pushpull: kv is NULL");
@@ -489,6 +511,17 @@ static int pushpull_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const 
     if (kl->n > 0 && !ent) return mxp__error_oom("kvstore pushpull");
     /* Check the outs before pushing anything. */
     int rc = kl->n > 0 ? resolve(kv, kl, outs, "pull", ent) : MXP_OK;
+    int in_place = rc == MXP_OK && kv->def && !kv->server_side && !kv->updater && !kv->opt;
+    for (int i = 0; in_place && i < kl->n; i++)
+        for (int j = 0; j < i; j++) in_place &= ent[i] != ent[j];
+    if (in_place) {
+        kv_entry **ev = calloc((size_t)kl->n, sizeof *ev);
+        rc = ev ? resolve(kv, kl, vals, "push", ev) : mxp__error_oom("kvstore pushpull");
+        free(ev);
+        if (rc == MXP_OK) rc = pushpull_in_place(kv, kl, vals, outs, ent, priority);
+        free(ent);
+        return rc;
+    }
     free(ent);
     if (rc == MXP_OK) rc = push_keys(kv, kl, vals, priority);
     if (rc == MXP_OK) rc = pull_keys(kv, kl, outs, priority);

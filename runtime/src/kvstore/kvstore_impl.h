@@ -11,7 +11,10 @@
  * and a pull is a copy stored -> out.  The entries' vars order all of it.
  * With a server-side transport (dist_async) a push is reduce, then the
  * transport's push of merged; a pull is the transport's pull into stored,
- * then the copy stored -> out. */
+ * then the copy stored -> out.
+ * A dist_sync pushpull of one array per key with no updater skips merged:
+ * copy val -> out (unless they are one array), transport on out in place,
+ * copy out -> stored (kvstore.c, pushpull_in_place). */
 #ifndef MXP_KVSTORE_KVSTORE_IMPL_H
 #define MXP_KVSTORE_KVSTORE_IMPL_H
 
@@ -62,6 +65,9 @@ int mxp__kv_push_copy(const kv_entry *e, mxp_ndarray *src, mxp_ndarray *dst, int
  * from the servers (after this process's earlier pushes of the key). */
 enum { MXP__KV_PUSHPULL = 0, MXP__KV_PUSH = 1, MXP__KV_PULL = 2 };
 int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int kind, int priority);
+/* The same call on another array of e's shape and dtype (PUSHPULL: the
+ * caller's own array, summed in place). */
+int mxp__kv_push_transport_on(mxp_kvstore *kv, const kv_entry *e, int kind, mxp_ndarray *target, int priority);
 /* Fill a tensor view of nd (shape points into e). */
 void mxp__kv_tensor(const kv_entry *e, mxp_ndarray *nd, mxp_tensor *out);
 

@@ -198,6 +198,10 @@ static void run_transport(void *arg, const mxp_run_ctx *ctx, mxp_engine_callback
 }
 
 int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int kind, int priority) {
+    return mxp__kv_push_transport_on(kv, e, kind, kind == MXP__KV_PULL ? e->stored : e->merged, priority);
+}
+
+int mxp__kv_push_transport_on(mxp_kvstore *kv, const kv_entry *e, int kind, mxp_ndarray *target, int priority) {
     transport_arg *a = calloc(1, sizeof *a);
     if (!a) return mxp__error_oom("kvstore push");
     a->def = kv->def;
@@ -213,10 +217,10 @@ int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int kind, int pri
     /* A pull lands in stored; it also takes merged's var so it runs after
      * this process's earlier push of the key has been sent (the servers
      * then see the push first). */
-    mxp__kv_tensor(e, kind == MXP__KV_PULL ? e->stored : e->merged, &a->t);
+    mxp__kv_tensor(e, target, &a->t);
     memcpy(a->shape, e->shape, sizeof a->shape);
     a->t.shape = a->shape;
-    mxp_var *mv[2] = {mxp_ndarray_var(kind == MXP__KV_PULL ? e->stored : e->merged), mxp_ndarray_var(e->merged)};
+    mxp_var *mv[2] = {mxp_ndarray_var(target), mxp_ndarray_var(e->merged)};
     char name[160];
     snprintf(name, sizeof name, "kvstore %s %s %s", kv->type,
              kind == MXP__KV_PUSH ? "push" : kind == MXP__KV_PULL ? "pull" : "pushpull", e->label);

@@ -156,19 +156,32 @@ static int worker_sums(FILE *out) {
     /* One small key pushed alone again and again: after two rounds its sum
      * rides along with the negotiation (comm.c's cached key set); the sums
      * must stay exact. */
+    /* Odd rounds sum into another array (the pushed one stays as it was);
+     * a later pull returns the last sum (the store keeps it). */
     for (int round = 0; round < 8; round++) {
-        mxp_ndarray *g = warr(int_sizes[2], MXP_DTYPE_F32);
+        mxp_ndarray *g = warr(int_sizes[2], MXP_DTYPE_F32), *h = round % 2 ? warr(int_sizes[2], MXP_DTYPE_F32) : g;
         float *d = wdata(g);
         for (int64_t i = 0; i < int_sizes[2]; i++) d[i] = fval(me, 70, 0, round, i);
-        WOK(mxp_kvstore_pushpull(kv, 1, &ikeys[2], &g, &g, 0));
-        const float *got = wdata(g);
+        WOK(mxp_kvstore_pushpull(kv, 1, &ikeys[2], &g, &h, 0));
+        const float *got = wdata(h);
         for (int64_t i = 0; i < int_sizes[2]; i++) {
             float exact = fval(0, 70, 0, round, i);
             for (int r = 1; r < n; r++) exact += fval(r, 70, 0, round, i);
             WCHECK(got[i] == exact, "repeated key, round %d [%lld]: %.9g, expected exactly %.9g", round, (long long)i,
                    got[i], exact);
+            if (h != g)
+                WCHECK(((const float *)wdata(g))[i] == fval(me, 70, 0, round, i),
+                       "pushpull into another array changed the pushed one, round %d [%lld]", round, (long long)i);
         }
+        if (h != g) mxp_ndarray_release(h);
         mxp_ndarray_release(g);
+    }
+    WOK(mxp_kvstore_pull(kv, 1, &ikeys[2], &store[2], 0));
+    for (int64_t i = 0; i < int_sizes[2]; i++) {
+        float exact = fval(0, 70, 0, 7, i);
+        for (int r = 1; r < n; r++) exact += fval(r, 70, 0, 7, i);
+        WCHECK(((const float *)wdata(store[2]))[i] == exact, "pull after pushpull [%lld]: %.9g, expected %.9g",
+               (long long)i, ((const float *)wdata(store[2]))[i], exact);
     }
     /* SGD on every worker from identical sums: weights stay bit-identical. */
     const char *ok[] = {"learning_rate", "momentum", "wd", "rescale_grad"};
@@ -597,7 +610,7 @@ Test(kvstore_dist, two_ranks_sums_and_identical_weights) {
     if (!have_mpi()) cr_skip_test("Open MPI or the kvstore-dist pack is absent");
     char *o;
     size_t len;
-    sums_identical_across_ranks(2, "MXP_KV_BUCKET_BYTES=64K", "np2", &o, &len);
+    sums_identical_across_ranks(2, "MXP_KV_BUCKET_BYTES=64K MXP_KV_SEGMENT_BYTES=8K", "np2", &o, &len);
     free(o);
 }
 
@@ -605,7 +618,9 @@ Test(kvstore_dist, three_ranks_fused_and_unfused_give_the_same_bits) {
     if (!have_mpi()) cr_skip_test("Open MPI or the kvstore-dist pack is absent");
     char *fused, *unfused;
     size_t lf, lu;
-    sums_identical_across_ranks(3, "MXP_KV_BUCKET_BYTES=64K", "np3-fused", &fused, &lf);
+    /* Fused and cut into 4 KiB segments (many pipelined segments, pieces
+     * crossing key boundaries) against whole keys, one at a time. */
+    sums_identical_across_ranks(3, "MXP_KV_BUCKET_BYTES=64K MXP_KV_SEGMENT_BYTES=4K", "np3-fused", &fused, &lf);
     sums_identical_across_ranks(3, "MXP_KV_BUCKET_BYTES=0", "np3-unfused", &unfused, &lu);
     cr_expect(lf == lu && !memcmp(fused, unfused, lf), "bucketed and unbucketed sums differ");
     free(fused);
