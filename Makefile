@@ -287,6 +287,7 @@ bench-$(1): all $(BUILD)/bench/$(1)
 	 else MXP_MANIFEST=$(BUILD_ABS)/plugins/manifest.yaml $(BUILD)/bench/$(1); fi
 endef
 -include $(wildcard bench/*/bench.mk)
+-include python/fast/fast.mk
 $(foreach b,$(BENCHES),$(eval $(call bench_rules,$(b))))
 bench: $(foreach b,$(BENCHES),bench-$(b))
 	@$(if $(BENCHES),,echo "bench: no benchmarks yet (bench/<name>/*.c)")
@@ -321,7 +322,7 @@ install: all
 	$(if $(TOOL_BINS),install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/)
 	sed $(PC_SED) tools/pkgconfig/mxplug.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mxplug.pc
 	sed $(PC_SED) tools/pkgconfig/mxplug-plugin.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mxplug-plugin.pc
-	@tools/install-python.sh "$(DESTDIR)" "$(PYTHONDIR)" "$(LIBDIR)"
+	@tools/install-python.sh "$(DESTDIR)" "$(PYTHONDIR)" "$(LIBDIR)" $(PY_FAST)
 	install -d $(DESTDIR)$(PREFIX)/share/doc/mxplug $(DESTDIR)$(PREFIX)/share/mxplug/examples
 	install -m 644 docs/writing-a-pack.md docs/manifest.md $(DESTDIR)$(PREFIX)/share/doc/mxplug/
 	cp -R examples/template-pack examples/third-party-op $(DESTDIR)$(PREFIX)/share/mxplug/examples/

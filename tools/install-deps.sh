@@ -9,7 +9,8 @@
 #   --list         print the package list and exit
 # dataset-fashion-mnist is listed because the training tests (make test)
 # and the demo read it; python3-numpy/-pytest/-setuptools for the Python
-# package (python/) and its tests; graphviz for `mxplug viz` pictures (its
+# package (python/) and its tests; python3-dev (Python's headers) for its
+# optional C extension _mxplug_fast (python/fast/); graphviz for `mxplug viz` pictures (its
 # `dot` runs as a child process, nothing links it); libdnnl-dev for the
 # oneDNN column of bench/conv only (the runtime and packs never link it).
 # MXP_EXTRA_DEPS="pkg ..." adds packages.  Does not
@@ -20,7 +21,7 @@ libopenblas-dev libcriterion-dev zlib1g-dev
 libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
 libopenmpi-dev openmpi-bin
 dataset-fashion-mnist
-python3 python3-numpy python3-pytest python3-setuptools
+python3 python3-numpy python3-pytest python3-setuptools python3-dev
 graphviz
 libdnnl-dev"
 PKGS="$PKGS ${MXP_EXTRA_DEPS:-}"

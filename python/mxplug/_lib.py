@@ -317,3 +317,36 @@ def raw(name, restype=c_int):
 def has(name):
     """True when the loaded library exports the C function `name`."""
     return name in _present
+
+
+def fast_module():
+    """The optional C extension _mxplug_fast (python/fast/mxplug_fast.c), or
+    None: looked for next to the loaded libmxplug.so (a build tree's lib/)
+    and in this package (make install copies it there).  MXPLUG_NO_FAST=1
+    skips it (the package then runs its pure ctypes path)."""
+    if os.environ.get("MXPLUG_NO_FAST", "") not in ("", "0"):
+        return None
+    import importlib.machinery
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.path.dirname(os.path.abspath(path)), here):
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            p = os.path.join(d, "_mxplug_fast" + suffix)
+            if not os.path.isfile(p):
+                continue
+            try:
+                spec = importlib.util.spec_from_file_location("_mxplug_fast", p)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                return mod
+            except ImportError:  # built for another Python: use the ctypes path
+                continue
+    return None
+
+
+def address(name):
+    """The address of C function `name` in the loaded library (0 if absent)."""
+    try:
+        return ctypes.cast(lib[name], c_void_p).value or 0
+    except AttributeError:
+        return 0

@@ -535,6 +535,18 @@ def _binop(op, hx, hy, shape):
     return a
 
 
+# The optional C extension (python/fast/mxplug_fast.c, docs/python.md):
+# when present, NDArray + - * / between two arrays and NDArray.__del__ run
+# in C (one mxp_invoke, no Python frame, no ctypes objects); every other
+# operand goes to the Python methods above, kept here as the fallback.
+_PY_METHODS = {k: NDArray.__dict__[k] for k in ("__add__", "__sub__", "__mul__", "__truediv__", "__del__",
+                                                   "__radd__", "__rmul__")}
+_fast = _lib.fast_module()
+if _fast is not None:
+    _fast.install(NDArray, _lib.address("mxp_invoke"), _lib.address("mxp_ndarray_release"),
+                  _lib.address("mxp_autograd_unmark"), check, _PY_METHODS)
+FAST = _fast is not None  # True: the C fast path is installed
+
 def _invoke2(op, x, y, out=None):
     """Fast path of a two-input, one-output op without parameters."""
     bname = _BINARY_NAMES.get(op)
