@@ -107,9 +107,13 @@ Test(fc, blocked_gemm_reference, .init = setup, .fini = teardown) {
 /* The float32 kernels of fc_kern.c (register tiles, row/column/k tails,
  * the parallel split of the MLP's 64x784x128) against float64 loops over
  * the same float32 values: forward with bias (write, then add) and the
- * data/weight/bias gradients (write, then add). */
-Test(fc, f32_kernels_reference, .init = setup, .fini = teardown) {
-    const int64_t shapes[][3] = {{64, 784, 128}, {64, 128, 64}, {64, 64, 10}, {37, 83, 45}, {9, 40, 33}, {5, 3, 2}};
+ * data/weight/bias gradients (write, then add).  Run with MXP_FC_KERNEL=own
+ * (our kernels on every shape they take, tiny ones included) and with the
+ * default policy (tiny products on OpenBLAS when it runs AVX-512 kernels);
+ * Criterion runs each test in its own process, so each reads its setting. */
+static void check_f32_kernels(void) {
+    const int64_t shapes[][3] = {{64, 784, 128}, {64, 128, 64}, {64, 64, 10}, {37, 83, 45}, {9, 40, 33},
+                                 {13, 20, 18},   {64, 500, 10}, {5, 3, 2}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t R = shapes[s][0], K = shapes[s][1], H = shapes[s][2];
         char kw[64];
@@ -154,4 +158,14 @@ Test(fc, f32_kernels_reference, .init = setup, .fini = teardown) {
         free(y), free(dx), free(dw), free(db);
         fh_node_free(&n);
     }
+}
+
+Test(fc, f32_kernels_reference, .init = setup, .fini = teardown) {
+    cr_assert_eq(setenv("MXP_FC_KERNEL", "own", 1), 0);
+    check_f32_kernels();
+}
+
+Test(fc, f32_default_policy_reference, .init = setup, .fini = teardown) {
+    cr_assert_eq(unsetenv("MXP_FC_KERNEL"), 0);
+    check_f32_kernels();
 }
