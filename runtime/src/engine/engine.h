@@ -60,6 +60,19 @@ uint64_t mxp__engine_var_writes_pushed(const mxp_var *v);
  * the engine's as for a worker's run (threaded.c, run_on_pusher). */
 int mxp__engine_push_here(const mxp_engine_push_args *args);
 
+/* Per thread: while on (returns the previous setting), a CPU compute
+ * block this thread pushes that is ready at its push (every var free) runs
+ * here, before the push returns, instead of going to a worker — as the
+ * naive engine runs everything, but only for this thread's ready work; a
+ * block that must wait for others still goes to a worker when ready.  For
+ * a driver that waits for its steps anyway (a training loop): a small
+ * net's step is a chain of ops of tens of microseconds, and each hand-off
+ * to a worker and back costs a wake-up, which on a loaded machine is worth
+ * more than the op (the MLP: 2x samples/s).  Only synchronous functions,
+ * never inside an engine function; parallel_for inside the function still
+ * spreads one op over the budget's helpers. */
+int mxp__engine_pusher_runs_ready(int on);
+
 /* What mxp_engine_delete_var does once the var's turn comes, done now when
  * it has come already: if no function reads, writes or waits on v, free it
  * and return true; else leave it (false: delete it the usual way).  The

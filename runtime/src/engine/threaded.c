@@ -34,6 +34,7 @@ enum { SPIN_ROUNDS = 4000, SPIN_YIELD_EVERY = 256 };
 static _Thread_local eng_lane *tl_lane TLS_IE; /* the lane this worker serves */
 static _Thread_local eng_blk *tl_next TLS_IE;  /* ready block of tl_lane to run next */
 static _Thread_local int tl_depth TLS_IE;      /* nesting of engine functions on this thread */
+static _Thread_local int tl_runs_ready TLS_IE; /* mxp__engine_pusher_runs_ready */
 
 bool mxp__eng_on_worker(void) { return tl_lane != NULL; }
 bool mxp__eng_in_function(void) { return tl_depth > 0; }
@@ -309,7 +310,10 @@ static void run_on_pusher(eng_blk *b, eng_engine *e) {
  * functions (an async one may wait for something this thread would push
  * next).  Independent ops over 1000 vars, 2 threads, machine loaded: see
  * docs/engine.md.  (Tiny work pushed with mxp__engine_push_here runs on
- * the pusher whenever its vars are free: mxp__eng_run_here below.) */
+ * the pusher whenever its vars are free: mxp__eng_run_here below.)  A
+ * thread that asked for it (mxp__engine_pusher_runs_ready, engine.h: a
+ * training loop) runs every ready CPU compute block it pushes, on either
+ * compute lane, under the same conditions. */
 enum { PUSH_INLINE_BACKLOG = 64 };
 
 void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
@@ -325,12 +329,19 @@ void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
         tl_next = b;
         return;
     }
-    if (tl_depth == 0 && l->kind == LANE_NORMAL && l->counts_budget && o->sync_fn &&
-        lane_backlog(l) > (int64_t)PUSH_INLINE_BACKLOG * l->n_workers) {
+    if (tl_depth == 0 && l->counts_budget && o->sync_fn &&
+        ((tl_runs_ready && tl_lane == NULL && l->dev.type == MXP_DEV_CPU) ||
+         (l->kind == LANE_NORMAL && lane_backlog(l) > (int64_t)PUSH_INLINE_BACKLOG * l->n_workers))) {
         run_on_pusher(b, e);
         return;
     }
     lane_push(l, b);
+}
+
+int mxp__engine_pusher_runs_ready(int on) {
+    int old = tl_runs_ready;
+    tl_runs_ready = on != 0;
+    return old;
 }
 
 /* ------------------------------------------------------------ run here */

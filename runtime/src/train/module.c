@@ -26,6 +26,7 @@
  * Initializers run on host arrays that are then copied to the device, so
  * one seed gives the same initial weights on every device. */
 #include "train/train.h"
+#include "base/env.h"
 #include "engine/engine.h"
 #include "plugin/plugin.h"
 
@@ -851,6 +852,13 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
     int rank0 = !kv_used || mxp_kvstore_rank(kv_used) == 0;
     mxp_metric *metric = NULL;
     if ((rc = mxp_metric_create(o->eval_metric ? o->eval_metric : "acc", 0, NULL, NULL, &metric))) return rc;
+    /* The loop waits for every step's output (metric, finiteness check),
+     * so the step's ops run on this thread when they are ready at their push
+     * (engine.h: mxp__engine_pusher_runs_ready) instead of being handed to
+     * a worker and back; big ops still spread over the thread budget through
+     * parallel_for.  Not with a kvstore (its communication runs beside the
+     * step).  MXP_FIT_ON_CALLER=0 hands every op to the workers. */
+    int on_caller = !kv_used && mxp__env_bool("MXP_FIT_ON_CALLER", 1);
     for (int epoch = o->begin_epoch; rc == MXP_OK && epoch < o->num_epoch; epoch++) {
         mxp_metric_reset(metric);
         rc = mxp_iter_set_epoch(train, (uint64_t)epoch);
@@ -859,7 +867,9 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             int has = 0;
             if (rc == MXP_OK) rc = mxp_iter_next(train, &has);
             if (rc || !has) break;
+            int was = on_caller ? mxp__engine_pusher_runs_ready(1) : 0;
             rc = train_step(m, train, metric);
+            if (on_caller) mxp__engine_pusher_runs_ready(was);
             nbatch++;
             if (rc) rc = mxp__error_prefix(rc, "epoch %d batch %lld (training data)", epoch, (long long)nbatch);
             if (rc == MXP_OK && !o->allow_nan) rc = check_finite(m, epoch, nbatch);
