@@ -867,8 +867,13 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
             int has = 0;
             if (rc == MXP_OK) rc = mxp_iter_next(train, &has);
             if (rc || !has) break;
+            /* Work still pending from the previous step (an op that was not
+             * ready at its push went to a worker, and so did everything
+             * after it) is finished first, so this step's ops find their
+             * inputs done again; nothing is pending in the usual case. */
+            if (on_caller) rc = mxp__engine_drain();
             int was = on_caller ? mxp__engine_pusher_runs_ready(1) : 0;
-            rc = train_step(m, train, metric);
+            if (rc == MXP_OK) rc = train_step(m, train, metric);
             if (on_caller) mxp__engine_pusher_runs_ready(was);
             nbatch++;
             if (rc) rc = mxp__error_prefix(rc, "epoch %d batch %lld (training data)", epoch, (long long)nbatch);
