@@ -32,6 +32,7 @@
  * MXP_EMISUSE until a reset re-initialises the synchronisation, and free
  * skips the join. */
 #include "io/io.h"
+#include "engine/engine.h"
 
 #include "ndarray/ndarray.h"
 #include "plugin/plugin.h"
@@ -143,7 +144,12 @@ static int fill(mxp_iter *it, int s, int *out_has) {
     p.n_mutate = (int)it->n;
     p.prop = MXP_FN_NORMAL;
     p.name = "iter_fill";
-    rc = mxp_engine_push(&p);
+    /* Run here when the vars are free (they are, after the wait_to_write
+     * above, unless the consumer pushed again meanwhile): handed to a worker,
+     * this no-op made the consumer's first op on the batch wait for a
+     * wake-up, which also sent a training step run on the caller
+     * (mxp__engine_pusher_runs_ready) to the workers. */
+    rc = mxp__engine_push_here(&p);
     if (rc != MXP_OK) return rc;
     *out_has = 1;
     return MXP_OK;
