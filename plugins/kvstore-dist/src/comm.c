@@ -561,6 +561,19 @@ static void update_cache(kvd_comm *c, const uint64_t *agreed, int need, int nk) 
     c->cache_total = total;
 }
 
+/* The pending pushpulls are exactly the cached key set, and nothing else
+ * (no init, barrier or shutdown) is pending. */
+static int cached_set_complete(const kvd_comm *c, const pending *p, int nk) {
+    if (!c->n_cache || p->init || p->barrier || p->shutdown) return 0;
+    int j = 0;
+    for (int k = 0; k < nk && k < p->cap; k++) {
+        if (!p->by_key[k]) continue;
+        if (j >= c->n_cache || c->cache[j] != k) return 0;
+        j++;
+    }
+    return j == c->n_cache;
+}
+
 static void *comm_main(void *arg) {
     kvd_comm *c = arg;
     kvd_store *s = c->s;
@@ -589,8 +602,10 @@ static void *comm_main(void *arg) {
         /* Work after none: pushes come in bursts (a step's gradients, a
          * list of keys), and on a shared core the thread that queues them
          * is preempted by this wake-up; a short nap lets the rest of the
-         * burst join this cycle instead of costing cycles of their own. */
-        if (!had_work && has_local_work(&p, nk)) {
+         * burst join this cycle instead of costing cycles of their own.
+         * Not when what is pending is exactly the cached key set (a
+         * repeated push, complete: nothing to wait for). */
+        if (!had_work && has_local_work(&p, nk) && !cached_set_complete(c, &p, nk)) {
             nap_us(COALESCE_US);
             take_queue(s, &p, 0);
         }
