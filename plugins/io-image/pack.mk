@@ -21,7 +21,7 @@ $(BUILD)/obj/plugins/io-image/shared/recordio_core.o: runtime/src/io/recordio_co
 PACK_CFLAGS_io-image += -Iruntime/src/io
 
 # tests/fuzz/fuzz_image.c drives the decode path (codec, resize, augmenter).
-IO_IMAGE_FUZZ_OBJS := $(addprefix $(BUILD)/fuzz/obj/plugins/io-image/src/,img_codec.o img_resize.o image_aug.o)
+IO_IMAGE_FUZZ_OBJS := $(addprefix $(BUILD)/fuzz/obj/plugins/io-image/src/,img_codec.o img_resize.o img_bilinear.o image_aug.o)
 $(BUILD)/fuzz/fuzz_image: $(IO_IMAGE_FUZZ_OBJS)
 $(BUILD)/fuzz/fuzz_image: RUNTIME_LIBS += -ljpeg -lturbojpeg -lpng
 

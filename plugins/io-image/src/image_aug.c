@@ -96,7 +96,7 @@ int aug_worker_init(aug_worker *w, const aug_params *p) {
     memset(w, 0, sizeof *w);
     w->dec = img_dec_new();
     w->resized = malloc((size_t)p->c * (size_t)p->h * (size_t)p->w);
-    if (!w->dec || !w->resized) {
+    if (!w->dec || !w->resized || img_bilinear_init(&w->bilinear, p->w, p->h, p->c)) {
         aug_worker_fini(w);
         return -1;
     }
@@ -105,11 +105,21 @@ int aug_worker_init(aug_worker *w, const aug_params *p) {
 
 void aug_worker_fini(aug_worker *w) {
     img_dec_free(w->dec);
+    img_bilinear_fini(&w->bilinear);
     free(w->resized);
     memset(w, 0, sizeof *w);
 }
 
-/* HWC bytes -> CHW output, mirrored and normalised. */
+/* (v - mean) * scale / std as v * mul + add. */
+static void affine(const aug_params *p, float mul[3], float add[3]) {
+    for (int k = 0; k < 3; k++) {
+        mul[k] = k < p->c ? p->scale / p->std[k] : 0;
+        add[k] = k < p->c ? -p->mean[k] * mul[k] : 0;
+    }
+}
+
+/* HWC bytes -> CHW output, mirrored and normalised (after nearest or area
+ * resizing; bilinear goes through img_bilinear_chw in one pass). */
 static void write_chw(const aug_params *p, const uint8_t *src, int mirror, void *dst) {
     int c = p->c, h = p->h, w = p->w;
     size_t plane = (size_t)h * (size_t)w;
@@ -124,10 +134,7 @@ static void write_chw(const aug_params *p, const uint8_t *src, int mirror, void 
     }
     float *o = dst;
     float mul[3], add[3];
-    for (int k = 0; k < c && k < 3; k++) { /* (v - mean) * scale / std = v * mul + add */
-        mul[k] = p->scale / p->std[k];
-        add[k] = -p->mean[k] * mul[k];
-    }
+    affine(p, mul, add);
     for (int y = 0; y < h; y++) {
         const uint8_t *row = src + (size_t)y * (size_t)w * (size_t)c;
         for (int k = 0; k < c; k++) {
@@ -156,6 +163,12 @@ int aug_apply(aug_worker *w, const aug_params *p, const uint8_t *img, size_t n, 
     img_u8 dec;
     int box[4];
     if (img_decode(w->dec, img, n, p->c, &roi, &dec, box, err, errlen)) return -1;
+    if (p->inter == 1 || (box[2] == p->w && box[3] == p->h)) { /* bilinear, or a copy: exact either way */
+        float mul[3], add[3];
+        affine(p, mul, add);
+        img_bilinear_chw(&w->bilinear, &dec, box, plan.mirror, mul, add, p->out_u8, dst);
+        return 0;
+    }
     img_u8 out = {w->resized, p->w, p->h, p->c};
     img_resize(&dec, box, &out, p->inter);
     write_chw(p, w->resized, plan.mirror, dst);

@@ -22,6 +22,7 @@
 #ifndef MXP_IO_IMAGE_IMAGE_AUG_H
 #define MXP_IO_IMAGE_IMAGE_AUG_H
 
+#include "img_bilinear.h"
 #include "img_codec.h"
 
 #include <stdint.h>
@@ -51,9 +52,11 @@ double aug_uniform(uint64_t *s);
 
 void aug_plan_make(const aug_params *p, int src_w, int src_h, uint64_t *rng, aug_plan *out);
 
-/* Per-thread scratch: the decoder and the resized image. */
+/* Per-thread scratch: the decoder, the fused bilinear resize's tables and
+ * the resized image (nearest and area resizing). */
 typedef struct aug_worker {
     img_dec *dec;
+    img_bilinear bilinear;
     uint8_t *resized;
 } aug_worker;
 
