@@ -13,7 +13,9 @@
  *  - itself under each vector kernel (AVX-512F, AVX2, scalar) the CPU has:
  *    identical bytes, so batches do not depend on the machine's ISA.
  * Random images, boxes (shrinking, enlarging, 1-pixel, whole image) and
- * sizes, gray and RGB, mirrored or not. */
+ * sizes, gray and RGB, mirrored or not.  The vector kernels' gathers read a
+ * byte past a pixel: an image ending right before an unreadable page checks
+ * they never do so past the image's last byte (ASan does not see gathers). */
 #include <criterion/criterion.h>
 
 #define taps resize_taps
@@ -25,6 +27,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,4 +166,27 @@ Test(img_bilinear, every_vector_kernel_gives_the_scalar_bytes) {
         free(ref);
         free(t.src.px);
     }
+}
+
+Test(img_bilinear, never_reads_past_the_image_end) {
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(map != MAP_FAILED);
+    cr_assert_eq(mprotect(map + page, (size_t)page, PROT_NONE), 0);
+    for (int trial_i = 0; trial_i < 100; trial_i++) {
+        trial t;
+        t.src.c = trial_i % 4 == 0 ? 1 : 3;
+        t.src.w = rnd_in(1, 40);
+        t.src.h = rnd_in(1, 30);
+        size_t n = (size_t)t.src.w * (size_t)t.src.h * (size_t)t.src.c;
+        t.src.px = map + page - n; /* the last pixel's last byte is the page's last byte */
+        for (size_t i = 0; i < n; i++) t.src.px[i] = (uint8_t)rnd();
+        t.box[2] = rnd_in(1, t.src.w), t.box[3] = rnd_in(1, t.src.h);
+        t.box[0] = t.src.w - t.box[2], t.box[1] = t.src.h - t.box[3]; /* touching the right and bottom edges */
+        t.dw = rnd_in(1, 70);
+        t.dh = rnd_in(1, 50);
+        t.mirror = trial_i % 2;
+        for (int isa = 0; isa <= img_bilinear_isa(); isa++) free(run(&t, NULL, NULL, 1, isa));
+    }
+    munmap(map, (size_t)page * 2);
 }
