@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
         }
     }
     if (reps < 1) reps = 1;
-    const char *variants[] = {"gemm", "direct", "winograd", "pointwise", "auto", "tune"};
+    const char *variants[] = {"gemm", "direct", "winograd", "pointwise", "strip", "auto", "tune"};
     double *t = malloc((size_t)reps * sizeof *t);
     for (size_t li = 0; li < sizeof k_layers / sizeof k_layers[0]; li++) {
         const layer *L = &k_layers[li];

@@ -57,13 +57,13 @@ for line in open(sys.argv[3]):
     dimpl[(layer, p)] = "%s %s" % (impls, layouts)
 med = lambda v: statistics.median(v) if v else float("nan")
 layers = sorted({k[0] for k in mx} | {k[0] for k in th})
-cols = ["gemm", "direct", "winograd", "pointwise", "auto", "tune", "torch-onednn", "torch-native", "onednn", "dnnl-reorder"]
+cols = ["gemm", "direct", "winograd", "pointwise", "strip", "auto", "tune", "torch-onednn", "torch-native", "onednn", "dnnl-reorder"]
 print("median ms          " + "".join("%14s" % c for c in cols))
 final = []
 for layer in layers:
     for p in ("fwd", "fwdbwd"):
         row = []
-        for v in cols[:6]:
+        for v in cols[:7]:
             k = (layer, p, v)
             if k not in mx:
                 row.append("%14s" % "-")

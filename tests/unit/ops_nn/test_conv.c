@@ -1,4 +1,4 @@
-/* test_conv.c — Convolution impls (gemm, direct, winograd, pointwise) against an
+/* test_conv.c — Convolution impls (gemm, direct, winograd, pointwise, strip) against an
  * independent float64 plain-loop reference: forward, backward (data,
  * weight, bias), req add, shape inference (weight/bias filled, EINCOMPLETE
  * vs ESHAPE), float64 finite differences for gemm, and how many random
@@ -146,10 +146,13 @@ static int pointwise_cfg(const cfg *c) {
     return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
 }
 
+/* strip: output rows of at most 32 pixels. */
+static int strip_cfg(const cfg *c) { return out_dim(c->W, c->kw, c->sw, c->pw, c->dw) <= 32; }
+
 Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout = 240) {
-    const char *impls[] = {"gemm", "direct", "winograd", "pointwise"};
-    const double tols[] = {1e-5, 1e-5, 1e-4, 1e-5};
-    int ran[4] = {0}, eligible_wino = 0, eligible_pw = 0;
+    const char *impls[] = {"gemm", "direct", "winograd", "pointwise", "strip"};
+    const double tols[] = {1e-5, 1e-5, 1e-4, 1e-5, 1e-5};
+    int ran[5] = {0}, eligible_wino = 0, eligible_pw = 0, eligible_strip = 0;
     const int NCFG = 36;
     uint64_t r = 42;
     for (int i = 0; i < NCFG; i++) {
@@ -157,7 +160,8 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
         if (c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 && c.ph <= 2 && c.pw <= 2 && c.G == 1)
             eligible_wino++;
         eligible_pw += pointwise_cfg(&c);
-        for (int k = 0; k < 4; k++) ran[k] += run_cfg(impls[k], &c, MXP_DTYPE_F32, tols[k], 1000 + (uint64_t)i);
+        eligible_strip += strip_cfg(&c);
+        for (int k = 0; k < 5; k++) ran[k] += run_cfg(impls[k], &c, MXP_DTYPE_F32, tols[k], 1000 + (uint64_t)i);
     }
     /* a few larger fixed layers, including the padded 3x3 and 1x1 shapes */
     cfg fixed[] = {
@@ -178,11 +182,21 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
         {3, 24, 6, 11, 36, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1},
         {2, 70, 13, 13, 80, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
         {5, 16, 30, 31, 8, 1, 1, 1, 1, 1, 0, 0, 2, 2, 0},
+        /* strip: LeNet's conv2 shape on 3 samples (32-pixel strips of 4
+         * rows, 50 channels in 5 blocks of 10), a ragged last strip (3 rows
+         * of 10), a stride-2 layer, one 32-wide row per strip */
+        {3, 20, 12, 12, 50, 1, 5, 5, 1, 1, 0, 0, 1, 1, 0},
+        {2, 6, 11, 12, 13, 1, 3, 3, 1, 1, 1, 0, 1, 1, 0},
+        {2, 5, 17, 15, 7, 1, 5, 5, 2, 2, 1, 1, 1, 1, 1},
+        {1, 4, 5, 34, 6, 1, 3, 3, 1, 1, 0, 0, 1, 1, 0},
+        /* refused by strip: 33-pixel output rows */
+        {1, 2, 3, 35, 3, 1, 3, 3, 1, 1, 0, 0, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         if (fixed[i].kh == 3 && fixed[i].G == 1) eligible_wino++;
         eligible_pw += pointwise_cfg(&fixed[i]);
-        for (int k = 0; k < 4; k++) ran[k] += run_cfg(impls[k], &fixed[i], MXP_DTYPE_F32, tols[k], 77 + i);
+        eligible_strip += strip_cfg(&fixed[i]);
+        for (int k = 0; k < 5; k++) ran[k] += run_cfg(impls[k], &fixed[i], MXP_DTYPE_F32, tols[k], 77 + i);
     }
     int total = NCFG + (int)(sizeof fixed / sizeof fixed[0]);
     cr_assert_eq(ran[0], total, "gemm ran %d of %d", ran[0], total);
@@ -191,6 +205,8 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
     cr_assert_eq(ran[3], eligible_pw, "pointwise ran %d, eligible %d", ran[3], eligible_pw);
     cr_assert(eligible_wino >= 12);
     cr_assert(eligible_pw >= 10, "only %d pointwise configurations", eligible_pw);
+    cr_assert_eq(ran[4], eligible_strip, "strip ran %d, eligible %d", ran[4], eligible_strip);
+    cr_assert(eligible_strip < total, "no configuration strip refuses");
 }
 
 Test(conv, gemm_float64, .init = setup, .fini = teardown) {

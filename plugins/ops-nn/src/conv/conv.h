@@ -54,6 +54,7 @@ void conv_mk_8x16(const float *x, int64_t plane, int64_t Cg, int64_t nk, const i
 extern const mxp_op_impl conv_gemm_impl, conv_direct_impl, conv_winograd_impl;
 extern const mxp_op_impl conv_pointwise_impl; /* conv_pointwise.c: 1x1 stride 1 */
 extern const mxp_op_impl conv_nd_impl;        /* conv_nd.c: 1-D and 3-D kernels */
+extern const mxp_op_impl conv_strip_impl;     /* conv_strip.c: output rows <= 32 pixels */
 /* conv_nd.c's passes, reused by Deconvolution like the gemm ones above
  * (the data gradient is skipped by a null req[0]). */
 int conv_nd_forward_impl(const mxp_forward_args *a);

@@ -162,5 +162,6 @@ int nn_register_conv(mxp_registrar *r) {
     if ((st = r->add_impl(r, &conv_direct_impl)) < 0) return st;
     if ((st = r->add_impl(r, &conv_pointwise_impl)) < 0) return st;
     if ((st = r->add_impl(r, &conv_nd_impl)) < 0) return st;
+    if ((st = r->add_impl(r, &conv_strip_impl)) < 0) return st;
     return r->add_impl(r, &conv_winograd_impl);
 }
