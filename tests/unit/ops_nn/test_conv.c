@@ -319,3 +319,47 @@ Test(conv, bench_layers, .init = setup, .fini = teardown, .timeout = 600) {
         fh_node_free(&n);
     }
 }
+
+/* strip (float32 only): central differences of L = sum(y * dy), summed in
+ * float64 from the float32 outputs, against its backward for data, weight
+ * and bias.  The layer is linear in each input, so a large step (0.25)
+ * leaves only float32 rounding.  Ragged strips (Wo 7: 28 and 14 pixels)
+ * and both backward paths (stride 1: direct's, stride 2: gemm's). */
+static void strip_fd(const char *kw, int64_t N, int64_t C, int64_t H, int64_t W) {
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "Convolution", "strip", kw, MXP_DTYPE_F32), 0, "%s", fh_error());
+    n.in_shape[0] = (mxp_shape){4, 0, {N, C, H, W}};
+    cr_assert_eq(fh_node_infer(&n), 0, "%s", fh_error());
+    cr_assert_eq(fh_node_alloc(&n, 1), 1, "strip refused %s: %s", kw, n.reason);
+    uint64_t r = 11;
+    for (int k = 0; k < 3; k++) tu_fill(n.in[k], MXP_DTYPE_F32, fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
+    int64_t ny = fh_shape_numel(&n.out_shape[0]);
+    tu_fill(n.out_grad[0], MXP_DTYPE_F32, ny, &r, -1, 1);
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
+    cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
+    const float h = 0.25f;
+    for (int k = 0; k < 3; k++) {
+        float *v = n.in[k], *g = n.in_grad[k];
+        int64_t cnt = fh_shape_numel(&n.in_shape[k]);
+        for (int64_t i = 0; i < cnt; i += 1 + cnt / 40) {
+            float save = v[i];
+            double l[2];
+            for (int s = 0; s < 2; s++) {
+                v[i] = save + (s ? -h : h);
+                cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
+                l[s] = 0;
+                for (int64_t q = 0; q < ny; q++) l[s] += (double)((float *)n.out[0])[q] * ((float *)n.out_grad[0])[q];
+            }
+            v[i] = save;
+            double fd = (l[0] - l[1]) / (2.0 * h);
+            cr_assert(fabs(fd - g[i]) <= 1e-3 * (1 + fabs(fd)), "%s input %d elem %lld: fd %.7g analytic %.7g", kw, k,
+                      (long long)i, fd, (double)g[i]);
+        }
+    }
+    fh_node_free(&n);
+}
+
+Test(conv, strip_finite_differences, .init = setup, .fini = teardown) {
+    strip_fd("kernel=(3,3) pad=(1,0) num_filter=7", 2, 3, 6, 9);
+    strip_fd("kernel=(3,3) stride=(2,2) pad=(1,1) num_filter=5", 2, 4, 9, 9);
+}

@@ -14,14 +14,16 @@
  * matrices.  The output channels are cut into near-equal blocks of at most
  * PW_MB rows (50 -> 5 x 10) so no block runs a thin tail.
  *
- * Backward is the gemm impl's (conv_gemm_backward_impl, with gemm's
- * workspace): the data and weight gradients are full-size GEMMs where
- * OpenBLAS does well.  Not here: output rows wider than 32 pixels (refused
+ * Backward is another impl's: the direct impl's stride-1 path
+ * (dfast_backward: on LeNet's conv2 it beats im2col + OpenBLAS) when the
+ * stride is 1 and the kernel has at most 256 taps, else gemm's
+ * (conv_gemm_backward_impl); the workspace covers both.  Not here: output rows wider than 32 pixels (refused
  * in `supports`; the other impls serve them), float64.
  * Weights are repacked on every forward (50x500 floats: microseconds, done
  * in parallel by row block).  Scratch: one panel per parallel range from
  * the host pool. */
 #include "conv_pointwise.h"
+#include "conv_direct_fast.h"
 
 #include <stdatomic.h>
 
@@ -130,12 +132,25 @@ static int st_forward(const mxp_forward_args *a) {
     return st;
 }
 
-static int st_backward(const mxp_backward_args *a) { return conv_gemm_backward_impl(a, 0); }
+/* dfast_backward's conditions (conv_direct.c runs it for these). */
+static int direct_bwd_ok(const conv_geom *g) { return g->sh == 1 && g->sw == 1 && g->kh * g->kw <= 256; }
+
+static int st_backward(const mxp_backward_args *a) {
+    int32_t dt;
+    int st;
+    if ((st = conv_check_bwd(a, &dt)) < 0) return st;
+    if (dt != MXP_DTYPE_F32) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(strip): float32 only");
+    conv_geom g;
+    conv_geom_from_tensor(&g, a->params, &a->in_grad[0]);
+    return direct_bwd_ok(&g) ? dfast_backward(a, &g) : conv_gemm_backward_impl(a, 0);
+}
 
 static int st_workspace(mxp_impl_query_args *a) {
     conv_geom g;
     conv_geom_init(&g, a->params, &a->in_shapes[0]);
-    a->workspace_bytes = conv_gemm_workspace_bytes(&g, a->params, a->in_dtypes[0]);
+    uint64_t ws = conv_gemm_workspace_bytes(&g, a->params, a->in_dtypes[0]);
+    if (direct_bwd_ok(&g) && dfast_workspace(&g, a->is_train) > ws) ws = dfast_workspace(&g, a->is_train);
+    a->workspace_bytes = ws;
     return MXP_OK;
 }
 
@@ -157,7 +172,7 @@ static int st_supports(mxp_impl_query_args *a) {
 
 const mxp_op_impl conv_strip_impl = {
     .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "strip", .device = "cpu",
-    .rank = 200, .doc = "per-strip im2col into a 32-pixel panel + register-blocked kernels (forward), gemm's backward; "
+    .rank = 200, .doc = "per-strip im2col into a 32-pixel panel + register-blocked kernels (forward), direct's or gemm's backward; "
                         "float32, output rows up to 32 pixels",
     .supports = st_supports, .workspace = st_workspace, .forward = st_forward, .backward = st_backward,
 };
