@@ -9,7 +9,6 @@
  * is inside src and at least 1x1; reads stay inside the box. */
 #include "img_bilinear.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,24 +43,6 @@ int img_bilinear_init(img_bilinear *b, int dw, int dh, int c) {
 void img_bilinear_fini(img_bilinear *b) {
     free(b->xo0);
     memset(b, 0, sizeof *b);
-}
-
-/* The first tap and the second tap's weight for each destination index
- * (img_resize.c's taps, the definition in img_bilinear.h). */
-static void taps(int n_dst, int n_src, int32_t *i0, int32_t *w1) {
-    double scale = (double)n_src / n_dst;
-    for (int i = 0; i < n_dst; i++) {
-        double f = (i + 0.5) * scale - 0.5;
-        if (f < 0) f = 0;
-        int k = (int)f;
-        double frac = f - k;
-        if (k >= n_src - 1) {
-            k = n_src - 1;
-            frac = 0;
-        }
-        i0[i] = k;
-        w1[i] = (int32_t)lround(frac * WONE);
-    }
 }
 
 /* Columns [x0, dw) of one source row's horizontal sums, c planes of dw
@@ -233,7 +214,7 @@ void img_bilinear_chw_isa(img_bilinear *b, const img_u8 *src, const int box[4], 
     int best = img_bilinear_isa();
     if (isa > best) isa = best;
     /* Column taps as byte offsets, in output order (mirror reverses it). */
-    taps(dw, bw, b->xo0, b->xw1);
+    img_bilinear_taps(dw, bw, b->xo0, b->xw1);
     if (mirror)
         for (int x = 0, y = dw - 1; x < y; x++, y--) {
             int32_t t = b->xo0[x];
@@ -251,7 +232,7 @@ void img_bilinear_chw_isa(img_bilinear *b, const img_u8 *src, const int box[4], 
         b->xw0[x] = WONE - b->xw1[x];
         b->xwp[x] = (int32_t)((uint32_t)b->xw0[x] | (uint32_t)b->xw1[x] << 16);
     }
-    taps(dh, bh, b->yi, b->yw);
+    img_bilinear_taps(dh, bh, b->yi, b->yw);
     size_t stride = (size_t)src->w * (size_t)c, plane = (size_t)dh * (size_t)dw;
     row_src rs = {src->px + (size_t)box[1] * stride + (size_t)box[0] * (size_t)c, stride, isa,
                   box[0] + bw == src->w ? src->h - 1 - box[1] : -1};

@@ -61,4 +61,9 @@ int img_encode_png(const img_u8 *src, uint8_t **out, size_t *out_n, char *err, s
  * (OpenCV's convention: sx = (dx + 0.5) * w_src / w_dst - 0.5). */
 void img_resize(const img_u8 *src, const int box[4], img_u8 *dst, int inter);
 
+/* Bilinear taps of n_dst outputs over n_src inputs (OpenCV's half-pixel
+ * centres, clamped; the definition in img_bilinear.h): first source index
+ * i0[i] and the second tap's 11-bit weight w1[i] (the first's is 2048 - w1). */
+void img_bilinear_taps(int n_dst, int n_src, int32_t *i0, int32_t *w1);
+
 #endif /* MXP_IO_IMAGE_IMG_CODEC_H */

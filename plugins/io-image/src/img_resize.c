@@ -30,8 +30,9 @@ static void resize_nearest(const img_u8 *s, const int b[4], img_u8 *d) {
     }
 }
 
-/* Source index and weight of the second tap for destination i. */
-static void taps(int n_dst, int n_src, int *i0, int *w1) {
+/* Source index and weight of the second tap for destination i (the
+ * definition in img_bilinear.h; img_bilinear.c's fused pass uses it too). */
+void img_bilinear_taps(int n_dst, int n_src, int32_t *i0, int32_t *w1) {
     double scale = (double)n_src / n_dst;
     for (int i = 0; i < n_dst; i++) {
         double f = (i + 0.5) * scale - 0.5;
@@ -43,23 +44,23 @@ static void taps(int n_dst, int n_src, int *i0, int *w1) {
             frac = 0;
         }
         i0[i] = k;
-        w1[i] = (int)lround(frac * WONE);
+        w1[i] = (int32_t)lround(frac * WONE);
     }
 }
 
 static void resize_bilinear(const img_u8 *s, const int b[4], img_u8 *d) {
     int c = s->c;
-    int *xi = malloc(sizeof(int) * 2 * (size_t)d->w);
-    int *yi = malloc(sizeof(int) * 2 * (size_t)d->h);
+    int32_t *xi = malloc(sizeof(int32_t) * 2 * (size_t)d->w);
+    int32_t *yi = malloc(sizeof(int32_t) * 2 * (size_t)d->h);
     if (!xi || !yi) { /* degrade to nearest rather than fail */
         free(xi);
         free(yi);
         resize_nearest(s, b, d);
         return;
     }
-    int *xw = xi + d->w, *yw = yi + d->h;
-    taps(d->w, b[2], xi, xw);
-    taps(d->h, b[3], yi, yw);
+    int32_t *xw = xi + d->w, *yw = yi + d->h;
+    img_bilinear_taps(d->w, b[2], xi, xw);
+    img_bilinear_taps(d->h, b[3], yi, yw);
     size_t sstride = (size_t)s->w * (size_t)c;
     const uint8_t *base = s->px + (size_t)b[1] * sstride + (size_t)b[0] * (size_t)c;
     for (int y = 0; y < d->h; y++) {

@@ -18,9 +18,7 @@
  * they never do so past the image's last byte (ASan does not see gathers). */
 #include <criterion/criterion.h>
 
-#define taps resize_taps
 #include "../../../plugins/io-image/src/img_resize.c"
-#undef taps
 #undef WB
 #undef WONE
 #include "../../../plugins/io-image/src/img_bilinear.c"
