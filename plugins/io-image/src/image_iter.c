@@ -73,6 +73,31 @@ int img_iter_check_params(const mxp_host *host, const char *name, const img_iter
     return MXP_OK;
 }
 
+const char *const img_iter_dtypes[] = {"None", "float32", "uint8", NULL};
+
+int img_iter_output_u8(const mxp_host *host, const char *name, const img_iter_params *p, int always_u8, int *out_u8) {
+    *out_u8 = always_u8 || p->dtype == IMG_DTYPE_UINT8;
+    if (always_u8 && p->dtype == IMG_DTYPE_FLOAT32)
+        return io_image_report(host, MXP_EINVAL, "%s 'dtype': float32 is not produced here (uint8 pixels; "
+                               "ImageRecordIter gives float32)", name);
+    if (*out_u8) {
+        double mean[3] = {p->mean_r, p->mean_g, p->mean_b}, std[3] = {p->std_r, p->std_g, p->std_b};
+        static const char ch[3] = {'r', 'g', 'b'};
+        for (int k = 0; k < 3; k++) {
+            if (mean[k] != 0)
+                return io_image_report(host, MXP_EINVAL, "%s 'mean_%c': %g needs float32 output (uint8 pixels are not "
+                                       "normalised)", name, ch[k], mean[k]);
+            if (std[k] != 1)
+                return io_image_report(host, MXP_EINVAL, "%s 'std_%c': %g needs float32 output (uint8 pixels are not "
+                                       "normalised)", name, ch[k], std[k]);
+        }
+        if (p->scale != 1)
+            return io_image_report(host, MXP_EINVAL, "%s 'scale': %g needs float32 output (uint8 pixels are not "
+                                   "normalised)", name, p->scale);
+    }
+    return MXP_OK;
+}
+
 void img_iter_shard(uint64_t count, int64_t num_parts, int64_t part_index, uint64_t *begin, uint64_t *end) {
     double per = (double)count / (double)num_parts;
     uint64_t s0 = (uint64_t)(per * (double)part_index), s1 = (uint64_t)(per * (double)(part_index + 1));

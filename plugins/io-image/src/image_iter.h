@@ -54,7 +54,17 @@ typedef struct img_iter_params {
     int64_t inter_method;
     int32_t skip_corrupt;
     int32_t verbose;
+    int32_t dtype;                 /* IMG_DTYPE_*: the data entry's element type */
 } img_iter_params;
+
+/* The `dtype` parameter's values (index into img_iter_dtypes). */
+enum { IMG_DTYPE_NONE, IMG_DTYPE_FLOAT32, IMG_DTYPE_UINT8 };
+extern const char *const img_iter_dtypes[];
+
+/* Whether p asks for uint8 pixels (ImageRecordUInt8Iter always does).
+ * Refuses float32 for that iterator, and normalisation (mean/std/scale)
+ * with uint8 output, which would not fit in bytes. */
+int img_iter_output_u8(const mxp_host *host, const char *name, const img_iter_params *p, int always_u8, int *out_u8);
 
 /* Schema entries the two iterators share (augmenters, threads, sharding,
  * skip_corrupt), spelled once: P is the iterator's MXP_PARAM wrapper over
@@ -106,7 +116,9 @@ typedef struct img_iter_params {
       "Augmentation Param: 0 nearest, 1 bilinear, 3 area (2 bicubic and 4 lanczos are refused)."),                    \
     P("skip_corrupt", MXP_PARAM_BOOL, 0, skip_corrupt, "False", 0, 0,                                                  \
       "Backend Param: skip a sample that cannot be read or decoded (counted and logged) instead of failing."),         \
-    P("verbose", MXP_PARAM_BOOL, 0, verbose, "True", 0, 0, "Auxiliary Param: Whether to output parser information.")
+    P("verbose", MXP_PARAM_BOOL, 0, verbose, "True", 0, 0, "Auxiliary Param: Whether to output parser information."), \
+    MXP_PARAM("dtype", MXP_PARAM_ENUM, 0, img_iter_params, dtype, "None", 0, 0, img_iter_dtypes,                        \
+              "Output data type: float32 (None) or uint8 (raw pixels in CHW; no mean/std/scale).")
 
 /* A source of samples.  load gives sample r's (0 <= r < n) encoded image
  * (valid until the worker's next load), its first label_width labels and

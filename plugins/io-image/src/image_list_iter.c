@@ -18,8 +18,8 @@
  * MXNet's ImageIter parameters kept: path_imglist, path_root, data_shape,
  * batch_size, label_width, shuffle, part_index, num_parts,
  * last_batch_handle (pad: wrap to the epoch's start, reported as pad;
- * discard: drop a short last batch; roll_over is refused); dtype is the
- * host's key and float32 only (as for ImageRecordIter).  Reading
+ * discard: drop a short last batch; roll_over is refused), dtype (float32
+ * or uint8, as for ImageRecordIter).  Reading
  * records (path_imgrec) is ImageRecordIter's job and refused here;
  * imglist (an in-memory list) and aug_list (Python objects) have no C
  * form.  Not thread-safe: the host calls next from one thread at a time. */
@@ -154,7 +154,9 @@ static int list_create(mxp_iter_create_args *a) {
     if (p->last_batch_handle == 2)
         return io_image_report(host, MXP_EUNSUPPORTED, NAME " 'last_batch_handle': roll_over is not supported (pad or "
                                "discard)");
+    int out_u8 = 0;
     int rc = img_iter_check_params(host, NAME, p);
+    if (rc == MXP_OK) rc = img_iter_output_u8(host, NAME, p, 0, &out_u8);
     if (rc != MXP_OK) return rc;
     list_source *s = calloc(1, sizeof *s);
     if (!s) return io_image_report(host, MXP_ENOMEM, NAME ": out of memory");
@@ -187,7 +189,7 @@ static int list_create(mxp_iter_create_args *a) {
     }
     s->first = (size_t)s0;
     img_iter *iter;
-    rc = img_iter_new(host, NAME, p, 0, p->last_batch_handle == 1, &iter);
+    rc = img_iter_new(host, NAME, p, out_u8, p->last_batch_handle == 1, &iter);
     if (rc != MXP_OK) {
         list_source_free(s);
         return rc;

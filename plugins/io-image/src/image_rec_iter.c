@@ -182,7 +182,8 @@ static int rec_load(void *state, int worker, uint64_t r, const uint8_t **img, si
     return 0;
 }
 
-static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_u8) {
+static int rec_create_common(mxp_iter_create_args *a, const char *name, int always_u8) {
+    int out_u8 = 0;
     io_image_pack *pk = a ? (io_image_pack *)a->user_data : NULL;
     const mxp_host *host = pk ? pk->host : NULL;
     if (!a || !a->params) return io_image_report(host, MXP_EINVAL, "%s: create without parameters", name);
@@ -193,6 +194,7 @@ static int rec_create_common(mxp_iter_create_args *a, const char *name, int out_
         return io_image_report(host, MXP_EUNSUPPORTED, "%s 'path_imglist': overriding labels from a .lst is not supported "
                                "(ImageIter reads a .lst of loose image files)", name);
     int rc = img_iter_check_params(host, name, p);
+    if (rc == MXP_OK) rc = img_iter_output_u8(host, name, p, always_u8, &out_u8);
     if (rc != MXP_OK) return rc;
     img_iter *iter;
     rc = img_iter_new(host, name, p, out_u8, 0, &iter);
@@ -277,7 +279,7 @@ static const mxp_param_def rec_param_defs[] = {
 const mxp_iter_def io_image_rec_iter_def = {
     .hdr = MXP_HEADER(mxp_iter_def),
     .name = "ImageRecordIter",
-    .doc = "Iterates on image RecordIO files (im2rec): JPEG/PNG decoded and augmented by decode threads, float32 NCHW.",
+    .doc = "Iterates on image RecordIO files (im2rec): JPEG/PNG decoded and augmented by decode threads, float32 (or dtype=uint8) NCHW.",
     .params = rec_param_defs,
     .n_params = (uint32_t)(sizeof rec_param_defs / sizeof rec_param_defs[0]),
     .params_size = (uint32_t)sizeof(img_iter_params),

@@ -322,6 +322,14 @@ int mxp__iter_create_def(const mxp_iter_def *def, void *state, int n_prefetch, m
     return MXP_OK;
 }
 
+/* Whether the iterator's schema declares parameter `key` (then the host
+ * passes it on instead of handling it itself). */
+static int schema_has(const mxp_iter_def *def, const char *key) {
+    for (uint32_t i = 0; def->params && i < def->n_params; i++)
+        if (def->params[i].name && !strcmp(def->params[i].name, key)) return 1;
+    return 0;
+}
+
 static int is_host_key(const char *k) {
     return !strcmp(k, "prefetch_buffer") || !strcmp(k, "ctx") || !strcmp(k, "dtype");
 }
@@ -342,6 +350,7 @@ int mxp_iter_create(const char *name, int n_kwargs, const char *const *keys, con
         return mxp__error_oom("iterator kwargs");
     }
     uint32_t n_pack = 0;
+    const char *dtype_val = NULL;
     int rc = MXP_OK;
     for (int i = 0; i < n_kwargs && rc == MXP_OK; i++) {
         if (!keys[i] || !vals[i]) {
@@ -358,9 +367,7 @@ int mxp_iter_create(const char *name, int n_kwargs, const char *const *keys, con
                 rc = mxp__error(MXP_EINVAL, "iterator '%s': parameter 'ctx': '%s' is not cpu or gpu", name, vals[i]);
             /* Only a hint in MXNet too: batches are produced in host memory. */
         } else if (!strcmp(keys[i], "dtype")) {
-            if (strcmp(vals[i], "float32") && strcmp(vals[i], "None"))
-                rc = mxp__error(MXP_EUNSUPPORTED, "iterator '%s': parameter 'dtype': '%s' is not supported "
-                                "(only float32)", name, vals[i]);
+            dtype_val = vals[i]; /* the iterator's own if its schema has it, else the host's (below) */
         } else if (is_host_key(keys[i])) {
             /* unreachable: every host key is handled above */
         } else {
@@ -391,6 +398,16 @@ int mxp_iter_create(const char *name, int n_kwargs, const char *const *keys, con
     }
     if (rc == MXP_OK && (!def->create || !def->provide || !def->next))
         rc = mxp__error(MXP_EPLUGIN, "iterator '%s': its definition lacks create, provide or next", name);
+    if (rc == MXP_OK && dtype_val) {
+        if (schema_has(def, "dtype")) { /* e.g. ImageRecordIter's float32 | uint8 output */
+            pk[n_pack] = "dtype";
+            pv[n_pack] = dtype_val;
+            n_pack++;
+        } else if (strcmp(dtype_val, "float32") && strcmp(dtype_val, "None")) {
+            rc = mxp__error(MXP_EUNSUPPORTED, "iterator '%s': parameter 'dtype': '%s' is not supported "
+                            "(this iterator produces float32 only)", name, dtype_val);
+        }
+    }
     void *params = NULL;
     char what[96];
     snprintf(what, sizeof what, "iterator '%s'", name);

@@ -144,6 +144,24 @@ Test(image_list, centre_crop_labels_and_indices) {
     while (mxp_iter_next(it, &has) == MXP_OK && has) batches++;
     cr_assert_eq(batches, 3);
     mxp_iter_free(it);
+    /* dtype=uint8: the same centred pixels as bytes. */
+    const char *kv3[][2] = {{"path_imglist", lst}, {"path_root", dir}, {"data_shape", "(3, 6, 8)"}, {"dtype", "uint8"}};
+    it = make_iter("ImageIter", kv3, 4, 5);
+    int dtype;
+    cr_assert_eq(mxp_iter_provide_data(it, 0, NULL, NULL, NULL, &dtype), MXP_OK);
+    cr_assert_eq(dtype, MXP_DTYPE_U8);
+    uint8_t u[5 * 3 * 6 * 8];
+    cr_assert_eq(mxp_iter_next(it, &has), MXP_OK, "%s", mxp_last_error());
+    cr_assert(has);
+    cr_assert_eq(mxp_ndarray_sync_copy_to(mxp_iter_data(it, 0), u, sizeof u), MXP_OK);
+    for (int j = 0; j < 5; j++)
+        for (int y = 0; y < 6; y++)
+            for (int x = 0; x < 8; x++) {
+                cr_assert_eq(u[((j * 3 + 0) * 6 + y) * 8 + x], 20 * (2 + x));
+                cr_assert_eq(u[((j * 3 + 1) * 6 + y) * 8 + x], 20 * (2 + y));
+                cr_assert_eq(u[((j * 3 + 2) * 6 + y) * 8 + x], 7 + j);
+            }
+    mxp_iter_free(it);
     cleanup();
 }
 

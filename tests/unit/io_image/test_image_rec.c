@@ -134,10 +134,13 @@ Test(image_rec, rand_crop_mirror_and_normalisation) {
     cleanup();
 }
 
-Test(image_rec, centre_crop_uint8_and_pad) {
+/* ImageRecordUInt8Iter, and ImageRecordIter with dtype=uint8 (the same
+ * output through the iterator's own dtype parameter), both against the
+ * closed-form pixels. */
+static void check_centre_crop_uint8(const char *name, int with_dtype) {
     make_rec(-1);
-    const char *kv[][2] = {{"data_shape", "(3, 6, 8)"}, {"preprocess_threads", "1"}};
-    mxp_iter *it = make_iter("ImageRecordUInt8Iter", kv, 2, 5);
+    const char *kv[][2] = {{"data_shape", "(3, 6, 8)"}, {"preprocess_threads", "1"}, {"dtype", "uint8"}};
+    mxp_iter *it = make_iter(name, kv, with_dtype ? 3 : 2, 5);
     int dtype;
     cr_assert_eq(mxp_iter_provide_data(it, 0, NULL, NULL, NULL, &dtype), MXP_OK);
     cr_assert_eq(dtype, MXP_DTYPE_U8);
@@ -159,6 +162,36 @@ Test(image_rec, centre_crop_uint8_and_pad) {
     }
     cr_assert_eq(batches, 4); /* 16 records, batch 5: 3 full + 1 with 4 padded */
     cr_assert_eq(pad, 4);
+    mxp_iter_free(it);
+    cleanup();
+}
+
+Test(image_rec, centre_crop_uint8_and_pad) {
+    check_centre_crop_uint8("ImageRecordUInt8Iter", 0);
+    check_centre_crop_uint8("ImageRecordUInt8Iter", 1);
+    check_centre_crop_uint8("ImageRecordIter", 1);
+}
+
+Test(image_rec, dtype_values_and_uint8_normalisation_are_checked) {
+    make_rec(-1);
+    const char *keys[] = {"path_imgrec", "batch_size", "data_shape", "dtype", "mean_g"};
+    mxp_iter *it = NULL;
+    const char *v1[] = {rec, "4", "(3, 6, 8)", "float16", "0"};
+    cr_assert_neq(mxp_iter_create("ImageRecordIter", 4, keys, v1, &it), MXP_OK);
+    cr_assert(strstr(mxp_last_error(), "dtype") && strstr(mxp_last_error(), "float16"), "%s", mxp_last_error());
+    const char *v2[] = {rec, "4", "(3, 6, 8)", "uint8", "117"};
+    cr_assert_eq(mxp_iter_create("ImageRecordIter", 5, keys, v2, &it), MXP_EINVAL);
+    cr_assert(strstr(mxp_last_error(), "mean_g") && strstr(mxp_last_error(), "float32"), "%s", mxp_last_error());
+    const char *v3[] = {rec, "4", "(3, 6, 8)", "float32", "0"};
+    cr_assert_eq(mxp_iter_create("ImageRecordUInt8Iter", 4, keys, v3, &it), MXP_EINVAL);
+    cr_assert(strstr(mxp_last_error(), "'dtype'"), "%s", mxp_last_error());
+    cr_assert_null(it);
+    /* float32 and None stay float32 output; normalisation allowed */
+    const char *v4[] = {rec, "4", "(3, 6, 8)", "float32", "117"};
+    cr_assert_eq(mxp_iter_create("ImageRecordIter", 5, keys, v4, &it), MXP_OK, "%s", mxp_last_error());
+    int dtype;
+    cr_assert_eq(mxp_iter_provide_data(it, 0, NULL, NULL, NULL, &dtype), MXP_OK);
+    cr_assert_eq(dtype, MXP_DTYPE_F32);
     mxp_iter_free(it);
     cleanup();
 }
