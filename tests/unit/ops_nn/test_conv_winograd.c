@@ -181,6 +181,11 @@ Test(conv_winograd, agrees_with_reference, .init = setup, .fini = teardown, .tim
                                             several chunks of tiles             */
         {2, 17, 30, 29, 9, 1, 1, 2, 1},  /* many tiles, odd channel counts       */
         {4, 32, 8, 8, 40, 1, 1, 1, 0},   /* 5 filter blocks, Cg a multiple of 16 */
+        {3, 6, 21, 18, 5, 1, 1, 1, 0},   /* tiles-in-lanes weight gradient: 6 chunks
+                                            of 16 tiles, the last ragged (10), both
+                                            channel counts padded to 8 */
+        {2, 16, 32, 32, 16, 1, 1, 1, 1}, /* ResNet-20's 16-channel layer (tiles in
+                                            the lanes, chunks of many tiles)     */
         {5, 64, 32, 32, 8, 1, 1, 1, 0},  /* 320 tiles: 5 chunks re-cut into 7 of 48
                                             (wino_plan_make's multiple-of-4 rule)  */
     };

@@ -156,8 +156,8 @@ typedef struct fjob {
  * gather, each row copied once), then 16 tiles at a time are gathered and
  * transformed in registers.  Lanes beyond nt read staged data (finite) and
  * only feed output columns nobody stores. */
-static void input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl, int64_t nt, int64_t ld,
-                        float *V, float *st, const float **tp) {
+void wino_input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl, int64_t nt, int64_t ld, int64_t cs,
+                      float *V, float *st, const float **tp) {
     uint64_t plane = (uint64_t)(p->H * p->W);
     int64_t Wp = wino_stage_w(p);
     const float *src[16];
@@ -177,7 +177,7 @@ static void input_chunk(const wplan *p, const float *x, int64_t g, const wtile *
             }
         for (int64_t l0 = 0; l0 < ld; l0 += 16) {
             for (int64_t l = 0; l < 16; l++) src[l] = l0 + l < nt ? tp[l0 + l] : st;
-            wino_in_tf16(src, Wp, V + c * ld + l0, p->Cg * ld);
+            wino_in_tf16(src, Wp, V + c * ld + l0, cs * ld);
         }
     }
 }
@@ -233,7 +233,7 @@ static void fwd_range(void *arg, int64_t b, int64_t e) {
         int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc, ld = (nt + 15) / 16 * 16;
         wino_tiles_decode(p, t0, nt, tl);
         for (int64_t g = 0; g < p->G; g++) {
-            input_chunk(p, j->x, g, tl, nt, ld, V, st, tp);
+            wino_input_chunk(p, j->x, g, tl, nt, ld, p->Cg, V, st, tp);
             for (int64_t mb = 0; mb < p->nmb; mb++) {
                 for (int xi = 0; xi < 36; xi++)
                     wino_gemm8(p->Cg, j->U + ((g * 36 + xi) * p->nmb + mb) * p->Cg * 8, V + xi * p->Cg * ld, ld,

@@ -75,6 +75,13 @@ static inline void wino_prefetch_rows(const float *plane, int64_t H, int64_t W, 
 void wino_stage(const float *plane, int64_t H, int64_t W, int64_t h0, int64_t pad, int rows, int64_t ld,
                 float *dst, int zero);
 
+/* V[xi*cs*ld + c*ld + t] = (Bᵀ d B)[xi] of tile t of the chunk tl[0..nt),
+ * channel c < Cg of group g (cs >= Cg rows per frequency; lanes t >= nt
+ * hold finite values); st: wino_max_rows x wino_stage_w floats, tp: nt
+ * pointers of scratch (conv_winograd.c). */
+void wino_input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl, int64_t nt, int64_t ld, int64_t cs,
+                      float *V, float *st, const float **tp);
+
 /* Re-chunks a forward plan for the weight gradient (conv_winograd_wgrad.c). */
 void wino_wgrad_plan(wplan *p);
 /* dw (req) = dL/dW of pass p for x and dy, in the winograd domain; also
@@ -98,6 +105,10 @@ void wino_out_tf16(const float *in, int64_t is, float *out);
  * (8 floats readable per row), storing lanes 0-7 of frequency xi at
  * lo[xi*os], lanes 8-15 at lo[hi + xi*os]. */
 void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, int64_t os);
+/* dU[i*ldu + j] += Σ_{t<ld} D[i*ld + t] V[j*ld + t] for i < Mb, j < Cb
+ * (both multiples of 4, ld of 16): tiles in the lanes
+ * (conv_winograd_tlkern.c). */
+void wino_tl_product(int64_t Mb, int64_t Cb, int64_t ld, const float *D, const float *V, float *dU, int64_t ldu);
 /* C[i*ldc + j] = (acc ? C[i*ldc + j] : 0) + Σ_k A[k*8 + i] B[k*ldb + j]
  * for i < 8 and j < n; n must be a multiple of 16. */
 void wino_gemm8(int64_t K, const float *A, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t n, int acc);

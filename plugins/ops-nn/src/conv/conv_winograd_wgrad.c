@@ -9,6 +9,12 @@
  *                                     8-channel blocks for broadcasting
  *   dU[xi][m][c] += Σ_t D · Vt        36 GEMMs (8 x Cg, K = tiles) with the
  *                                     same register-blocked kernel as forward
+ * or, up to 32 channels a group (use_tl), with the tiles in the lanes:
+ *   V[xi][c][t], D[xi][m][t]          the forward's input transform and the
+ *                                     dy transform, lane = tile
+ *   dU[xi][m][c] += Σ_t D · V         4x4 blocks of (m, c), 16 tiles per
+ *                                     FMA, one lane reduction per block and
+ *                                     chunk (conv_winograd_tlkern.c)
  * The chunks are cut into WGRAD_PARTS fixed contiguous ranges (fewer when
  * there are fewer chunks), each accumulated into its own dU by whichever
  * thread runs it, so no two threads write one value; the partitions are
@@ -17,7 +23,8 @@
  * neither on scheduling nor on the thread count: the gradient is bitwise
  * reproducible (a resumed training run continues exactly).
  * Bias gradient: per output channel, sums of dy in 16 float lanes per
- * plane, added across samples in double. */
+ * plane (tiles in the lanes: of frequency (1,1) of A dy Aᵀ, the tile's
+ * sum), added across samples (chunks) in double. */
 #include "conv.h"
 #include "conv_winograd.h"
 
@@ -26,14 +33,14 @@
 #define K12 (1.0f / 12.0f)
 #define K24 (1.0f / 24.0f)
 
+#include "nn_simd.h"
+
 #include <stdatomic.h>
 
 /* Fixed partition count: enough items for 2-4 threads; fixed so that the
  * sum order (and so every bit of dW) is the same whatever the threads. */
 #define WGRAD_PARTS 4
 
-typedef float v16 __attribute__((vector_size(64)));
-typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 
 typedef struct gjob {
     const wplan *p;
@@ -133,6 +140,88 @@ static void part_range(void *arg, int64_t b, int64_t e) {
     nn_free(buf);
 }
 
+/* ---- tiles in the lanes (few channels) ----
+ * Per chunk and group: V[xi][Cb][ld] by the forward's input transform
+ * (lane = tile), D[xi][Mb][ld] the same way from dy (padded lanes gather a
+ * zero tile, so they add nothing), then per frequency the 4x4-blocked
+ * product of conv_winograd_tlkern.c into the part's dU.  The bias
+ * gradient is Σ_t D[7][m][t]: frequency (1,1) of A dy Aᵀ is the tile's sum
+ * (row 1 of A is all ones). */
+static void dy_chunk(const gjob *j, int64_t g, const wtile *tl, int64_t nt, int64_t ld, int64_t Mb, float *D,
+                     float *st, const float **tp, const float *zero) {
+    const wplan *p = j->p;
+    int64_t Wq = 4 * p->tw + 4, oplane = p->Ho * p->Wo;
+    const float *src[16];
+    for (int64_t m = 0; m < p->Mg; m++) {
+        float *dst = st;
+        for (int64_t i = 0, e, rows; i < nt; i = e) {
+            e = wino_run_end(tl, i, nt, &rows);
+            rows -= 2; /* 4-row output tiles where the input's are 6 */
+            wino_stage(j->dy + (tl[i].n * p->M + g * p->Mg + m) * oplane, p->Ho, p->Wo, tl[i].oh, 0, (int)rows, Wq, dst,
+                       m == 0);
+            if (m == 0) for (int64_t k = i; k < e; k++) tp[k] = dst + tl[k].srow * Wq + tl[k].ow;
+            dst += rows * Wq;
+        }
+        if (m + 1 < p->Mg)
+            for (int64_t i = 0, e, rows; i < nt; i = e) {
+                e = wino_run_end(tl, i, nt, &rows);
+                wino_prefetch_rows(j->dy + (tl[i].n * p->M + g * p->Mg + m + 1) * oplane, p->Ho, p->Wo, tl[i].oh, rows - 2);
+            }
+        for (int64_t l0 = 0; l0 < ld; l0 += 16) {
+            for (int64_t l = 0; l < 16; l++) src[l] = l0 + l < nt ? tp[l0 + l] : zero;
+            wino_dy_tf16(src, Wq, D + m * ld + l0, 8, Mb * ld);
+        }
+    }
+}
+
+static void part_range_tl(void *arg, int64_t b, int64_t e) {
+    gjob *j = arg; const wplan *p = j->p;
+    int64_t tc = p->tc, Cgp = j->Cgp, Mb = (p->Mg + 3) / 4 * 4, Cb = (p->Cg + 3) / 4 * 4;
+    int64_t Wq = 4 * p->tw + 4, R = wino_max_rows(p);
+    uint64_t nV = 36ull * (uint64_t)(Cb * tc), nD = 36ull * (uint64_t)(Mb * tc);
+    uint64_t nS = (uint64_t)(R * (wino_stage_w(p) + Wq)), nZ = (uint64_t)(4 * Wq);
+    float *buf = nn_alloc((nV + nD + nS + nZ) * sizeof(float) + (uint64_t)tc * (sizeof(wtile) + sizeof(float *)));
+    if (!buf) { /* an item cannot return a status: wino_weight_grad reports it */
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *V = buf, *D = V + nV, *stx = D + nD, *sty = stx + R * wino_stage_w(p), *zero = sty + R * Wq;
+    wtile *tl = (wtile *)(void *)(zero + nZ);
+    const float **tp = (const float **)(void *)(tl + tc);
+    /* channel rows beyond Cg / Mg are never written: zero once */
+    memset(V, 0, (nV + nD) * sizeof(float));
+    memset(zero, 0, nZ * sizeof(float));
+    for (int64_t part = b; part < e; part++) {
+        float *dU = j->part + part * j->part_n;
+        double *db = j->dbp ? j->dbp + part * p->M : NULL;
+        memset(dU, 0, j->part_n * sizeof(float));
+        if (db) memset(db, 0, (size_t)p->M * sizeof(double));
+        int64_t ch1 = (part + 1) * p->nchunk / j->nparts;
+        for (int64_t ch = part * p->nchunk / j->nparts; ch < ch1; ch++) {
+            /* ld = tc even for a short last chunk: the rows keep their
+             * places, so the padded channel rows stay zero */
+            int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc, ld = tc;
+            wino_tiles_decode(p, t0, nt, tl);
+            for (int64_t g = 0; g < p->G; g++) {
+                wino_input_chunk(p, j->x, g, tl, nt, ld, Cb, V, stx, tp);
+                dy_chunk(j, g, tl, nt, ld, Mb, D, sty, tp, zero);
+                for (int64_t m = 0; db && m < p->Mg; m++) {
+                    const float *s = D + (7 * Mb + m) * ld;
+                    v16 acc = {0};
+                    for (int64_t t = 0; t < ld; t += 16) acc += *(const v16u *)(const void *)(s + t);
+                    float f = 0.0f;
+                    for (int l = 0; l < 16; l++) f += acc[l];
+                    db[g * p->Mg + m] += f;
+                }
+                for (int xi = 0; xi < 36; xi++)
+                    wino_tl_product(Mb, Cb, ld, D + xi * Mb * ld, V + xi * Cb * ld,
+                                    dU + (g * 36 + xi) * p->Mgp * Cgp, Cgp);
+            }
+        }
+    }
+    nn_free(buf);
+}
+
 typedef struct rjob { const gjob *j; int64_t P; float *dw; int32_t req; atomic_int failed; } rjob;
 
 /* dw[g*Mg+m][c] = Gᵀ (Σ_parts dU[g][·][m][c]) G for items (g, m); the
@@ -184,7 +273,19 @@ static void reduce_range(void *arg, int64_t b, int64_t e) {
  * when dU cannot stay in L2 anyway it streams once per chunk, so the chunk
  * is made big enough (K = tc per load/store of dU) while Vt and D still
  * fit. */
+/* Tiles in the lanes up to 32 channels a group: there the channel-in-lanes
+ * product (16 or 32 lanes of channels under 8 broadcast filters) was the
+ * slower (ResNet-20's 16-channel 32x32 layer: forward+backward 10.0 ->
+ * 6.4 ms, 32-channel 16x16: 6.8 -> 4.7 ms, 2 threads, loaded machine);
+ * at 64 it was not (3.5 against 4.2 ms on 8x8). */
+static int use_tl(const wplan *p) { return p->Cg <= 32 && p->Mg <= 32; }
+
 void wino_wgrad_plan(wplan *p) {
+    if (use_tl(p)) {
+        int64_t tile = 36 * 4 * ((p->Cg + 3) / 4 * 4 + (p->Mg + 3) / 4 * 4);
+        wino_plan_make(p, p->N, p->C, p->H, p->W, p->M, p->G, p->ph, p->pw, 1536ll << 10, tile);
+        return;
+    }
     int64_t Cgp = (p->Cg + 15) / 16 * 16, Mg16 = (p->Mg + 15) / 16 * 16;
     int64_t du = 36 * 4 * p->G * p->Mgp * Cgp, tile = 36 * 4 * (Cgp + Mg16);
     int64_t budget = du > (1ll << 20) ? (1200ll << 10) : (1600ll << 10) - du;
@@ -205,7 +306,7 @@ int wino_weight_grad(const mxp_op_ctx *ctx, const wplan *p, const float *x, cons
     if (!mem) return NN_ERR(MXP_ENOMEM, "Convolution(winograd): no memory for weight-gradient partials");
     j.dbp = db ? (double *)(void *)mem : NULL;
     j.part = (float *)(void *)(mem + dbn * sizeof(double));
-    int st = nn_parallel(ctx, P, 1, part_range, &j);
+    int st = nn_parallel(ctx, P, 1, use_tl(p) ? part_range_tl : part_range, &j);
     if (st == MXP_OK && !atomic_load(&j.failed)) {
         rjob r = { &j, P, dw, req, 0 };
         st = nn_parallel(ctx, p->G * p->Mg, 4, reduce_range, &r);
