@@ -23,12 +23,12 @@
 
 typedef struct layer {
     const char *name;
-    int64_t n, c, h, w, m, k, pad;
+    int64_t n, c, h, w, m, k, pad, stride; /* stride 0 = 1 */
 } layer;
 
 static const layer k_layers[] = {
-    {"a", 32, 1, 28, 28, 20, 5, 0},   {"b", 32, 20, 12, 12, 50, 5, 0}, {"c", 8, 64, 56, 56, 64, 3, 1},
-    {"d", 8, 128, 28, 28, 128, 3, 1}, {"e", 8, 256, 56, 56, 64, 1, 0},
+    {"a", 32, 1, 28, 28, 20, 5, 0, 1},   {"b", 32, 20, 12, 12, 50, 5, 0, 1}, {"c", 8, 64, 56, 56, 64, 3, 1, 1},
+    {"d", 8, 128, 28, 28, 128, 3, 1, 1}, {"e", 8, 256, 56, 56, 64, 1, 0, 1},
 };
 
 /* --clock cpu: the process's CPU time instead of wall-clock time (with one
@@ -78,28 +78,57 @@ static int run_once(mxp__node *nd, bufs *b, int bwd) {
     return rc;
 }
 
+/* --layer NAME=N,C,H,W,M,K,PAD[,STRIDE]: one extra layer (e.g. ResNet-20's
+ * 16-channel 32x32 3x3 layer: r1=64,16,32,32,16,3,1), run alone unless
+ * --layers names others too. */
+static layer g_extra[8];
+static char g_extra_name[8][16];
+static int g_n_extra;
+
+static int parse_layer(const char *spec) {
+    if (g_n_extra >= 8) return -1;
+    layer *L = &g_extra[g_n_extra];
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || eq - spec >= 16) return -1;
+    memcpy(g_extra_name[g_n_extra], spec, (size_t)(eq - spec));
+    L->name = g_extra_name[g_n_extra];
+    long long v[8] = {0};
+    int n = sscanf(eq + 1, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    if (n < 7) return -1;
+    L->n = v[0]; L->c = v[1]; L->h = v[2]; L->w = v[3]; L->m = v[4]; L->k = v[5]; L->pad = v[6]; L->stride = n > 7 ? v[7] : 1;
+    g_n_extra++;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int reps = 5;
-    const char *only = "abcde";
+    const char *only = "abcde", *variant_list = NULL;
+    int only_given = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) only = argv[++i], only_given = 1;
+        else if (!strcmp(argv[i], "--layer") && i + 1 < argc && !parse_layer(argv[i + 1])) i++;
+        else if (!strcmp(argv[i], "--variants") && i + 1 < argc) variant_list = argv[++i];
         else if (!strcmp(argv[i], "--clock") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) {
             g_clock = CLOCK_PROCESS_CPUTIME_ID;
             i++;
         }
         else {
-            fprintf(stderr, "usage: %s [--reps N] [--layers abcde] [--clock cpu]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps N] [--layers abcde] [--layer NAME=N,C,H,W,M,K,PAD[,STRIDE]]...\n"
+                            "       [--variants gemm,winograd,...] [--clock cpu]\n", argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
+    if (g_n_extra && !only_given) only = "";
     const char *variants[] = {"gemm", "direct", "winograd", "pointwise", "strip", "auto", "tune"};
     double *t = malloc((size_t)reps * sizeof *t);
-    for (size_t li = 0; li < sizeof k_layers / sizeof k_layers[0]; li++) {
-        const layer *L = &k_layers[li];
-        if (!strchr(only, L->name[0])) continue;
-        int64_t ho = L->h + 2 * L->pad - L->k + 1, wo = L->w + 2 * L->pad - L->k + 1;
+    size_t nfixed = sizeof k_layers / sizeof k_layers[0];
+    for (size_t li = 0; li < nfixed + (size_t)g_n_extra; li++) {
+        const layer *L = li < nfixed ? &k_layers[li] : &g_extra[li - nfixed];
+        if (li < nfixed && !strchr(only, L->name[0])) continue;
+        int64_t st = L->stride > 0 ? L->stride : 1;
+        int64_t ho = (L->h + 2 * L->pad - L->k) / st + 1, wo = (L->w + 2 * L->pad - L->k) / st + 1;
         int64_t sx[4] = {L->n, L->c, L->h, L->w}, sw[4] = {L->m, L->c, L->k, L->k}, sb[1] = {L->m},
                 sy[4] = {L->n, L->m, ho, wo};
         bufs b;
@@ -111,16 +140,18 @@ int main(int argc, char **argv) {
         b.ig[0] = arr(4, sx, 6);
         b.ig[1] = arr(4, sw, 7);
         b.ig[2] = arr(1, sb, 8);
-        char kern[32], pad[32], nf[32];
+        char kern[32], pad[32], nf[32], strd[32];
         snprintf(kern, sizeof kern, "(%lld, %lld)", (long long)L->k, (long long)L->k);
         snprintf(pad, sizeof pad, "(%lld, %lld)", (long long)L->pad, (long long)L->pad);
         snprintf(nf, sizeof nf, "%lld", (long long)L->m);
-        const char *keys[] = {"kernel", "pad", "num_filter"}, *vals[] = {kern, pad, nf};
+        snprintf(strd, sizeof strd, "(%lld, %lld)", (long long)st, (long long)st);
+        const char *keys[] = {"kernel", "pad", "num_filter", "stride"}, *vals[] = {kern, pad, nf, strd};
         for (int bwd = 0; bwd < 2; bwd++) {
             for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+                if (variant_list && !strstr(variant_list, variants[v])) continue;
                 mxp_op_set_impl("Convolution", strcmp(variants[v], "auto") ? variants[v] : NULL);
                 mxp__node *nd = NULL;
-                int rc = mxp__node_create("Convolution", 3, keys, vals, &nd);
+                int rc = mxp__node_create("Convolution", 4, keys, vals, &nd);
                 mxp_shape is[3], os = {.ndim = -1};
                 int32_t it[3] = {MXP_DTYPE_F32, MXP_DTYPE_F32, MXP_DTYPE_F32}, ot = MXP_DTYPE_UNKNOWN;
                 for (int i = 0; i < 3; i++) {

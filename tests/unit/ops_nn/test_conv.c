@@ -147,6 +147,12 @@ static int pointwise_cfg(const cfg *c) {
 }
 
 /* strip: output rows of at most 32 pixels. */
+/* What winograd accepts (groups too, but the configurations here that
+ * exercise it have none). */
+static int wino_cfg(const cfg *c) {
+    return c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 && c->dh == 1 && c->dw == 1 && c->ph <= 2 && c->pw <= 2 &&
+           c->G == 1;
+}
 static int strip_cfg(const cfg *c) { return out_dim(c->W, c->kw, c->sw, c->pw, c->dw) <= 32; }
 
 Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout = 240) {
@@ -157,8 +163,7 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
     uint64_t r = 42;
     for (int i = 0; i < NCFG; i++) {
         cfg c = random_cfg(&r, i);
-        if (c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 && c.ph <= 2 && c.pw <= 2 && c.G == 1)
-            eligible_wino++;
+        eligible_wino += wino_cfg(&c);
         eligible_pw += pointwise_cfg(&c);
         eligible_strip += strip_cfg(&c);
         for (int k = 0; k < 5; k++) ran[k] += run_cfg(impls[k], &c, MXP_DTYPE_F32, tols[k], 1000 + (uint64_t)i);
@@ -189,11 +194,21 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
         {2, 6, 11, 12, 13, 1, 3, 3, 1, 1, 1, 0, 1, 1, 0},
         {2, 5, 17, 15, 7, 1, 5, 5, 2, 2, 1, 1, 1, 1, 1},
         {1, 4, 5, 34, 6, 1, 3, 3, 1, 1, 0, 0, 1, 1, 0},
+        /* stride 2 along W (im2col's phase-row path): ResNet's
+         * downsampling 3x3 shapes (16 -> 8 and 32 -> 16 px rows, in
+         * registers; rows pad 2 on 7 rows), an odd width of 37 (one 16-pair vector
+         * and a tail) with a 5-wide kernel, stride 2 in W only, and a pad
+         * wider than half the (even) kernel */
+        {2, 16, 16, 16, 32, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1},
+        {2, 4, 32, 32, 8, 1, 3, 3, 2, 2, 1, 1, 1, 1, 0},
+        {1, 3, 7, 16, 5, 1, 3, 3, 2, 2, 2, 1, 1, 1, 0},
+        {2, 3, 9, 37, 4, 1, 3, 5, 1, 2, 1, 2, 1, 1, 0},
+        {1, 2, 6, 35, 3, 1, 2, 4, 2, 2, 0, 3, 1, 1, 0},
         /* refused by strip: 33-pixel output rows */
         {1, 2, 3, 35, 3, 1, 3, 3, 1, 1, 0, 0, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-        if (fixed[i].kh == 3 && fixed[i].G == 1) eligible_wino++;
+        eligible_wino += wino_cfg(&fixed[i]);
         eligible_pw += pointwise_cfg(&fixed[i]);
         eligible_strip += strip_cfg(&fixed[i]);
         for (int k = 0; k < 5; k++) ran[k] += run_cfg(impls[k], &fixed[i], MXP_DTYPE_F32, tols[k], 77 + i);
