@@ -8,17 +8,14 @@
  * Training forward (is_train && !use_global_stats) normalises with batch
  * statistics and updates the aux states in place:
  *   moving = moving * momentum + batch * (1 - momentum)
- * otherwise the moving statistics are used.  Per-channel work runs in
- * parallel over channels.  float64 computes in double throughout.
- * float32 (every BatchNorm of a CNN such as ResNet-20, a quarter of its
- * step with the double loops) has vector loops (TC: AVX-512/AVX2/baseline
- * chosen at load): each row of S values is summed in 16 float lanes and
- * the row sums in double; mean and variance take two passes (no
- * cancellation); the per-element work is one fused multiply-add, forward
- * y = x*sc + sh, backward dx = A*dy + B*(x - mean) + C with the scalars
- * A, B, C of the gradient formula below computed once per channel. */
-#include "nn_common.h"
-#include "nn_simd.h"
+ * otherwise the moving statistics are used.  float64 computes in double
+ * throughout, per channel in parallel.  float32 (every BatchNorm of a CNN
+ * such as ResNet-20) runs batchnorm_f32.c's passes over rows in memory
+ * order: forward = one statistics pass (shifted sums) + one affine pass
+ * y = x*sc + sh; backward = one pass for the two sums + one element pass
+ * dx = A*dy + B*(x - mean) + K, with the per-channel scalars computed here
+ * in double. */
+#include "batchnorm_f32.h"
 #include <math.h>
 
 typedef struct bn_params {
@@ -76,133 +73,69 @@ typedef struct bnjob {
     void *y, *mean, *var, *mm, *mv, *dx, *dg, *db;
 } bnjob;
 
-/* ---------------------------------------------------- float32 kernels */
-#define BN_LANES 16
-
-/* The row kernels below keep one 16-lane accumulator in a vector register
- * (lane l sums elements l, l+16, ...): written as per-lane array loops,
- * GCC's AVX-512 clone of the two-sum kernel was 24 KB of spills and took
- * 3x the time of the backward's element pass. */
-static inline double lanes_sum(v16 v) {
-    double s = 0;
-    for (int l = 0; l < BN_LANES; l++) s += v[l];
-    return s;
-}
-
-/* Sum of x[0..n) - shift (in float lanes). */
-TC static double row_sum_f32(const float *x, int64_t n, float shift) {
-    v16 acc = {0};
-    int64_t i = 0;
-    for (; i + BN_LANES <= n; i += BN_LANES) acc += ld16(x + i) - shift;
-    double s = 0;
-    for (; i < n; i++) s += x[i] - shift;
-    return s + lanes_sum(acc);
-}
-
-/* Sum of (x - mean)^2. */
-TC static double row_sqdev_f32(const float *x, int64_t n, float mean) {
-    v16 acc = {0};
-    int64_t i = 0;
-    for (; i + BN_LANES <= n; i += BN_LANES) { v16 d = ld16(x + i) - mean; acc += d * d; }
-    double s = 0;
-    for (; i < n; i++) { double d = x[i] - mean; s += d * d; }
-    return s + lanes_sum(acc);
-}
-
-/* Sums of dy and of dy * (x - mean). */
-TC static void row_dsums_f32(const float *x, const float *dy, int64_t n, float mean, double *sdy, double *sdyx) {
-    v16 a = {0}, b = {0};
-    int64_t i = 0;
-    for (; i + BN_LANES <= n; i += BN_LANES) {
-        v16 d = ld16(dy + i);
-        a += d;
-        b += d * (ld16(x + i) - mean);
-    }
-    double s = 0, t = 0;
-    for (; i < n; i++) { s += dy[i]; t += (double)dy[i] * (x[i] - mean); }
-    *sdy += s + lanes_sum(a);
-    *sdyx += t + lanes_sum(b);
-}
-
-/* y (=|+=) x * k + m. */
-TC static void row_affine_f32(const float *x, float *y, int64_t n, float k, float m, int add) {
-    if (add) for (int64_t i = 0; i < n; i++) y[i] += x[i] * k + m;
-    else for (int64_t i = 0; i < n; i++) y[i] = x[i] * k + m;
-}
-
-/* dx (=|+=) A*dy + B*(x - mean) + C. */
-TC static void row_bwd_f32(const float *x, const float *dy, float *dx, int64_t n, float a, float b, float c, float mean,
-                           int add) {
-    if (add) for (int64_t i = 0; i < n; i++) dx[i] += a * dy[i] + b * (x[i] - mean) + c;
-    else for (int64_t i = 0; i < n; i++) dx[i] = a * dy[i] + b * (x[i] - mean) + c;
-}
-
-static void bn_fwd_range_f32(const bnjob *j, int64_t b, int64_t e) {
+/* ---------------------------------------------------- float32 (batchnorm_f32.c) */
+/* Per-channel scalars of the forward (sc, sh) or the backward (A, B, K)
+ * are computed here in double, the passes over the data there. */
+static int bn_forward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
     const bn_params *p = j->p;
-    const float *x = j->x;
-    float *y = j->y;
-    double cnt = (double)(j->O * j->S);
-    for (int64_t c = b; c < e; c++) {
-        double mean, var;
-        if (j->batch_stats) {
-            double s = 0, s2 = 0;
-            for (int64_t o = 0; o < j->O; o++) s += row_sum_f32(x + (o * j->C + c) * j->S, j->S, 0.0f);
-            mean = s / cnt;
-            for (int64_t o = 0; o < j->O; o++) s2 += row_sqdev_f32(x + (o * j->C + c) * j->S, j->S, (float)mean);
-            var = s2 / cnt;
-            float *mm = j->mm, *mv = j->mv;
-            mm[c] = (float)(mm[c] * p->momentum + mean * (1 - p->momentum));
-            mv[c] = (float)(mv[c] * p->momentum + var * (1 - p->momentum));
-        } else {
-            mean = ((const float *)j->mm)[c];
-            var = ((const float *)j->mv)[c];
+    int64_t C = j->C;
+    double *mean = nn_alloc((uint64_t)C * (2 * sizeof(double) + 2 * sizeof(float)));
+    if (!mean) return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%lld channels)", (long long)C);
+    double *var = mean + C;
+    float *sc = (float *)(var + C), *sh = sc + C;
+    int st = MXP_OK;
+    float *mm = j->mm, *mv = j->mv;
+    if (j->batch_stats) {
+        st = nn_bnf_stats(ctx, j->x, j->O, C, j->S, mean, var);
+        for (int64_t c = 0; c < C && st >= 0; c++) {
+            mm[c] = (float)(mm[c] * p->momentum + mean[c] * (1 - p->momentum));
+            mv[c] = (float)(mv[c] * p->momentum + var[c] * (1 - p->momentum));
         }
-        if (j->mean) ((float *)j->mean)[c] = (float)mean;
-        if (j->var) ((float *)j->var)[c] = (float)var;
+    } else
+        for (int64_t c = 0; c < C; c++) mean[c] = mm[c], var[c] = mv[c];
+    for (int64_t c = 0; c < C && st >= 0; c++) {
+        if (j->mean) ((float *)j->mean)[c] = (float)mean[c];
+        if (j->var) ((float *)j->var)[c] = (float)var[c];
         double g = p->fix_gamma ? 1.0 : ((const float *)j->gamma)[c], be = ((const float *)j->beta)[c];
-        double sc = g / sqrt(var + p->eps), sh = be - mean * sc;
-        if (j->req != MXP_REQ_NULL)
-            for (int64_t o = 0; o < j->O; o++)
-                row_affine_f32(x + (o * j->C + c) * j->S, y + (o * j->C + c) * j->S, j->S, (float)sc, (float)sh,
-                               j->req == MXP_REQ_ADD);
+        double k = g / sqrt(var[c] + p->eps);
+        sc[c] = (float)k;
+        sh[c] = (float)(be - mean[c] * k);
     }
+    if (st >= 0 && j->req != MXP_REQ_NULL) st = nn_bnf_apply(ctx, j->x, j->y, j->O, C, j->S, sc, sh, j->req == MXP_REQ_ADD);
+    nn_free(mean);
+    return st;
 }
 
-static void bn_bwd_range_f32(const bnjob *j, int64_t b, int64_t e) {
+/* batch stats: dx = g*inv*(dy - sdy/cnt - (x-mean)*inv*dgamma/cnt), i.e.
+ * A*dy + B*(x - mean) + K; global stats: g*inv*dy. */
+static int bn_backward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
     const bn_params *p = j->p;
-    const float *x = j->x, *dy = j->dy;
-    double cnt = (double)(j->O * j->S);
-    for (int64_t c = b; c < e; c++) {
-        double mean = ((const float *)j->mean)[c], var = ((const float *)j->var)[c];
-        double inv = 1.0 / sqrt(var + p->eps);
+    int64_t C = j->C;
+    double *sdy = nn_alloc((uint64_t)C * (2 * sizeof(double) + 3 * sizeof(float)));
+    if (!sdy) return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%lld channels)", (long long)C);
+    double *sdyx = sdy + C, cnt = (double)(j->O * j->S);
+    float *A = (float *)(sdyx + C), *B = A + C, *K = B + C;
+    const float *mean = j->mean, *var = j->var;
+    int st = nn_bnf_dsums(ctx, j->x, j->dy, j->O, C, j->S, mean, sdy, sdyx);
+    for (int64_t c = 0; c < C && st >= 0; c++) {
+        double inv = 1.0 / sqrt((double)var[c] + p->eps);
         double g = p->fix_gamma ? 1.0 : ((const float *)j->gamma)[c];
-        double sdy = 0, sdyx = 0;
-        for (int64_t o = 0; o < j->O; o++) {
-            int64_t base = (o * j->C + c) * j->S;
-            row_dsums_f32(x + base, dy + base, j->S, (float)mean, &sdy, &sdyx);
-        }
-        double dgamma = sdyx * inv;
-        if (j->req_b != MXP_REQ_NULL) NN_STORE(j->req_b, ((float *)j->db)[c], (float)sdy);
+        double dgamma = sdyx[c] * inv;
+        if (j->req_b != MXP_REQ_NULL) NN_STORE(j->req_b, ((float *)j->db)[c], (float)sdy[c]);
         if (j->req_g != MXP_REQ_NULL) NN_STORE(j->req_g, ((float *)j->dg)[c], (float)(p->fix_gamma ? 0.0 : dgamma));
-        if (j->req == MXP_REQ_NULL) continue;
-        /* batch stats: g*inv*(dy - sdy/cnt - (x-mean)*inv*dgamma/cnt); else g*inv*dy */
-        double A = g * inv, B = 0, C = 0;
-        if (j->batch_stats) {
-            B = -g * inv * inv * dgamma / cnt;
-            C = -g * inv * sdy / cnt;
-        }
-        for (int64_t o = 0; o < j->O; o++) {
-            int64_t base = (o * j->C + c) * j->S;
-            row_bwd_f32(x + base, dy + base, (float *)j->dx + base, j->S, (float)A, (float)B, (float)C, (float)mean,
-                        j->req == MXP_REQ_ADD);
-        }
+        A[c] = (float)(g * inv);
+        B[c] = j->batch_stats ? (float)(-g * inv * inv * dgamma / cnt) : 0.0f;
+        K[c] = j->batch_stats ? (float)(-g * inv * sdy[c] / cnt) : 0.0f;
     }
+    if (st >= 0 && j->req != MXP_REQ_NULL)
+        st = nn_bnf_dx(ctx, j->x, j->dy, j->dx, j->O, C, j->S, mean, A, B, K, j->req == MXP_REQ_ADD);
+    nn_free(sdy);
+    return st;
 }
 
 /* ------------------------------------------------------ generic (f64) */
 static void bn_fwd_range(void *arg, int64_t b, int64_t e) {
     const bnjob *j = arg; const bn_params *p = j->p;
-    if (j->dt == MXP_DTYPE_F32) { bn_fwd_range_f32(j, b, e); return; }
     NN_TYPED(j->dt, T, for (int64_t c = b; c < e; c++) {
         const T *x = j->x; T *y = j->y;
         double mean, var, cnt = (double)(j->O * j->S);
@@ -230,7 +163,6 @@ static void bn_fwd_range(void *arg, int64_t b, int64_t e) {
 
 static void bn_bwd_range(void *arg, int64_t b, int64_t e) {
     const bnjob *j = arg; const bn_params *p = j->p;
-    if (j->dt == MXP_DTYPE_F32) { bn_bwd_range_f32(j, b, e); return; }
     NN_TYPED(j->dt, T, for (int64_t c = b; c < e; c++) {
         const T *x = j->x, *dy = j->dy;
         double mean = ((const T *)j->mean)[c], var = ((const T *)j->var)[c], cnt = (double)(j->O * j->S);
@@ -278,6 +210,7 @@ static int bn_forward(const mxp_forward_args *a) {
     j.mean = a->n_out > 1 && a->req[1] != MXP_REQ_NULL ? nn_ptr(&a->out[1]) : NULL;
     j.var = a->n_out > 2 && a->req[2] != MXP_REQ_NULL ? nn_ptr(&a->out[2]) : NULL;
     j.mm = nn_ptr(&a->aux[0]); j.mv = nn_ptr(&a->aux[1]);
+    if (dt == MXP_DTYPE_F32) return bn_forward_f32(a->ctx, &j);
     return nn_parallel(a->ctx, j.C, 1, bn_fwd_range, &j);
 }
 
@@ -294,6 +227,7 @@ static int bn_backward(const mxp_backward_args *a) {
     else { j.mean = nn_ptr(&a->aux[0]); j.var = nn_ptr(&a->aux[1]); }
     if (!j.mean || !j.var) return NN_ERR(MXP_EINVAL, "BatchNorm: backward needs the saved mean/var");
     j.dx = nn_ptr(&a->in_grad[0]); j.dg = nn_ptr(&a->in_grad[1]); j.db = nn_ptr(&a->in_grad[2]);
+    if (j.dt == MXP_DTYPE_F32) return bn_backward_f32(a->ctx, &j);
     return nn_parallel(a->ctx, j.C, 1, bn_bwd_range, &j);
 }
 

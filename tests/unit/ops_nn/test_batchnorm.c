@@ -138,3 +138,61 @@ Test(batchnorm, float32_vector_path_forward_backward, .init = setup, .fini = tea
             fh_node_free(&n);
         }
 }
+
+/* float32 passes over many rows (O*C = 48 rows of S = 1000: several
+ * parallel chunks), data with |mean| >> std (the one-pass shifted
+ * statistics must not cancel), training forward and backward against the
+ * float64 formulas here, and bit-identical results with 1 and 2 threads
+ * (row sums are added in a fixed order). */
+Test(batchnorm, float32_rows_many_chunks_offset_mean_thread_invariant, .init = setup, .fini = teardown) {
+    enum { O = 16, C = 3, S = 1000, NX = O * C * S };
+    static double x[NX], dy[NX], y[NX], dx[NX];
+    static float got_y[2][NX], got_dx[2][NX];
+    double dg[C], db[C], mv[C];
+    for (int th = 0; th < 2; th++) {
+        fh_set_threads(th + 1);
+        int64_t d[3] = {O, C, S};
+        fh_node n;
+        tu_node(&n, pack, "BatchNorm", "fix_gamma=False eps=0.00001 momentum=0.5", MXP_DTYPE_F32, 3, d, 1);
+        uint64_t r = 77;
+        tu_fill(n.in[0], MXP_DTYPE_F32, NX, &r, 99, 101); /* mean ~100, std ~0.58 */
+        tu_fill(n.in[1], MXP_DTYPE_F32, C, &r, 0.5, 1.5);
+        tu_fill(n.in[2], MXP_DTYPE_F32, C, &r, -1, 1);
+        tu_fill(n.out_grad[0], MXP_DTYPE_F32, NX, &r, -1, 1);
+        for (int c = 0; c < C; c++) tu_set(n.aux[0], MXP_DTYPE_F32, c, 0), tu_set(n.aux[1], MXP_DTYPE_F32, c, 1);
+        for (int i = 0; i < NX; i++) x[i] = tu_get(n.in[0], MXP_DTYPE_F32, i), dy[i] = tu_get(n.out_grad[0], MXP_DTYPE_F32, i);
+        for (int c = 0; c < C; c++) {
+            double s = 0, s2 = 0, g = tu_get(n.in[1], MXP_DTYPE_F32, c), be = tu_get(n.in[2], MXP_DTYPE_F32, c);
+            for (int o = 0; o < O; o++) for (int k = 0; k < S; k++) s += x[(o * C + c) * S + k];
+            double mu = s / (O * S);
+            for (int o = 0; o < O; o++) for (int k = 0; k < S; k++) { double v = x[(o * C + c) * S + k] - mu; s2 += v * v; }
+            double var = s2 / (O * S), sig = sqrt(var + 1e-5), sdy = 0, sdyxh = 0;
+            mv[c] = 0.5 + 0.5 * var;
+            for (int o = 0; o < O; o++) for (int k = 0; k < S; k++) {
+                int i = (o * C + c) * S + k;
+                y[i] = g * (x[i] - mu) / sig + be;
+                sdy += dy[i];
+                sdyxh += dy[i] * (x[i] - mu) / sig;
+            }
+            dg[c] = sdyxh;
+            db[c] = sdy;
+            for (int o = 0; o < O; o++) for (int k = 0; k < S; k++) {
+                int i = (o * C + c) * S + k;
+                dx[i] = g / sig * (dy[i] - sdy / (O * S) - (x[i] - mu) / sig * sdyxh / (O * S));
+            }
+        }
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0);
+        cr_assert_leq(tu_relerr(n.out[0], MXP_DTYPE_F32, y, NX), 2e-5, "forward: %g", tu_relerr(n.out[0], MXP_DTYPE_F32, y, NX));
+        cr_assert_leq(tu_relerr(n.aux[1], MXP_DTYPE_F32, mv, C), 1e-4, "moving_var");
+        cr_assert_eq(fh_node_backward(&n, NULL), 0);
+        cr_assert_leq(tu_relerr(n.in_grad[0], MXP_DTYPE_F32, dx, NX), 1e-5, "dx: %g", tu_relerr(n.in_grad[0], MXP_DTYPE_F32, dx, NX));
+        cr_assert_leq(tu_relerr(n.in_grad[1], MXP_DTYPE_F32, dg, C), 1e-4, "dgamma");
+        cr_assert_leq(tu_relerr(n.in_grad[2], MXP_DTYPE_F32, db, C), 1e-5, "dbeta");
+        memcpy(got_y[th], n.out[0], sizeof got_y[th]);
+        memcpy(got_dx[th], n.in_grad[0], sizeof got_dx[th]);
+        fh_node_free(&n);
+    }
+    fh_set_threads(1);
+    cr_assert(!memcmp(got_y[0], got_y[1], sizeof got_y[0]), "forward differs between 1 and 2 threads");
+    cr_assert(!memcmp(got_dx[0], got_dx[1], sizeof got_dx[0]), "backward differs between 1 and 2 threads");
+}

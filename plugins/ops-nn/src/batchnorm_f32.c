@@ -1,0 +1,179 @@
+/* batchnorm_f32.c — BatchNorm's float32 passes (batchnorm_f32.h): batch
+ * statistics, the forward affine map, the backward's two sums and its
+ * element pass, each one walk over the rows (o, c) of S values.
+ *
+ * Why rows in memory order: a ResNet-20 BatchNorm at 16 channels x 32x32
+ * x batch 64 is 4 MB, so the op is memory-bound.  Walking channel by
+ * channel jumps C*S floats between rows (the hardware prefetcher loses
+ * the stream) and took three passes for the forward (sum, squared
+ * deviations, affine); here the forward is two sequential passes (stats,
+ * affine) and the backward two (sums, dx).
+ *
+ * Statistics in one pass without cancellation: each channel is shifted by
+ * its first value k (a sample of the channel, so |mean - k| is of the
+ * order of the standard deviation): per row, s1 = sum(x - k) and
+ * s2 = sum((x - k)^2) in 16 float lanes, then mean = k + S1/n and
+ * var = S2/n - (S1/n)^2 over the row sums in double.  The subtraction
+ * loses about (mean - k)^2 / var of float precision, i.e. a few ulp.
+ *
+ * Determinism: per-row sums go to a scratch array and are added over o in
+ * a fixed order, whatever the thread count or chunking.
+ * Not here: float64 (batchnorm.c's generic loops), req handling beyond
+ * write/add (the caller maps inplace to write). */
+#include "batchnorm_f32.h"
+#include "nn_simd.h"
+
+#include <string.h>
+
+#define LANES 16
+/* Rows per parallel chunk: at least this many floats, so a chunk's cost
+ * dwarfs the handoff (~10 us). */
+#define CHUNK_FLOATS 16384
+
+static inline float fold16(v16 v) {
+    v8 a, b;
+    memcpy(&a, &v, sizeof a);
+    memcpy(&b, (const char *)&v + sizeof a, sizeof b);
+    a += b;
+    v4 c, d;
+    memcpy(&c, &a, sizeof c);
+    memcpy(&d, (const char *)&a + sizeof c, sizeof d);
+    c += d;
+    return (c[0] + c[2]) + (c[1] + c[3]);
+}
+
+/* out[0] = sum(x - k), out[1] = sum((x - k)^2). */
+TC static void row_moments(const float *x, int64_t n, float k, double *out) {
+    v16 a = {0}, b = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        v16 d = ld16(x + i) - k;
+        a += d;
+        b += d * d;
+    }
+    double s = fold16(a), t = fold16(b);
+    for (; i < n; i++) {
+        double d = x[i] - k;
+        s += d;
+        t += d * d;
+    }
+    out[0] = s;
+    out[1] = t;
+}
+
+/* out[0] = sum(dy), out[1] = sum(dy * (x - m)). */
+TC static void row_dsums(const float *x, const float *dy, int64_t n, float m, double *out) {
+    v16 a = {0}, b = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        v16 g = ld16(dy + i);
+        a += g;
+        b += g * (ld16(x + i) - m);
+    }
+    double s = fold16(a), t = fold16(b);
+    for (; i < n; i++) {
+        s += dy[i];
+        t += (double)dy[i] * (x[i] - m);
+    }
+    out[0] = s;
+    out[1] = t;
+}
+
+TC static void row_affine(const float *x, float *y, int64_t n, float sc, float sh, int add) {
+    if (add)
+        for (int64_t i = 0; i < n; i++) y[i] += x[i] * sc + sh;
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * sc + sh;
+}
+
+TC static void row_dx(const float *x, const float *dy, float *dx, int64_t n, float a, float b, float k, float m,
+                      int add) {
+    if (add)
+        for (int64_t i = 0; i < n; i++) dx[i] += a * dy[i] + b * (x[i] - m) + k;
+    else
+        for (int64_t i = 0; i < n; i++) dx[i] = a * dy[i] + b * (x[i] - m) + k;
+}
+
+typedef struct pass {
+    int64_t C, S;
+    const float *x, *dy, *mean, *a, *b, *k;
+    float *y;
+    double *part; /* [rows][2] */
+    int add;
+} pass;
+
+static void moments_range(void *arg, int64_t r0, int64_t r1) {
+    const pass *p = arg;
+    for (int64_t r = r0; r < r1; r++) row_moments(p->x + r * p->S, p->S, p->mean[r % p->C], p->part + 2 * r);
+}
+static void dsums_range(void *arg, int64_t r0, int64_t r1) {
+    const pass *p = arg;
+    for (int64_t r = r0; r < r1; r++) row_dsums(p->x + r * p->S, p->dy + r * p->S, p->S, p->mean[r % p->C], p->part + 2 * r);
+}
+static void affine_range(void *arg, int64_t r0, int64_t r1) {
+    const pass *p = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r % p->C;
+        row_affine(p->x + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->add);
+    }
+}
+static void dx_range(void *arg, int64_t r0, int64_t r1) {
+    const pass *p = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r % p->C;
+        row_dx(p->x + r * p->S, p->dy + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->k[c], p->mean[c], p->add);
+    }
+}
+
+static int64_t grain_rows(int64_t S) { return S >= CHUNK_FLOATS ? 1 : CHUNK_FLOATS / (S > 0 ? S : 1); }
+
+/* Runs fn over the rows with per-row pair sums into scratch, then adds
+ * them over o per channel into s0[c], s1[c]. */
+static int row_sums(const mxp_op_ctx *ctx, pass *p, int64_t O, nn_range_fn fn, double *s0, double *s1) {
+    int64_t rows = O * p->C;
+    p->part = nn_alloc((uint64_t)rows * 2 * sizeof(double));
+    if (!p->part) return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%lld row sums)", (long long)rows);
+    int st = nn_parallel(ctx, rows, grain_rows(p->S), fn, p);
+    for (int64_t c = 0; c < p->C; c++) s0[c] = s1[c] = 0;
+    for (int64_t r = 0; r < rows && st >= 0; r++) {
+        s0[r % p->C] += p->part[2 * r];
+        s1[r % p->C] += p->part[2 * r + 1];
+    }
+    nn_free(p->part);
+    p->part = NULL;
+    return st;
+}
+
+int nn_bnf_stats(const mxp_op_ctx *ctx, const float *x, int64_t O, int64_t C, int64_t S, double *mean, double *var) {
+    float *shift = nn_alloc((uint64_t)C * sizeof *shift);
+    if (!shift) return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%lld channels)", (long long)C);
+    for (int64_t c = 0; c < C; c++) shift[c] = S > 0 ? x[c * S] : 0.0f;
+    pass p = {.C = C, .S = S, .x = x, .mean = shift};
+    int st = row_sums(ctx, &p, O, moments_range, mean, var);
+    double n = (double)(O * S);
+    for (int64_t c = 0; c < C && st >= 0; c++) {
+        double m1 = n > 0 ? mean[c] / n : 0, m2 = n > 0 ? var[c] / n : 0;
+        mean[c] = shift[c] + m1;
+        var[c] = m2 - m1 * m1 > 0 ? m2 - m1 * m1 : 0;
+    }
+    nn_free(shift);
+    return st;
+}
+
+int nn_bnf_apply(const mxp_op_ctx *ctx, const float *x, float *y, int64_t O, int64_t C, int64_t S, const float *sc,
+                 const float *sh, int add) {
+    pass p = {.C = C, .S = S, .x = x, .y = y, .a = sc, .b = sh, .add = add};
+    return nn_parallel(ctx, O * C, grain_rows(S), affine_range, &p);
+}
+
+int nn_bnf_dsums(const mxp_op_ctx *ctx, const float *x, const float *dy, int64_t O, int64_t C, int64_t S,
+                 const float *mean, double *sdy, double *sdyx) {
+    pass p = {.C = C, .S = S, .x = x, .dy = dy, .mean = mean};
+    return row_sums(ctx, &p, O, dsums_range, sdy, sdyx);
+}
+
+int nn_bnf_dx(const mxp_op_ctx *ctx, const float *x, const float *dy, float *dx, int64_t O, int64_t C, int64_t S,
+              const float *mean, const float *a, const float *b, const float *k, int add) {
+    pass p = {.C = C, .S = S, .x = x, .dy = dy, .y = dx, .mean = mean, .a = a, .b = b, .k = k, .add = add};
+    return nn_parallel(ctx, O * C, grain_rows(S), dx_range, &p);
+}
