@@ -220,6 +220,13 @@ static inline int mxp_registrar_add_stat(mxp_registrar *r, const mxp_stat_def *d
     return r->add_stat(r, def, out);
 }
 
+/* Whether host h reads a supports() answer of MXP_SUPPORTS_FALLBACK (op.h)
+ * as "runs it, prefer others" (since 1.3); an older host reads 2 as a
+ * refusal, so a pack answers MXP_SUPPORTS_YES there instead. */
+static inline int mxp_host_supports_fallback(const mxp_host *h) {
+    return h && h->hdr.abi_major == MXP_ABI_MAJOR && h->hdr.abi_minor >= 3;
+}
+
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 _Static_assert(offsetof(mxp_host_push_args, const_vars) == 40, "layout is frozen");
 _Static_assert(offsetof(mxp_host_push_args, device) == 64, "layout is frozen");

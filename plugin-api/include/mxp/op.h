@@ -92,6 +92,18 @@ typedef enum mxp_req {
 #define MXP_RANK_SECONDARY 128
 #define MXP_RANK_PRIMARY   256
 
+/* What mxp_op_impl.supports answers (negative = error).  A rank is static;
+ * FALLBACK lets an impl rank itself below the others for one
+ * configuration: it can run it correctly but expects another impl to be
+ * faster there (Winograd on a 1-channel input, say).  The `auto` policy
+ * takes a FALLBACK impl only when no impl answers YES (the highest-ranked
+ * FALLBACK then); `tune` times it like any other; a policy naming it
+ * takes it.  Since ABI 1.3: a host older than 1.3 reads 2 as a refusal,
+ * so answer FALLBACK only when mxp_host_supports_fallback(host). */
+#define MXP_SUPPORTS_NO       0
+#define MXP_SUPPORTS_YES      1
+#define MXP_SUPPORTS_FALLBACK 2
+
 /* Resource requests (mxp_op_def.resources). */
 #define MXP_RESOURCE_TEMP_SPACE 0x1u /* ctx->workspace, sized by impl.workspace */
 #define MXP_RESOURCE_RANDOM     0x2u /* ctx->rng                                */
@@ -313,7 +325,9 @@ typedef struct mxp_op_impl {
     uint32_t flags;             /* MXP_IMPL_*                                */
     const char *doc;            /* (optional) one line                       */
     /* 1 = can run this configuration, 0 = refuses (write the reason),
-     * negative = error.  (optional: NULL accepts everything) */
+     * 2 = can run it but others are likely faster (MXP_SUPPORTS_FALLBACK,
+     * since 1.3; the reason may say why), negative = error.
+     * (optional: NULL accepts everything) */
     int (*supports)(mxp_impl_query_args *a);
     /* Sets a->workspace_bytes.  (optional: NULL means 0) */
     int (*workspace)(mxp_impl_query_args *a);

@@ -19,7 +19,9 @@
  * of the impl args in op.h, mxp_host.param_get and the mxp_param_get_*
  * helpers in host.h); 1.2 counters a pack publishes (stats.h:
  * mxp_stat_def and the mxp_stat_* helpers; mxp_registrar.add_stat and
- * mxp_registrar_add_stat in host.h).
+ * mxp_registrar_add_stat in host.h); 1.3 supports() may answer
+ * MXP_SUPPORTS_FALLBACK (op.h: runs the configuration, but `auto` prefers
+ * any impl that accepts it outright).
  * Since ABI 1.0. */
 #ifndef MXP_TYPES_H
 #define MXP_TYPES_H
@@ -32,7 +34,7 @@ extern "C" {
 #endif
 
 #define MXP_ABI_MAJOR 1
-#define MXP_ABI_MINOR 2
+#define MXP_ABI_MINOR 3
 
 /* Every struct that crosses the host/pack boundary starts with this. */
 typedef struct mxp_header {

@@ -6,7 +6,9 @@
  * mxp_config_set_impl) > "auto".
  *   auto  the highest rank whose supports() accepts (ties by impl name);
  *         packs are opened lazily in that order, so a lower-ranked pack is
- *         never loaded when a higher one accepts;
+ *         never loaded when a higher one accepts; an impl answering
+ *         MXP_SUPPORTS_FALLBACK (ABI 1.3) is taken only when none accepts
+ *         outright;
  *   tune  every candidate that accepts is asked, then tune.c picks the
  *         fastest for the signature (cached in tune.yaml, else timed now);
  *   NAME  that impl; an error if it does not exist for the device or
@@ -100,9 +102,9 @@ static int select_one(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref
     char refusals[1024] = "";
     size_t roff = 0;
     int rc = MXP_OK, found_fixed = 0;
-    mxp_impl_ref *chosen = NULL;
+    mxp_impl_ref *chosen = NULL, *fallback = NULL;
     mxp_impl_ref **acc = tune ? calloc((size_t)(nc ? nc : 1), sizeof *acc) : NULL;
-    int n_acc = 0;
+    int n_acc = 0, n_fb = 0; /* tune: outright candidates from acc[0] up, fallbacks from acc[nc - 1] down */
     if (tune && !acc) {
         free(c);
         return mxp__error_oom("select");
@@ -132,6 +134,24 @@ static int select_one(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref
         }
         char reason[256];
         int s = mxp__opdef_supports(ref, q, reason, sizeof reason);
+        if (s == MXP_SUPPORTS_FALLBACK && fixed) s = 1; /* named: it runs the configuration */
+        if (s == MXP_SUPPORTS_FALLBACK && tune) {
+            /* Timed like any other; listed after the outright ones, so
+             * tune's untimed choice (index 0, as auto) is not a fallback. */
+            rep(rp, "  %-12s rank %4d  pack %-14s  accepts as a fallback: a tune candidate\n", e->name, e->rank,
+                e->pack->man->name);
+            acc[nc - 1 - n_fb++] = ref;
+            continue;
+        }
+        if (s == MXP_SUPPORTS_FALLBACK) {
+            /* auto: kept (the highest-ranked one) in case no impl accepts outright. */
+            int keep = !chosen && !fallback;
+            rep(rp, "  %-12s rank %4d  pack %-14s  accepts as a fallback%s%s%s\n", e->name, e->rank,
+                e->pack->man->name, reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+            if (keep) fallback = ref;
+            else mxp__impl_ref_release(ref);
+            continue;
+        }
         if (s == 1 && tune) {
             rep(rp, "  %-12s rank %4d  pack %-14s  accepts: a tune candidate\n", e->name, e->rank, e->pack->man->name);
             acc[n_acc++] = ref;
@@ -163,6 +183,20 @@ static int select_one(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref
         mxp__impl_ref_release(ref);
     }
     free(c);
+    if (fallback && !chosen) {
+        chosen = fallback;
+        rep(rp, "  %-12s CHOSEN (the highest-ranked fallback: no impl accepted outright)\n", chosen->entry->name);
+    } else if (fallback)
+        mxp__impl_ref_release(fallback);
+    if (n_fb) { /* the fallbacks, back in rank order, after the outright candidates */
+        for (int i = 0; i < n_fb / 2; i++) {
+            mxp_impl_ref *t = acc[nc - n_fb + i];
+            acc[nc - n_fb + i] = acc[nc - 1 - i];
+            acc[nc - 1 - i] = t;
+        }
+        memmove(acc + n_acc, acc + nc - n_fb, (size_t)n_fb * sizeof *acc);
+        n_acc += n_fb;
+    }
     if (tune && n_acc) {
         int idx = 0;
         char *note = NULL;

@@ -574,7 +574,7 @@ Test(abi_layout, header_macro) {
     def.hdr = (mxp_header)MXP_HEADER(mxp_op_def);
     cr_expect_eq(def.hdr.struct_size, 192);
     cr_expect_eq(def.hdr.abi_major, 1);
-    cr_expect_eq(def.hdr.abi_minor, 2);
+    cr_expect_eq(def.hdr.abi_minor, 3);
     cr_expect(MXP_HAS_FIELD(&def, mxp_op_def, user_data));
     def.hdr.struct_size = 184; /* a writer without user_data */
     cr_expect_not(MXP_HAS_FIELD(&def, mxp_op_def, user_data));

@@ -57,6 +57,27 @@ Test(select, auto_highest_rank_that_accepts) {
     cr_expect_str_eq(src, "default");
 }
 
+/* MXP_SUPPORTS_FALLBACK (ABI 1.3): auto takes an impl that answers it
+ * only when none accepts outright (the highest-ranked fallback then); a
+ * policy naming it takes it; explain says which answered what. */
+Test(select, auto_takes_a_fallback_only_when_none_accepts_outright) {
+    cr_expect_str_eq(choose(80, "2", NULL), "mid");    /* fast: fallback above 50; mid accepts */
+    cr_expect_str_eq(choose(80, "0", NULL), "slow");   /* mid refuses factor 0; slow accepts (even) */
+    cr_expect_str_eq(choose(81, "0", NULL), "fast");   /* fast and slow both fallbacks: the higher rank */
+    cr_expect_str_eq(choose(1001, "0", NULL), "slow"); /* fast and mid refuse; slow's fallback runs it */
+    cr_expect_str_eq(choose(10, "2", NULL), "fast");
+    cr_assert_eq(mxp_op_set_impl("psel_scale", "fast"), MXP_OK);
+    cr_expect_str_eq(choose(80, "2", NULL), "fast");   /* named: a fallback runs */
+    cr_assert_eq(mxp_op_set_impl("psel_scale", "auto"), MXP_OK);
+    char *rep = NULL;
+    const char *shapes[] = {"data=81"};
+    const char *k[] = {"factor"}, *v[] = {"0"};
+    cr_assert_eq(mxp_op_explain("psel_scale", "cpu", shapes, 1, k, v, 1, &rep), MXP_OK, "%s", mxp_last_error());
+    cr_expect(strstr(rep, "accepts as a fallback (more than 50 elements)"), "%s", rep);
+    cr_expect(strstr(rep, "CHOSEN (the highest-ranked fallback"), "%s", rep);
+    free(rep);
+}
+
 Test(select, fixed_impl_and_refusal_reason) {
     cr_assert_eq(mxp_op_set_impl("psel_scale", "fast"), MXP_OK);
     int rc;

@@ -219,6 +219,25 @@ Test(tune, corrupt_cache_is_reported_ignored_and_rewritten) {
     cr_expect(strstr(g_warn, want), "warning '%s' should name %s", g_warn, want);
 }
 
+/* Fallback answers (ABI 1.3) are tune candidates, listed after the
+ * outright ones: untimed (MXP_TUNE_NO_TIMING, no cache), tune takes the
+ * first outright candidate as auto would, not the higher-ranked fallback. */
+Test(tune, fallbacks_are_candidates_after_the_outright_ones) {
+    setenv("MXP_TUNE_NO_TIMING", "1", 1);
+    char *rep = NULL;
+    const char *shapes[] = {"data=80"};
+    const char *k[] = {"factor"}, *v[] = {"2"};
+    cr_assert_eq(mxp_op_explain("psel_scale", "cpu", shapes, 1, k, v, 1, &rep), MXP_OK, "%s", mxp_last_error());
+    unsetenv("MXP_TUNE_NO_TIMING");
+    cr_expect(strstr(rep, "accepts as a fallback: a tune candidate"), "%s", rep);
+    const char *ch = strstr(rep, "CHOSEN"), *line = ch;
+    cr_assert(ch, "%s", rep);
+    while (line > rep && line[-1] != '\n') line--;
+    while (*line == ' ') line++;
+    cr_expect(!strncmp(line, "mid ", 4), "the untimed choice should be mid: %s", rep);
+    free(rep);
+}
+
 Test(tune, explain_reports_the_tune_result) {
     char *rep = NULL;
     const char *shapes[] = {"data=5000"};

@@ -309,6 +309,16 @@ static int wino_supports(mxp_impl_query_args *a) {
     else if (p->dilate.dims[0] != 1 || p->dilate.dims[1] != 1) why = "needs dilation 1 (3x3 kernel)";
     else if (p->pad.dims[0] > 2 || p->pad.dims[1] > 2) why = "needs pad <= 2 (3x3 kernel)";
     if (why) { snprintf(a->reason, a->reason_size, "winograd F(4x4,3x3): %s", why); return 0; }
+    /* Under 4 input channels (a grayscale or RGB first layer) the tile
+     * transforms outweigh the saved multiplies: direct and gemm were
+     * faster on 64x1x32x32 and 64x3x32x32 (docs/io-image.md), so `auto`
+     * should prefer them; tune and a named policy still run it. */
+    int64_t cin = a->in_shapes[0].ndim == 4 ? a->in_shapes[0].dims[1] : -1;
+    if (cin >= 1 && cin < 4 && mxp_host_supports_fallback(nn_host)) {
+        snprintf(a->reason, a->reason_size, "winograd F(4x4,3x3): %lld input channel(s), the transforms dominate",
+                 (long long)cin);
+        return MXP_SUPPORTS_FALLBACK;
+    }
     return 1;
 }
 
