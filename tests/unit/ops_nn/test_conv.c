@@ -142,9 +142,7 @@ static cfg random_cfg(uint64_t *r, int i) {
     return c;
 }
 
-static int pointwise_cfg(const cfg *c) {
-    return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
-}
+static int pointwise_cfg(const cfg *c) { return c->kh == 1 && c->kw == 1 && c->ph == 0 && c->pw == 0; }
 
 /* strip: output rows of at most 32 pixels. */
 /* What winograd accepts (groups too, but the configurations here that
@@ -187,6 +185,12 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
         {3, 24, 6, 11, 36, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1},
         {2, 70, 13, 13, 80, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
         {5, 16, 30, 31, 8, 1, 1, 1, 1, 1, 0, 0, 2, 2, 0},
+        /* pointwise, strided (gathered subsample, scattered data
+         * gradient): ResNet's 1x1 stride-2 shortcut at small size, odd
+         * sizes, unequal strides, groups, bias */
+        {3, 16, 16, 16, 32, 1, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+        {2, 6, 9, 11, 10, 2, 1, 1, 2, 3, 0, 0, 1, 1, 0},
+        {2, 5, 7, 7, 4, 1, 1, 1, 3, 3, 0, 0, 1, 1, 0},
         /* strip: LeNet's conv2 shape on 3 samples (32-pixel strips of 4
          * rows, 50 channels in 5 blocks of 10), a ragged last strip (3 rows
          * of 10), a stride-2 layer, one 32-wide row per strip */
