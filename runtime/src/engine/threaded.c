@@ -14,7 +14,8 @@
  * condition variable (waking a sleeper costs ~10 µs).  FIFO lanes use a
  * lock-free bounded ring (Vyukov MPMC) with a spinlocked overflow list, so
  * pushers and workers do not share a lock.  Compute workers hold a
- * thread-budget slot (parallel.h) only while they have work.
+ * thread-budget slot (parallel.h) only while they have work, and not for
+ * an async function (a hand-off, no compute).
  * Not here: the var state machine (var.c), the public API (engine.c). */
 #include "engine_impl.h"
 #include "profiler/profiler.h"
@@ -588,7 +589,11 @@ static void *worker_main(void *p) {
         if (b) tl_next = NULL;
         else b = lane_pop(l, &have_slot);
         if (!b) break;
-        if (l->counts_budget && !have_slot) {
+        /* An async function only hands its work off (a KVStore transfer to
+         * the communication thread): it needs no compute slot, and waiting
+         * for one kept it behind a whole chain of compute on a 1-thread
+         * budget (a gradient's sum started after the backward ended). */
+        if (l->counts_budget && !have_slot && b->opr->sync_fn) {
             mxp__parallel_acquire_one();
             have_slot = true;
         }

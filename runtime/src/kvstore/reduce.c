@@ -7,8 +7,12 @@
  *
  * Not here: key bookkeeping and argument checks (kvstore.c).  Every op
  * captures data pointers and element counts at push time (ndarray.h: a
- * chunk outlives the ops on its var) and keeps no NDArray handle.  All
- * run in the engine's priority lane with the caller's priority.
+ * chunk outlives the ops on its var) and keeps no NDArray handle.  Sums
+ * and copies run in the engine's priority lane with the caller's priority;
+ * the hand-off to a transport is an async op on the normal lane, so the
+ * worker that produced its array (a layer's gradient in backward) runs it
+ * right after, with no other thread woken and no compute slot taken (the
+ * transport's own thread orders the transfers).
  * Sums run on the CPU in the arrays' dtype, in argument order
  * (((a0 + a1) + a2) ...), so a given list gives the same bits every time. */
 #include "kvstore/kvstore_impl.h"
@@ -226,7 +230,7 @@ int mxp__kv_push_transport_on(mxp_kvstore *kv, const kv_entry *e, int kind, mxp_
              kind == MXP__KV_PUSH ? "push" : kind == MXP__KV_PULL ? "pull" : "pushpull", e->label);
     mxp_engine_push_args p = {.async_fn = run_transport, .arg = a, .free_arg = free_transport,
                               .mutate_vars = mv, .n_mutate = kind == MXP__KV_PULL ? 2 : 1,
-                              .prop = MXP_FN_PRIORITIZED, .priority = priority, .name = name};
+                              .prop = MXP_FN_ASYNC, .priority = priority, .name = name};
     int rc = mxp_engine_push(&p);
     if (rc) free_transport(a);
     return rc;
