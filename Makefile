@@ -74,9 +74,12 @@ $(CONFIG_H): FORCE
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 FORCE:
 
+# Initial-exec TLS: the library already needs static TLS (the engine's
+# per-thread pools ask for it), so every thread-local is reached without a
+# __tls_get_addr call (docs/python.md, "TLS").
 $(BUILD)/obj/runtime/%.o: runtime/%.c | deps $(CONFIG_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) -fvisibility=hidden $(RUNTIME_INC) $(RUNTIME_PRIV_INC) \
+	$(CC) $(BASEFLAGS) -ftls-model=initial-exec -fvisibility=hidden $(RUNTIME_INC) $(RUNTIME_PRIV_INC) \
 	  -DMXP_BUILDING_RUNTIME -c $< -o $@
 
 $(BUILD)/lib/libmxplug.so: $(RUNTIME_OBJS)

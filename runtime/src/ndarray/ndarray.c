@@ -182,6 +182,21 @@ void *mxp__ndarray_chunk_ptr(const mxp_ndarray *nd) {
 
 size_t mxp__ndarray_offset(const mxp_ndarray *nd) { return nd ? nd->offset : 0; }
 
+const int64_t *mxp__ndarray_sig(const mxp_ndarray *nd, int32_t *dtype, int32_t *ndim, mxp_device *dev) {
+    if (!nd || !nd->chunk) return NULL;
+    *dtype = nd->dtype;
+    *ndim = nd->ndim;
+    *dev = nd->dev;
+    return nd->shape;
+}
+
+void mxp__ndarray_view(const mxp_ndarray *nd, void **chunk_ptr, size_t *offset, mxp_var **var) {
+    const nd_chunk *c = nd ? nd->chunk : NULL;
+    *chunk_ptr = c ? c->blk.ptr : NULL;
+    *offset = nd ? nd->offset : 0;
+    *var = c ? c->var : NULL;
+}
+
 void *mxp__ndarray_dptr(const mxp_ndarray *nd) {
     char *base = mxp__ndarray_chunk_ptr(nd);
     return base ? base + nd->offset : NULL;

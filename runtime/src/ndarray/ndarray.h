@@ -26,6 +26,12 @@ void *mxp__ndarray_chunk_ptr(const mxp_ndarray *nd);
 size_t mxp__ndarray_offset(const mxp_ndarray *nd);
 /* chunk_ptr + offset: the view's first element, as a device pointer. */
 void *mxp__ndarray_dptr(const mxp_ndarray *nd);
+/* The invoke cache's and the prepared forward's reads of a handle, one
+ * call each (op/invoke.c, op/exec.c): sig gives dtype, ndim, device and
+ * the dims (NULL for a NULL or none array); view gives chunk base, byte
+ * offset and var (as the three accessors above and mxp_ndarray_var). */
+const int64_t *mxp__ndarray_sig(const mxp_ndarray *nd, int32_t *dtype, int32_t *ndim, mxp_device *dev);
+void mxp__ndarray_view(const mxp_ndarray *nd, void **chunk_ptr, size_t *offset, mxp_var **var);
 /* 1 when a and b are views of the same chunk. */
 int mxp__ndarray_same_chunk(const mxp_ndarray *a, const mxp_ndarray *b);
 

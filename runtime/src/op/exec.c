@@ -57,6 +57,14 @@ static void *block_get(size_t total) {
     return b;
 }
 
+/* As block_get, for a block about to be overwritten whole. */
+static void *block_get_raw(size_t total) {
+    exec_spares *sp = &tl_spares;
+    if (total > EXEC_SMALL) return malloc(total);
+    if (!sp->n) return malloc(EXEC_SMALL);
+    return sp->b[--sp->n];
+}
+
 static void block_put(void *b, int small) {
     exec_spares *sp = &tl_spares;
     if (small && sp->n < EXEC_SPARES) {
@@ -96,6 +104,7 @@ static exec *exec_new(mxp__inst *inst, const char *name, int n_t, int n_req, int
     if (!b) return NULL;
     exec *x = (exec *)b;
     x->small = total <= EXEC_SMALL;
+    x->bytes = total;
     x->t = (mxp_tensor *)(b + o_t);
     x->shp = (int64_t *)(b + o_shp);
     x->tvar = (mxp_var **)(b + o_tvar);
@@ -316,7 +325,7 @@ static void read_inline_max(void) {
     g_inline_max = mxp__env_int("MXP_INLINE_MAX_ELEMS", 0, 1L << 40, INLINE_MAX_DEFAULT);
 }
 
-static int is_tiny(const exec *x) {
+int mxp__exec_is_tiny(const exec *x) {
     pthread_once(&g_inline_once, read_inline_max);
     if (g_inline_max <= 0 || x->dev.type != MXP_DEV_CPU) return 0;
     int64_t elems = 0;
@@ -333,7 +342,7 @@ static int is_tiny(const exec *x) {
 static int exec_push(exec *x) {
     mxp_engine_push_args p;
     mxp__exec_push_args(x, exec_sync, exec_async, &p);
-    int rc = is_tiny(x) ? mxp__engine_push_here(&p) : mxp_engine_push(&p);
+    int rc = mxp__exec_is_tiny(x) ? mxp__engine_push_here(&p) : mxp_engine_push(&p);
     if (rc) mxp__exec_free(x);
     return rc;
 }
@@ -511,6 +520,53 @@ int mxp__node_forward(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray *const *
     exec *x;
     int rc = mxp__exec_forward_prepare(n, in, out, aux, req, is_train, 0, &x);
     return rc ? rc : exec_push(x);
+}
+
+/* ------------------------------------------------------------ prepared */
+int mxp__exec_forward_plain(const exec *x) {
+    if (!x || x->backward || x->n_aux || x->ws || x->ws_var || x->has_rng || x->rng_values || x->ws_host ||
+        mxp__inst_def(x->inst)->n_mutate_inputs)
+        return 0;
+    for (uint32_t i = 0; i < x->n_out; i++)
+        if (x->req[i] != MXP_REQ_WRITE) return 0;
+    return 1;
+}
+
+int mxp__exec_forward_from(const exec *tmpl, int tiny, mxp_ndarray *const *in, mxp_ndarray *const *out) {
+    char *b = block_get_raw(tmpl->bytes);
+    if (!b) return mxp__error_oom("forward");
+    /* The template's block, its array pointers moved to this block. */
+    memcpy(b, tmpl, tmpl->bytes);
+    exec *x = (exec *)b;
+    ptrdiff_t d = b - (const char *)tmpl;
+    x->t = (mxp_tensor *)((char *)tmpl->t + d);
+    x->shp = (int64_t *)((char *)tmpl->shp + d);
+    x->tvar = (mxp_var **)((char *)tmpl->tvar + d);
+    x->vars = (mxp_var **)((char *)tmpl->vars + d);
+    x->req = (int32_t *)((char *)tmpl->req + d);
+    x->small = tmpl->bytes <= EXEC_SMALL;
+    x->inst = mxp__inst_retain(tmpl->inst);
+    int n_in = (int)x->n_in, n_out = (int)x->n_out, nr = 0;
+    for (int i = 0; i < n_in + n_out; i++) {
+        const mxp_ndarray *nd = i < n_in ? in[i] : out[i - n_in];
+        mxp_tensor *t = &x->t[i];
+        t->shape = x->shp + (size_t)i * MXP_MAX_NDIM;
+        size_t off;
+        mxp__ndarray_view(nd, &t->data, &off, &x->tvar[i]);
+        t->byte_offset = off;
+    }
+    /* Reads: the inputs' vars once each (a + a reads one); writes: the
+     * fresh outputs' vars, which no input has. */
+    for (int i = 0; i < n_in; i++)
+        if (!has_var(x->vars, nr, x->tvar[i])) x->vars[nr++] = x->tvar[i];
+    for (int i = 0; i < n_out; i++) x->vars[nr + i] = x->tvar[n_in + i];
+    x->n_const = nr;
+    x->n_mutate = n_out;
+    mxp_engine_push_args p;
+    mxp__exec_push_args(x, exec_sync, exec_async, &p);
+    int rc = tiny ? mxp__engine_push_here(&p) : mxp_engine_push(&p);
+    if (rc) mxp__exec_free(x);
+    return rc;
 }
 
 /* ------------------------------------------------------------ backward */

@@ -49,6 +49,7 @@ typedef struct mxp__exec {
     mxp_var **vars;        /* [n_const | n_mutate] */
     int n_const, n_mutate, cap_vars;
     int small;             /* a block of exec.c's small size (kept per thread when freed) */
+    size_t bytes;          /* the record and its arrays: one block of this size */
 } mxp__exec;
 
 /* Everything a forward / backward push needs (checks, views, req, var
@@ -59,6 +60,20 @@ int mxp__exec_forward_prepare(mxp__node *n, mxp_ndarray *const *in, mxp_ndarray 
 int mxp__exec_backward_prepare(mxp__node *n, mxp_ndarray *const *out_grads, mxp_ndarray *const *in,
                                mxp_ndarray *const *out, mxp_ndarray *const *in_grads, mxp_ndarray *const *aux,
                                const int *req, int step, mxp__exec **out_x);
+/* The invoke cache's prepared forward (invoke_plan.c): a template made by
+ * mxp__exec_forward_prepare (not a step) for a node without aux states,
+ * temp space, random numbers or mutated inputs, whose outputs are all
+ * written (req write) — forward_plain says whether x is one.  forward_from
+ * pushes one run of it on other arrays of the same signature: the
+ * template's views, req and instance, with in's and out's data pointers
+ * and vars (fresh outputs: never aliased with an input, so req stays
+ * write); tiny: run on this thread when ready (as exec_push decides, fixed
+ * by the signature).  The caller has checked in/out against the
+ * signature (dtype, shape, device). */
+int mxp__exec_forward_plain(const mxp__exec *x);
+int mxp__exec_is_tiny(const mxp__exec *x);
+int mxp__exec_forward_from(const mxp__exec *tmpl, int tiny, mxp_ndarray *const *in, mxp_ndarray *const *out);
+
 /* Run the kernel (sync impl) / start it (async impl) on the calling thread. */
 int mxp__exec_call(mxp__exec *x, void *stream);
 void mxp__exec_async(mxp__exec *x, const mxp_run_ctx *rctx, mxp_engine_callback cb);
@@ -73,6 +88,9 @@ void mxp__exec_push_args(mxp__exec *x, mxp_engine_sync_fn sync_fn, mxp_engine_as
 const mxp_shape *mxp__node_shapes(const mxp__node *n);
 const int32_t *mxp__node_dtypes(const mxp__node *n);
 mxp__inst *mxp__node_current(const mxp__node *n);
+/* 1 when a frozen node's next forward binds exactly `in` (no policy switch
+ * pending, in current): what its bind would find without looking. */
+int mxp__node_runs_on(const mxp__node *n, const mxp__inst *in);
 const mxp_op_def *mxp__node_def(const mxp__node *n);
 void mxp__node_entry_desc(const mxp__node *n, int i, char *buf, size_t cap);
 

@@ -19,6 +19,7 @@
 #include "op/invoke_cache.h"
 
 #include "autograd/autograd.h"
+#include "ndarray/ndarray.h"
 #include "plugin/plugin.h"
 
 #include <stdio.h>
@@ -66,14 +67,18 @@ int mxp_invoke_ex(const char *op_name, int n_in, mxp_ndarray *const *inputs, int
 }
 
 /* The cache key of a call (invoke_cache.c), or k->ok = 0 when the call is
- * not to be cached (a NULL or none array: the uncached path reports it). */
+ * not to be cached (a NULL or none array: the uncached path reports it).
+ * The device is the key's when opts names one, else input 0's (or given
+ * output 0's), else CPU 0: *key_dev. */
 static void make_key(mxp__invoke_key *k, const char *op_name, int n_in, mxp_ndarray *const *inputs, int cap,
                      mxp_ndarray *const *outputs, int n_kwargs, const char *const *keys, const char *const *vals,
-                     const mxp_invoke_opts *opts, mxp_device dev, int is_train) {
+                     const mxp_invoke_opts *opts, int is_train, mxp_device *key_dev) {
+    *key_dev = (mxp_device){MXP_DEV_CPU, 0};
     mxp__invoke_key_init(k);
     mxp__invoke_key_str(k, op_name);
-    int32_t head[6] = {n_in, n_kwargs, dev.type, dev.id, is_train, opts->n_aux};
-    mxp__invoke_key_bytes(k, head, sizeof head);
+    size_t at_head = k->len;
+    int32_t head[6] = {n_in, n_kwargs, 0, 0, is_train, opts->n_aux};
+    mxp__invoke_key_bytes(k, head, sizeof head); /* the device goes in at the end */
     for (int i = 0; i < n_kwargs && k->ok; i++) {
         if (!keys[i] || !vals[i]) {
             k->ok = 0;
@@ -82,29 +87,108 @@ static void make_key(mxp__invoke_key *k, const char *op_name, int n_in, mxp_ndar
         mxp__invoke_key_str(k, keys[i]);
         mxp__invoke_key_str(k, vals[i]);
     }
+    mxp_device dev = {MXP_DEV_CPU, 0}, d;
+    int have_dev = 0;
+    int32_t dt, nd;
     for (int i = 0; i < n_in && k->ok; i++) {
-        if (!inputs[i] || mxp_ndarray_is_none(inputs[i])) {
+        const int64_t *dims = mxp__ndarray_sig(inputs[i], &dt, &nd, &d);
+        if (!dims) {
             k->ok = 0;
             return;
         }
-        mxp__invoke_key_array(k, i, inputs[i]);
+        if (!have_dev) dev = d, have_dev = 1;
+        mxp__invoke_key_array(k, i, dt, nd, dims);
     }
     for (int i = 0; i < cap && k->ok; i++)
         if (outputs[i]) {
-            if (mxp_ndarray_is_none(outputs[i])) {
+            const int64_t *dims = mxp__ndarray_sig(outputs[i], &dt, &nd, &d);
+            if (!dims) {
                 k->ok = 0;
                 return;
             }
-            mxp__invoke_key_array(k, i, outputs[i]);
+            if (i == 0 && !have_dev) dev = d, have_dev = 1;
+            mxp__invoke_key_array(k, i, dt, nd, dims);
         }
     mxp__invoke_key_int(k, -1); /* outputs | aux */
     for (int i = 0; i < opts->n_aux && k->ok; i++) {
-        if (!opts->aux || !opts->aux[i] || mxp_ndarray_is_none(opts->aux[i])) {
+        const int64_t *dims = opts->aux ? mxp__ndarray_sig(opts->aux[i], &dt, &nd, &d) : NULL;
+        if (!dims) {
             k->ok = 0;
             return;
         }
-        mxp__invoke_key_array(k, i, opts->aux[i]);
+        mxp__invoke_key_array(k, i, dt, nd, dims);
     }
+    if (opts->has_device) dev = opts->device;
+    *key_dev = dev;
+    if (k->ok) memcpy(k->buf + at_head + 2 * sizeof(int32_t), &dev, sizeof dev);
+}
+
+static int dev_eq(mxp_device a, mxp_device b) { return a.type == b.type && a.id == b.id; }
+
+/* A hit with a prepared forward (invoke_cache.h): what the cached call
+ * did, without redoing its checks — the key fixed the op, kwargs, arrays'
+ * dtypes and shapes, input 0's device and the training flag; the other
+ * inputs' devices and the node's instance are checked here, and anything
+ * else (another device, an instance changed) goes the general way
+ * (*handled 0).  Outputs are allocated as the general path does, the
+ * forward pushed from the template, the call recorded for autograd. */
+enum { PREP_MAX_OUT = 8 };
+static _Thread_local unsigned long tl_prepared_runs;
+unsigned long mxp__invoke_prepared_runs(void) { return tl_prepared_runs; }
+
+static int run_prepared(mxp__node *n, const mxp__invoke_prep *prep, int n_in, mxp_ndarray *const *inputs,
+                        int *n_out, mxp_ndarray **outputs, mxp_device dev, int *handled) {
+    const mxp__exec *tmpl = prep->tmpl;
+    *handled = 0;
+    int no = (int)tmpl->n_out, nv = mxp__node_num_visible_outputs(n);
+    if (no > PREP_MAX_OUT || *n_out < nv || !dev_eq(tmpl->dev, dev) || !mxp__node_runs_on(n, tmpl->inst))
+        return MXP_OK;
+    for (int i = 1; i < n_in; i++)
+        if (!dev_eq(mxp_ndarray_device(inputs[i]), dev)) return MXP_OK;
+    *handled = 1;
+    tl_prepared_runs++;
+    mxp_ndarray *outs[PREP_MAX_OUT];
+    int rc = MXP_OK, made = 0;
+    for (; made < no && !rc; made++) {
+        const mxp_tensor *t = &tmpl->t[n_in + made];
+        rc = mxp_ndarray_create(t->shape, t->ndim, t->dtype, dev, &outs[made]);
+        if (rc) mxp__error_prefix(rc, "op '%s': allocating output %d", mxp__node_op_name(n), made);
+    }
+    if (rc) made--; /* the failed one holds nothing */
+    int record = !rc && mxp__autograd_wants(n_in, inputs);
+    if (!rc) rc = mxp__exec_forward_from(tmpl, prep->tiny, inputs, outs);
+    if (!rc && record) {
+        int taken = 0;
+        rc = mxp__autograd_record_op(mxp__node_retain(n), n_in, inputs, no, nv, outs, 0, NULL, &taken);
+        if (!taken) mxp__node_free(n);
+    }
+    int given = rc ? 0 : nv; /* the caller's now */
+    for (int i = 0; i < given; i++) outputs[i] = outs[i];
+    for (int i = given; i < made; i++) mxp_ndarray_release(outs[i]);
+    if (!rc) *n_out = nv;
+    return rc;
+}
+
+/* The first call of a signature that may be prepared: plain options, no
+ * outputs given, no aux states; the template is built from this call's
+ * arrays (only its views and var lists are replaced at each hit). */
+static mxp__exec *prepare(mxp__node *n, mxp_ndarray *const *inputs, mxp_ndarray *const *outs, int is_train,
+                          int *tiny) {
+    const mxp__inst *in = mxp__node_current(n);
+    if (!in || in->state || in->workspace_bytes || (mxp__inst_def(in)->resources & MXP_RESOURCE_RANDOM) ||
+        mxp__node_num_aux(n) || mxp__node_num_outputs(n) > PREP_MAX_OUT)
+        return NULL;
+    mxp__exec *x = NULL;
+    if (mxp__exec_forward_prepare(n, inputs, outs, NULL, NULL, is_train, 0, &x)) {
+        mxp__error_clear();
+        return NULL;
+    }
+    if (!mxp__exec_forward_plain(x) || x->inst != in) {
+        mxp__exec_free(x);
+        return NULL;
+    }
+    *tiny = mxp__exec_is_tiny(x);
+    return x;
 }
 
 #define SMALL 16 /* signature entries kept on the stack */
@@ -125,19 +209,24 @@ static int invoke_scoped(mxp__invoke_cache *c, const char *op_name, int n_in, mx
      * mode and, when an input needs a gradient, the node and arrays go on
      * the tape (autograd.c), which then holds a reference on the node. */
     int is_train = opts->is_train || mxp__autograd_training() ? 1 : 0;
-    int ok_inputs = 1;
-    for (int i = 0; i < n_in && ok_inputs; i++) ok_inputs = inputs[i] && !mxp_ndarray_is_none(inputs[i]);
-    mxp_device key_dev = opts->has_device ? opts->device
-                         : n_in && ok_inputs ? mxp_ndarray_device(inputs[0])
-                         : cap && outputs[0] && !mxp_ndarray_is_none(outputs[0]) ? mxp_ndarray_device(outputs[0])
-                                                                                : (mxp_device){MXP_DEV_CPU, 0};
     mxp__invoke_key key;
+    key.ok = 0;
+    key.len = 0;
     uint64_t hash = 0;
     mxp__node *n = NULL;
     int hit = 0;
+    /* Plain: no req, device or aux given (outputs given show in the key). */
+    int plain = !opts->req && !opts->has_device && !opts->n_aux;
     if (c && n_kwargs >= 0 && (!n_kwargs || (keys && vals))) {
-        make_key(&key, op_name, n_in, inputs, cap, outputs, n_kwargs, keys, vals, opts, key_dev, is_train);
-        n = mxp__invoke_cache_find(c, &key, &hash);
+        mxp_device key_dev;
+        make_key(&key, op_name, n_in, inputs, cap, outputs, n_kwargs, keys, vals, opts, is_train, &key_dev);
+        mxp__invoke_prep prep;
+        n = mxp__invoke_cache_find(c, &key, &hash, &prep);
+        if (n && prep.tmpl && plain) {
+            int handled;
+            int rc = run_prepared(n, &prep, n_in, inputs, n_out, outputs, key_dev, &handled);
+            if (handled) return rc;
+        }
         if (n) {
             mxp__node_retain(n);
             hit = 1;
@@ -263,7 +352,12 @@ static int invoke_scoped(mxp__invoke_cache *c, const char *op_name, int n_in, mx
     int record = mxp__autograd_wants(n_in, inputs);
     rc = mxp__node_forward(n, inputs, outs, aux, req, is_train);
     if (rc) goto out;
-    if (!hit) mxp__invoke_cache_put(c, &key, hash, n);
+    if (!hit && c && key.ok) {
+        int given = 0, tiny = 0;
+        for (int i = 0; i < cap && !given; i++) given = outputs[i] != NULL;
+        mxp__exec *tmpl = plain && !given ? prepare(n, inputs, outs, is_train, &tiny) : NULL;
+        mxp__invoke_cache_put(c, &key, hash, n, tmpl, tiny);
+    }
     if (record) {
         int taken = 0;
         rc = mxp__autograd_record_op(mxp__node_retain(n), n_in, inputs, no, nv, outs, na, aux, &taken);

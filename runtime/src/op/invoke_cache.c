@@ -20,6 +20,15 @@
  * holder (plugin.h): a reload releases it while its thread is idle, and
  * the thread releases it itself at its next call when a reload waits.
  *
+ * Prepared forward: an entry whose first call was plain (no given outputs,
+ * aux states or req; no temp space, random numbers or mutated inputs: op/
+ * exec.h) also keeps that call's exec record as a template, and a hit
+ * pushes a copy of it with the new arrays' data and vars (invoke.c), so a
+ * repeated small op skips the checks, views and var lists the first call
+ * built.  The template holds a reference on the node's instance; a frozen
+ * node's instance never changes, and invoke.c checks it still is the
+ * node's (mxp__node_runs_on) before using it.
+ *
  * What is not cached: nodes whose instance has impl state (a pack may rely
  * on two forwards of one state never overlapping; two calls of one cached
  * node with different outputs could), calls with oversized keys.
@@ -47,6 +56,8 @@ typedef struct entry {
     size_t len;
     unsigned char *key;     /* NULL: empty slot                            */
     mxp__node *node;        /* one reference                               */
+    mxp__exec *tmpl;        /* prepared forward (owned), or NULL           */
+    int tiny;
 } entry;
 
 struct mxp__invoke_cache {
@@ -63,34 +74,6 @@ static int g_key_ok, g_enabled;
 static _Thread_local mxp__invoke_cache *tl_cache;
 
 /* ------------------------------------------------------------ keys */
-void mxp__invoke_key_init(mxp__invoke_key *k) {
-    k->len = 0;
-    k->ok = 1;
-}
-
-void mxp__invoke_key_bytes(mxp__invoke_key *k, const void *p, size_t n) {
-    if (!k->ok || n > sizeof k->buf - k->len) {
-        k->ok = 0;
-        return;
-    }
-    memcpy(k->buf + k->len, p, n);
-    k->len += n;
-}
-
-void mxp__invoke_key_str(mxp__invoke_key *k, const char *s) {
-    /* With its NUL: "ab","c" and "a","bc" differ. */
-    mxp__invoke_key_bytes(k, s, strlen(s) + 1);
-}
-
-void mxp__invoke_key_int(mxp__invoke_key *k, int64_t v) { mxp__invoke_key_bytes(k, &v, sizeof v); }
-
-void mxp__invoke_key_array(mxp__invoke_key *k, int slot, const mxp_ndarray *a) {
-    int nd = mxp_ndarray_ndim(a);
-    int32_t head[3] = {slot, mxp_ndarray_dtype(a), nd};
-    mxp__invoke_key_bytes(k, head, sizeof head);
-    if (nd > 0) mxp__invoke_key_bytes(k, mxp_ndarray_shape(a), (size_t)nd * sizeof(int64_t));
-}
-
 /* 64-bit multiply-xorshift over 8-byte words (the tail zero-padded). */
 static uint64_t key_hash(const unsigned char *p, size_t n) {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
@@ -114,6 +97,7 @@ static uint64_t key_hash(const unsigned char *p, size_t n) {
 static void entry_drop(mxp__invoke_cache *c, entry *e) {
     if (!e->key) return;
     free(e->key);
+    mxp__exec_free(e->tmpl);
     mxp__node_free(e->node);
     memset(e, 0, sizeof *e);
     c->n_entries--;
@@ -160,8 +144,10 @@ mxp__invoke_cache *mxp__invoke_cache_get(void) {
 void mxp__invoke_cache_enter(mxp__invoke_cache *c) { mxp__holder_enter(&c->holder, 1); }
 void mxp__invoke_cache_leave(mxp__invoke_cache *c) { mxp__holder_leave(&c->holder, 0); }
 
-mxp__node *mxp__invoke_cache_find(mxp__invoke_cache *c, const mxp__invoke_key *k, uint64_t *out_hash) {
+mxp__node *mxp__invoke_cache_find(mxp__invoke_cache *c, const mxp__invoke_key *k, uint64_t *out_hash,
+                                  mxp__invoke_prep *prep) {
     *out_hash = 0;
+    if (prep) *prep = (mxp__invoke_prep){0};
     if (!c || !k->ok) return NULL;
     uint64_t g = mxp_registry_generation();
     if (g != c->generation) {
@@ -175,6 +161,7 @@ mxp__node *mxp__invoke_cache_find(mxp__invoke_cache *c, const mxp__invoke_key *k
         if (e->key && e->hash == h && e->len == k->len && !memcmp(e->key, k->buf, k->len)) {
             e->used = ++c->tick;
             c->hits++;
+            if (prep) *prep = (mxp__invoke_prep){e->tmpl, e->tiny};
             return e->node;
         }
     }
@@ -182,13 +169,16 @@ mxp__node *mxp__invoke_cache_find(mxp__invoke_cache *c, const mxp__invoke_key *k
     return NULL;
 }
 
-void mxp__invoke_cache_put(mxp__invoke_cache *c, const mxp__invoke_key *k, uint64_t hash, mxp__node *n) {
-    if (!c || !k->ok || !n) return;
+void mxp__invoke_cache_put(mxp__invoke_cache *c, const mxp__invoke_key *k, uint64_t hash, mxp__node *n,
+                           mxp__exec *tmpl, int tiny) {
     /* A node bound in an older generation is stale already; an instance
      * with state must not be shared by calls that may overlap. */
-    if (mxp__node_generation(n) != mxp_registry_generation()) return;
-    const mxp__inst *in = mxp__node_current(n);
-    if (!in || in->state) return;
+    const mxp__inst *in = n ? mxp__node_current(n) : NULL;
+    if (!c || !k->ok || !n || mxp__node_generation(n) != mxp_registry_generation() || !in || in->state ||
+        (tmpl && tmpl->inst != in)) {
+        mxp__exec_free(tmpl);
+        return;
+    }
     if (mxp__node_generation(n) != c->generation) {
         flush(c);
         c->generation = mxp__node_generation(n);
@@ -203,7 +193,10 @@ void mxp__invoke_cache_put(mxp__invoke_cache *c, const mxp__invoke_key *k, uint6
         if (!victim || e->used < victim->used) victim = e;
     }
     unsigned char *copy = malloc(k->len ? k->len : 1);
-    if (!copy) return; /* not cached: nothing else changes */
+    if (!copy) { /* not cached: nothing else changes */
+        mxp__exec_free(tmpl);
+        return;
+    }
     memcpy(copy, k->buf, k->len);
     entry_drop(c, victim);
     mxp__node_freeze(n);
@@ -212,6 +205,8 @@ void mxp__invoke_cache_put(mxp__invoke_cache *c, const mxp__invoke_key *k, uint6
     victim->len = k->len;
     victim->key = copy;
     victim->node = mxp__node_retain(n);
+    victim->tmpl = tmpl;
+    victim->tiny = tiny;
     c->n_entries++;
 }
 

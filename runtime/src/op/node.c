@@ -253,6 +253,9 @@ int mxp__node_create_count(const mxp__node *n) { return n ? n->creates : 0; }
 const mxp_shape *mxp__node_shapes(const mxp__node *n) { return n->shapes; }
 const int32_t *mxp__node_dtypes(const mxp__node *n) { return n->dtypes; }
 mxp__inst *mxp__node_current(const mxp__node *n) { return n->cur; }
+int mxp__node_runs_on(const mxp__node *n, const mxp__inst *in) {
+    return n->frozen && !n->policy_pending && n->cur == in;
+}
 const mxp_op_def *mxp__node_def(const mxp__node *n) { return n->def; }
 
 static const char *kind_name(int k) { return k == 0 ? "input" : k == 1 ? "output" : "aux state"; }

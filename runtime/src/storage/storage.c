@@ -56,6 +56,10 @@ typedef struct pool {
 
 static mxp__mutex registry_mu = MXP__MUTEX_INIT;
 static pool *pools;
+/* The pool of device {CPU, 0}, set once under registry_mu when it is
+ * created (after the backends): every imperative op allocates there, and
+ * pools are never unlinked or freed, so finding it needs no lock. */
+static _Atomic(pool *) cpu0_pool;
 static mxp_storage_backend backends[MAX_DEV_TYPES];
 static int backends_init;
 
@@ -199,6 +203,13 @@ static void configure_locked(pool *p) {
 
 /* Find or create the pool of a device.  NULL with an error set on failure. */
 static pool *get_pool(mxp_device dev, int create, const mxp_storage_backend **out_be) {
+    if (dev.type == MXP_DEV_CPU && dev.id == 0) {
+        pool *c = atomic_load_explicit(&cpu0_pool, memory_order_acquire);
+        if (c) {
+            if (out_be) *out_be = &backends[MXP_DEV_CPU]; /* never unregistered */
+            return c;
+        }
+    }
     lock_registry();
     init_backends_locked();
     if (dev.type <= 0 || dev.type >= MAX_DEV_TYPES || !backends[dev.type].alloc || dev.id < 0) {
@@ -221,6 +232,7 @@ static pool *get_pool(mxp_device dev, int create, const mxp_storage_backend **ou
         mxp__mutex_init(&p->mu);
         p->next = pools;
         pools = p;
+        if (dev.type == MXP_DEV_CPU && dev.id == 0) atomic_store_explicit(&cpu0_pool, p, memory_order_release);
     }
     mxp__mutex_unlock(&registry_mu);
     if (!p && !create) mxp__error(MXP_ENOENT, "storage: device has no pool yet");
@@ -500,6 +512,10 @@ int mxp__storage_unregister_device(int32_t dev_type) {
 }
 
 const mxp_storage_backend *mxp__storage_backend(int32_t dev_type) {
+    /* Once the CPU pool exists the backends are initialized, and the CPU's
+     * entry is never unregistered (its address is fixed). */
+    if (dev_type == MXP_DEV_CPU && atomic_load_explicit(&cpu0_pool, memory_order_acquire))
+        return &backends[MXP_DEV_CPU];
     lock_registry();
     init_backends_locked();
     const mxp_storage_backend *be =
