@@ -14,8 +14,10 @@
  * mxp_invoke, mxp_ndarray_release and mxp_autograd_unmark from the ctypes
  * library the package loaded, so both paths always call one library.  It
  * does not define a type: it puts method descriptors on the package's
- * NDArray class (a Python class with __slots__ _h, _grad, _shape) and
- * reads/writes those slots at the offsets their member descriptors give.
+ * NDArray class (a Python class with __slots__ _h, _grad, _shape), points
+ * the class's number slots for + - * / and its finalizer straight at them
+ * (saving Python's generic slot: a method lookup and call per operator),
+ * and reads/writes those slots at the offsets their member descriptors give.
  * Everything that is not an NDArray-with-NDArray operator (scalars, numpy
  * arrays, subclass operands, errors) is handed to the Python function the
  * package passes for that operator, so the semantics live in one place.
@@ -170,6 +172,46 @@ static PyObject *nd_del(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* The type's finalizer slot: __del__ without the method lookup and call
+ * (Python's own slot looks __del__ up and calls it through a frame-less
+ * method call; this is the same function, reached directly).  As Python's
+ * slot does, it keeps the exception being handled, if any. */
+static void nd_finalize(PyObject *self) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = nd_del(self, NULL);
+    if (!r) PyErr_WriteUnraisable(self);
+    Py_XDECREF(r);
+    PyErr_Restore(et, ev, tb);
+}
+
+/* The type's number slots for + - * /, doing what Python's generic slot
+ * for a class did with these methods: Python calls a type's slot for
+ * either operand (binary_op1), so a left NDArray runs the operator method
+ * (the C one: an NDArray right operand runs at once, anything else goes
+ * to the Python method), and a left operand of another type means the
+ * right one is the NDArray: its reflected method (__radd__ ...), or
+ * NotImplemented when it has none. */
+static PyObject *rnames[N_OPS];
+static PyObject *nb_run(int idx, PyObject *a, PyObject *b) {
+    if (Py_TYPE(a) == nd_type) return run_binop(&ops[idx], a, b);
+    PyObject *m = PyObject_GetAttr(b, rnames[idx]);
+    if (!m) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *r = PyObject_CallOneArg(m, a);
+    Py_DECREF(m);
+    return r;
+}
+#define NB_SLOT(fn, idx) \
+    static PyObject *fn(PyObject *a, PyObject *b) { return nb_run(idx, a, b); }
+NB_SLOT(nb_add, OP_ADD)
+NB_SLOT(nb_sub, OP_SUB)
+NB_SLOT(nb_mul, OP_MUL)
+NB_SLOT(nb_div, OP_DIV)
+
 static PyMethodDef method_defs[] = {
     {"__add__", nd_add, METH_O, "self + other (C fast path)"},
     {"__sub__", nd_sub, METH_O, "self - other (C fast path)"},
@@ -247,6 +289,21 @@ static PyObject *install(PyObject *mod, PyObject *args) {
     if (PyObject_SetAttrString(cls, "__radd__", PyDict_GetItemString(t->tp_dict, "__add__")) ||
         PyObject_SetAttrString(cls, "__rmul__", PyDict_GetItemString(t->tp_dict, "__mul__")))
         return NULL;
+    /* Setting the methods made Python's generic slots; put the direct ones
+     * over them (a later assignment of NDArray.__add__ etc. replaces them
+     * again, as for any class). */
+    static const char *const rn[N_OPS] = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__"};
+    for (int i = 0; i < N_OPS; i++)
+        if (!rnames[i] && !(rnames[i] = PyUnicode_InternFromString(rn[i]))) return NULL;
+    PyNumberMethods *nb = t->tp_as_number;
+    if (nb && t->tp_finalize) {
+        nb->nb_add = nb_add;
+        nb->nb_subtract = nb_sub;
+        nb->nb_multiply = nb_mul;
+        nb->nb_true_divide = nb_div;
+        t->tp_finalize = nd_finalize;
+        PyType_Modified(t);
+    }
     Py_RETURN_NONE;
 }
 

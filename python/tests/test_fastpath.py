@@ -103,6 +103,13 @@ def check_lifetime():
     mx.nd.waitall()
     assert _in_use() <= base, "storage in use grew from %d to %d bytes" % (base, _in_use())
     assert a._h == h and (a + b).asnumpy().tolist() == [2.0] * 16
+    # a finalizer running while an exception is handled leaves it alone
+    try:
+        raise ValueError("pending")
+    except ValueError:
+        t = a + b
+        del t
+        assert sys.exc_info()[0] is ValueError
 
 
 def run_all(expect_fast):

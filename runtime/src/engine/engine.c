@@ -592,11 +592,27 @@ int mxp_engine_push(const mxp_engine_push_args *caller) {
 /* Runtime callers pass args at this library's size: no copy.  The direct
  * run (threaded.c, mxp__eng_run_here) needs no operator, block, lane or
  * worker; anything it does not take is an ordinary push. */
+static bool here_ok(const mxp_engine_push_args *a) {
+    return a && a->sync_fn && !a->async_fn && (a->prop == MXP_FN_NORMAL || a->prop == MXP_FN_NO_SKIP) &&
+           ((a->device.type == MXP_DEV_CPU && a->device.id >= 0) || (a->device.type == 0 && a->device.id == 0)) &&
+           a->n_mutate >= 0 && a->n_const >= 0 && a->n_mutate + a->n_const <= ENG_HERE_MAX_VARS &&
+           !mxp__eng_in_function() && !mxp__prof_on(MXP__PROF_API);
+}
+
+int mxp__engine_push_here_distinct(const mxp_engine_push_args *a) {
+    if (here_ok(a)) {
+        eng_engine *e = mxp__eng_get();
+        mxp_var *vars[ENG_HERE_MAX_VARS];
+        int nm = a->n_mutate, nc = a->n_const;
+        for (int i = 0; i < nm; i++) vars[i] = a->mutate_vars[i];
+        for (int i = 0; i < nc; i++) vars[nm + i] = a->const_vars[i];
+        if (e && e->type == ENGINE_THREADED && mxp__eng_run_here(e, a, vars, nm, nc)) return MXP_OK;
+    }
+    return push_plain(a);
+}
+
 int mxp__engine_push_here(const mxp_engine_push_args *a) {
-    if (a && a->sync_fn && !a->async_fn && (a->prop == MXP_FN_NORMAL || a->prop == MXP_FN_NO_SKIP) &&
-        ((a->device.type == MXP_DEV_CPU && a->device.id >= 0) || (a->device.type == 0 && a->device.id == 0)) &&
-        a->n_mutate >= 0 && a->n_const >= 0 && a->n_mutate + a->n_const <= ENG_HERE_MAX_VARS &&
-        !mxp__eng_in_function() && !mxp__prof_on(MXP__PROF_API)) {
+    if (here_ok(a)) {
         eng_engine *e = mxp__eng_get();
         mxp_var *vars[ENG_HERE_MAX_VARS];
         int nm = 0, nc = 0;

@@ -59,6 +59,10 @@ uint64_t mxp__engine_var_writes_pushed(const mxp_var *v);
  * functions on the CPU compute lane.  Ordering, versions and errors are
  * the engine's as for a worker's run (threaded.c, run_on_pusher). */
 int mxp__engine_push_here(const mxp_engine_push_args *args);
+/* As mxp__engine_push_here, for a caller whose var lists are known good:
+ * no NULL var, none listed twice or in both lists (the invoke cache's
+ * prepared forward: distinct inputs read, fresh outputs written). */
+int mxp__engine_push_here_distinct(const mxp_engine_push_args *args);
 
 /* Per thread: while on (returns the previous setting), a CPU compute
  * block this thread pushes that is ready at its push (every var free) runs

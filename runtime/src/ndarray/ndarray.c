@@ -33,6 +33,9 @@ static int64_t shape_size(const int64_t *shape, int ndim) {
     return n;
 }
 
+static int create_sized(const int64_t *shape, int ndim, int dtype, mxp_device dev, int host_accessible, size_t bytes,
+                        mxp_ndarray **out);
+
 static int free_chunk_fn(void *arg, const mxp_run_ctx *ctx) {
     (void)ctx;
     nd_chunk *c = arg;
@@ -108,7 +111,19 @@ int mxp_ndarray_create(const int64_t *shape, int ndim, int dtype, mxp_device dev
     int64_t n = shape_size(shape, ndim);
     if (n < 0 || (uint64_t)n > SIZE_MAX / esize)
         return mxp__error(MXP_EINVAL, "ndarray: shape too large for dtype %s", mxp_dtype_name(dtype));
+    return create_sized(shape, ndim, dtype, dev, be->host_accessible, (size_t)n * esize, out);
+}
 
+int mxp__ndarray_create_like(const mxp_ndarray *like, const int64_t *shape, int ndim, int dtype, mxp_ndarray **out) {
+    *out = NULL;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return create_sized(shape, ndim, dtype, like->dev, like->chunk->host_accessible,
+                        (size_t)n * mxp_dtype_size(dtype), out);
+}
+
+static int create_sized(const int64_t *shape, int ndim, int dtype, mxp_device dev, int host_accessible, size_t bytes,
+                        mxp_ndarray **out) {
     /* malloc + assignment, not calloc: glibc's calloc bypasses its
      * per-thread cache, and arrays are made and freed once per imperative
      * op.  (Not memset: the compiler turns malloc + memset into calloc.) */
@@ -117,11 +132,12 @@ int mxp_ndarray_create(const int64_t *shape, int ndim, int dtype, mxp_device dev
     *c = (nd_chunk){0};
     atomic_init(&c->refs, 1);
     c->dev = dev;
-    c->host_accessible = be->host_accessible;
-    rc = mxp__storage_alloc(dev, (size_t)n * esize, &c->blk);
+    c->host_accessible = host_accessible;
+    int rc = mxp__storage_alloc(dev, bytes, &c->blk);
     if (rc) {
         free(c);
-        return mxp__error_prefix(rc, "ndarray of %lld %s elements", (long long)n, mxp_dtype_name(dtype));
+        return mxp__error_prefix(rc, "ndarray of %llu %s elements", (unsigned long long)(bytes / mxp_dtype_size(dtype)),
+                                 mxp_dtype_name(dtype));
     }
     rc = mxp_engine_new_var(&c->var);
     if (rc) {

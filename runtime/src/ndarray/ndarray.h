@@ -32,6 +32,11 @@ void *mxp__ndarray_dptr(const mxp_ndarray *nd);
  * offset and var (as the three accessors above and mxp_ndarray_var). */
 const int64_t *mxp__ndarray_sig(const mxp_ndarray *nd, int32_t *dtype, int32_t *ndim, mxp_device *dev);
 void mxp__ndarray_view(const mxp_ndarray *nd, void **chunk_ptr, size_t *offset, mxp_var **var);
+/* A new array of a shape and dtype already validated (the prepared
+ * forward's outputs: the first call's inferred signature) on the device
+ * of `like` (a live, not none array): mxp_ndarray_create without its
+ * argument checks; allocation failures are reported as there. */
+int mxp__ndarray_create_like(const mxp_ndarray *like, const int64_t *shape, int ndim, int dtype, mxp_ndarray **out);
 /* 1 when a and b are views of the same chunk. */
 int mxp__ndarray_same_chunk(const mxp_ndarray *a, const mxp_ndarray *b);
 

@@ -564,7 +564,7 @@ int mxp__exec_forward_from(const exec *tmpl, int tiny, mxp_ndarray *const *in, m
     x->n_mutate = n_out;
     mxp_engine_push_args p;
     mxp__exec_push_args(x, exec_sync, exec_async, &p);
-    int rc = tiny ? mxp__engine_push_here(&p) : mxp_engine_push(&p);
+    int rc = tiny ? mxp__engine_push_here_distinct(&p) : mxp_engine_push(&p);
     if (rc) mxp__exec_free(x);
     return rc;
 }

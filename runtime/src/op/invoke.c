@@ -11,6 +11,14 @@
  * and absent aux states are temporaries.  A hit does in the call what the
  * first call did (the same checks of given outputs and aux states happen
  * at the push), so errors are the same, worded by the push's checks.
+ * A plain first call (no outputs, aux states, req or device given; no temp
+ * space, random numbers or mutated inputs) also leaves its exec record in
+ * the entry, and its hits take the prepared path (run_prepared): fresh
+ * outputs, a copy of the record with the new arrays' data and vars, one
+ * engine push, the autograd record — the key already fixed everything the
+ * general path would check, except the other inputs' devices and the
+ * node's instance, which are checked, and anything unusual goes the
+ * general way, which reports errors as before.
  * host.invoke: uncached, synchronous on caller tensors
  * (mxp__node_run_tensors), safe to call from inside an engine worker. */
 #include "op/op.h"
@@ -123,6 +131,8 @@ static void make_key(mxp__invoke_key *k, const char *op_name, int n_in, mxp_ndar
     if (k->ok) memcpy(k->buf + at_head + 2 * sizeof(int32_t), &dev, sizeof dev);
 }
 
+_Static_assert(sizeof(mxp_device) == 2 * sizeof(int32_t), "the key's head holds a device in two int32 slots");
+
 static int dev_eq(mxp_device a, mxp_device b) { return a.type == b.type && a.id == b.id; }
 
 /* A hit with a prepared forward (invoke_cache.h): what the cached call
@@ -141,7 +151,7 @@ static int run_prepared(mxp__node *n, const mxp__invoke_prep *prep, int n_in, mx
     const mxp__exec *tmpl = prep->tmpl;
     *handled = 0;
     int no = (int)tmpl->n_out, nv = mxp__node_num_visible_outputs(n);
-    if (no > PREP_MAX_OUT || *n_out < nv || !dev_eq(tmpl->dev, dev) || !mxp__node_runs_on(n, tmpl->inst))
+    if (n_in < 1 || no > PREP_MAX_OUT || *n_out < nv || !dev_eq(tmpl->dev, dev) || !mxp__node_runs_on(n, tmpl->inst))
         return MXP_OK;
     for (int i = 1; i < n_in; i++)
         if (!dev_eq(mxp_ndarray_device(inputs[i]), dev)) return MXP_OK;
@@ -151,7 +161,7 @@ static int run_prepared(mxp__node *n, const mxp__invoke_prep *prep, int n_in, mx
     int rc = MXP_OK, made = 0;
     for (; made < no && !rc; made++) {
         const mxp_tensor *t = &tmpl->t[n_in + made];
-        rc = mxp_ndarray_create(t->shape, t->ndim, t->dtype, dev, &outs[made]);
+        rc = mxp__ndarray_create_like(inputs[0], t->shape, t->ndim, t->dtype, &outs[made]);
         if (rc) mxp__error_prefix(rc, "op '%s': allocating output %d", mxp__node_op_name(n), made);
     }
     if (rc) made--; /* the failed one holds nothing */
@@ -176,7 +186,7 @@ static mxp__exec *prepare(mxp__node *n, mxp_ndarray *const *inputs, mxp_ndarray 
                           int *tiny) {
     const mxp__inst *in = mxp__node_current(n);
     if (!in || in->state || in->workspace_bytes || (mxp__inst_def(in)->resources & MXP_RESOURCE_RANDOM) ||
-        mxp__node_num_aux(n) || mxp__node_num_outputs(n) > PREP_MAX_OUT)
+        mxp__node_num_aux(n) || mxp__node_num_outputs(n) > PREP_MAX_OUT || mxp__node_num_inputs(n) < 1)
         return NULL;
     mxp__exec *x = NULL;
     if (mxp__exec_forward_prepare(n, inputs, outs, NULL, NULL, is_train, 0, &x)) {
