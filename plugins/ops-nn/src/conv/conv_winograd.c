@@ -71,6 +71,7 @@ void wino_tiles_decode(const wplan *p, int64_t t0, int64_t nt, wtile *tl) {
         tl[i].ih = 4 * ty - p->ph; tl[i].iw = 4 * tx - p->pw;
         if (i == 0 || n != tl[i - 1].n) ih0 = tl[i].ih;
         tl[i].srow = tl[i].ih - ih0;
+        tl[i].rend = (n + 1) * per - t0 < nt ? (n + 1) * per - t0 : nt;
     }
 }
 
@@ -182,7 +183,24 @@ void wino_input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl
     }
 }
 
-/* y tiles of output channels mb*8.. from Mx[xi][8][ld]; o: 256 floats. */
+/* dst[k] (= or +=) src[k] + bv for k < n. */
+static inline void put_row(float *dst, const float *src, int64_t n, float bv, int add) {
+    int64_t k = 0;
+    if (add) {
+        for (; k + 4 <= n; k += 4)
+            *(v4u *)(void *)(dst + k) = *(const v4u *)(const void *)(dst + k) + *(const v4u *)(const void *)(src + k) + bv;
+        for (; k < n; k++) dst[k] += src[k] + bv;
+    } else {
+        for (; k + 4 <= n; k += 4) *(v4u *)(void *)(dst + k) = *(const v4u *)(const void *)(src + k) + bv;
+        for (; k < n; k++) dst[k] = src[k] + bv;
+    }
+}
+
+/* y tiles of output channels mb*8.. from Mx[xi][8][ld]; o: 256 floats.
+ * The transform gives rows of 16 tiles (wino_out_tf16r), so a run of
+ * whole tiles along one tile row is stored 4 rows at a time, each row one
+ * contiguous segment; ragged tiles (the right and bottom edges) are stored
+ * tile by tile. */
 static void output_chunk(const fjob *j, int64_t g, int64_t mb, const wtile *tl, int64_t nt, int64_t ld,
                          const float *Mx, float *o) {
     const wplan *p = j->p;
@@ -192,25 +210,20 @@ static void output_chunk(const fjob *j, int64_t g, int64_t mb, const wtile *tl, 
         int64_t mo = g * p->Mg + mb * 8 + i;
         float bv = j->bias ? j->bias[mo] : 0.0f;
         for (int64_t l0 = 0; l0 < nt; l0 += 16) {
-            wino_out_tf16(Mx + i * ld + l0, 8 * ld, o);
+            wino_out_tf16r(Mx + i * ld + l0, 8 * ld, o);
             int64_t nl = nt - l0 < 16 ? nt - l0 : 16;
-            for (int64_t l = 0; l < nl; l++) {
+            for (int64_t l = 0, e; l < nl; l = e) {
                 const wtile *t = &tl[l0 + l];
                 float *yp = j->y + (uint64_t)(t->n * p->M + mo) * plane + t->oh * p->Wo + t->ow;
-                const float *s = o + l * 16;
-                int64_t nr = p->Ho - t->oh < 4 ? p->Ho - t->oh : 4, ncol = p->Wo - t->ow < 4 ? p->Wo - t->ow : 4;
-                if (ncol == 4) { /* one 4-float vector per tile row */
-                    for (int64_t r = 0; r < nr; r++, yp += p->Wo, s += 4) {
-                        v4 v = *(const v4u *)(const void *)s + bv;
-                        if (add) v += *(const v4u *)(const void *)yp;
-                        *(v4u *)(void *)yp = v;
-                    }
+                const float *s = o + l * 4;
+                e = l + 1;
+                if (t->oh + 4 <= p->Ho && t->ow + 4 <= p->Wo) { /* whole tiles l..e-1 of one tile row */
+                    while (e < nl && tl[l0 + e].oh == t->oh && tl[l0 + e].n == t->n && tl[l0 + e].ow + 4 <= p->Wo) e++;
+                    for (int r = 0; r < 4; r++) put_row(yp + r * p->Wo, s + r * 64, 4 * (e - l), bv, add);
                     continue;
                 }
-                for (int64_t r = 0; r < nr; r++, yp += p->Wo, s += 4) {
-                    if (add) for (int64_t c = 0; c < ncol; c++) yp[c] += s[c] + bv;
-                    else for (int64_t c = 0; c < ncol; c++) yp[c] = s[c] + bv;
-                }
+                int64_t nr = p->Ho - t->oh < 4 ? p->Ho - t->oh : 4, ncol = p->Wo - t->ow < 4 ? p->Wo - t->ow : 4;
+                for (int64_t r = 0; r < nr; r++) put_row(yp + r * p->Wo, s + r * 64, ncol, bv, add);
             }
         }
     }

@@ -101,10 +101,12 @@ TC static void in_tf16(const float *const *src, int64_t rs, float *out, int64_t 
     }
 }
 
-/* Output transform, then a 16x16 transpose (four zip rounds) so each
- * lane's 4x4 tile is contiguous: out[l*16 + r*4 + c]. */
-TC static void out_tf16(const float *in, int64_t is, float *out) {
-    v16 t[24], r[16], n[16];
+/* Output transform with a row-major result: out[r*64 + l*4 + c] =
+ * (Aᵀ M A)[r][c] of lane l, so row r of 16 consecutive tiles is 64
+ * contiguous floats (two zip rounds per row instead of the four of a full
+ * 16x16 transpose). */
+TC static void out_tf16r(const float *in, int64_t is, float *out) {
+    v16 t[24], r[16];
     _Pragma("GCC unroll 16") for (int j = 0; j < 6; j++) {
         v16 m0 = LD(in + (0 * 6 + j) * is), m1 = LD(in + (1 * 6 + j) * is), m2 = LD(in + (2 * 6 + j) * is);
         v16 m3 = LD(in + (3 * 6 + j) * is), m4 = LD(in + (4 * 6 + j) * is), m5 = LD(in + (5 * 6 + j) * is);
@@ -113,11 +115,13 @@ TC static void out_tf16(const float *in, int64_t is, float *out) {
     _Pragma("GCC unroll 16") for (int q = 0; q < 4; q++)
         AT4(t[q * 6 + 0], t[q * 6 + 1], t[q * 6 + 2], t[q * 6 + 3], t[q * 6 + 4], t[q * 6 + 5],
             r[q * 4 + 0], r[q * 4 + 1], r[q * 4 + 2], r[q * 4 + 3]);
-    _Pragma("GCC unroll 16") for (int round = 0; round < 4; round++) {
-        _Pragma("GCC unroll 16") for (int k = 0; k < 8; k++) { n[2 * k] = ZLO(r[k], r[k + 8]); n[2 * k + 1] = ZHI(r[k], r[k + 8]); }
-        _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) r[k] = n[k];
+    _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+        /* a: c0/c2 of tiles 0-7, b: of tiles 8-15; c, d: c1/c3 */
+        v16 a = ZLO(r[q * 4 + 0], r[q * 4 + 2]), b = ZHI(r[q * 4 + 0], r[q * 4 + 2]);
+        v16 c = ZLO(r[q * 4 + 1], r[q * 4 + 3]), d = ZHI(r[q * 4 + 1], r[q * 4 + 3]);
+        float *o = out + q * 64;
+        ST(o, ZLO(a, c)); ST(o + 16, ZHI(a, c)); ST(o + 32, ZLO(b, d)); ST(o + 48, ZHI(b, d));
     }
-    _Pragma("GCC unroll 16") for (int l = 0; l < 16; l++) ST(out + l * 16, r[l]);
 }
 
 /* dy gather + transform: row r of lane l's 4x4 tile is src[l] + r*rs (8
@@ -171,7 +175,7 @@ TC static void wt_tf8(const float *k, float *dst, int64_t xs) {
 
 void wino_wt_tf8(const float *k, float *dst, int64_t xs) { wt_tf8(k, dst, xs); }
 void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os) { in_tf16(src, rs, out, os); }
-void wino_out_tf16(const float *in, int64_t is, float *out) { out_tf16(in, is, out); }
+void wino_out_tf16r(const float *in, int64_t is, float *out) { out_tf16r(in, is, out); }
 void wino_gemm8(int64_t K, const float *A, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t n, int acc) {
     gemm8(K, A, B, ldb, C, ldc, n, acc);
 }

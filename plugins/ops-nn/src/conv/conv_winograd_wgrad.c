@@ -273,11 +273,11 @@ static void reduce_range(void *arg, int64_t b, int64_t e) {
  * when dU cannot stay in L2 anyway it streams once per chunk, so the chunk
  * is made big enough (K = tc per load/store of dU) while Vt and D still
  * fit. */
-/* Tiles in the lanes up to 32 channels a group: there the channel-in-lanes
- * product (16 or 32 lanes of channels under 8 broadcast filters) was the
- * slower (ResNet-20's 16-channel 32x32 layer: forward+backward 10.0 ->
- * 6.4 ms, 32-channel 16x16: 6.8 -> 4.7 ms, 2 threads, loaded machine);
- * at 64 it was not (3.5 against 4.2 ms on 8x8). */
+/* Tiles in the lanes up to 32 channels a group, where the channel-in-lanes
+ * product was the slower: forward+backward of ResNet-20's 16-channel 32x32
+ * layer (batch 64, one thread, fastest of 25 runs) 8.3-9.3 -> 7.0-7.6 ms,
+ * of its 32-channel 16x16 layer 5.2-5.4 -> 4.5-4.7 ms; at 64 channels on
+ * 8x8 the other way round (3.7-3.8 against 4.0-4.2 ms). */
 static int use_tl(const wplan *p) { return p->Cg <= 32 && p->Mg <= 32; }
 
 void wino_wgrad_plan(wplan *p) {
