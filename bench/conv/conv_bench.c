@@ -103,19 +103,20 @@ static int parse_layer(const char *spec) {
 int main(int argc, char **argv) {
     int reps = 5;
     const char *only = "abcde", *variant_list = NULL;
-    int only_given = 0;
+    int only_given = 0, use_min = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) only = argv[++i], only_given = 1;
         else if (!strcmp(argv[i], "--layer") && i + 1 < argc && !parse_layer(argv[i + 1])) i++;
         else if (!strcmp(argv[i], "--variants") && i + 1 < argc) variant_list = argv[++i];
+        else if (!strcmp(argv[i], "--min")) use_min = 1; /* fastest run, not the median: less noise on a loaded machine */
         else if (!strcmp(argv[i], "--clock") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) {
             g_clock = CLOCK_PROCESS_CPUTIME_ID;
             i++;
         }
         else {
             fprintf(stderr, "usage: %s [--reps N] [--layers abcde] [--layer NAME=N,C,H,W,M,K,PAD[,STRIDE]]...\n"
-                            "       [--variants gemm,winograd,...] [--clock cpu]\n", argv[0]);
+                            "       [--variants gemm,winograd,...] [--clock cpu] [--min]\n", argv[0]);
             return 2;
         }
     }
@@ -172,7 +173,7 @@ int main(int argc, char **argv) {
                             mxp_last_error());
                 } else {
                     qsort(t, (size_t)reps, sizeof *t, cmp_d);
-                    printf("mx %s %s %s %s %.4f\n", L->name, bwd ? "fwdbwd" : "fwd", variants[v], impl, t[reps / 2]);
+                    printf("mx %s %s %s %s %.4f\n", L->name, bwd ? "fwdbwd" : "fwd", variants[v], impl, t[use_min ? 0 : reps / 2]);
                 }
                 fflush(stdout);
                 mxp__node_free(nd);
