@@ -7,21 +7,21 @@
  *   - 1x1 stride-1 unpadded forward: a channel loop vectorized over pixels,
  *     8 output channels x 16 pixels of accumulators per step (weights packed
  *     [c][8]) on the shared microkernel.
- *   - stride > 1: plain loops on a zero-padded copy (correct, not fast).
+ *   - stride > 1: the gemm impl's passes (im2col + OpenBLAS).  direct's
+ *     own were plain loops, 30-80x slower on ResNet's downsampling layers,
+ *     and `tune` timed them (two passes of warm-up + 3 runs, ~1.4 s per
+ *     layer) on every first step of a training run.
  * The vector kernels are compiled for AVX-512F, AVX2 and baseline x86-64
  * (target_clones, resolved at load), so the pack needs no CPU requirement.
- * Workspace: the padded copy of x for strides > 1; for stride-1 training,
- * what conv_direct_fast.c asks for (shifted copies of x). */
+ * Workspace: gemm's for strides > 1; for stride-1 training, what
+ * conv_direct_fast.c asks for (shifted copies of x). */
 #include "conv_direct_fast.h"
-
-#include <stdatomic.h>
 
 #define MR 8
 #define VL 16
 
 typedef struct dgeom {
     conv_geom g;
-    int64_t Hp, Wp, plane; /* zero-padded copy of one input plane */
     int pointwise, s1;
     int64_t nk;
 } dgeom;
@@ -29,30 +29,15 @@ typedef struct dgeom {
 static void dgeom_init(dgeom *d, const conv_geom *g) {
     memset(d, 0, sizeof *d);
     d->g = *g;
-    d->Hp = g->H + 2 * g->ph; d->Wp = g->W + 2 * g->pw;
     d->s1 = g->sh == 1 && g->sw == 1;
     d->pointwise = d->s1 && g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0;
-    d->plane = d->Hp * d->Wp + (g->kw - 1) * g->dw + 2 * VL;
     d->nk = g->kh * g->kw;
 }
 
-/* Workspace of the stride > 1 paths: the padded copy of x. */
-static uint64_t direct_ws(const dgeom *d, int is_train) {
+/* Workspace: the stride-1 paths' or, for strides > 1, gemm's. */
+static uint64_t direct_ws(const dgeom *d, const conv_params *p, int is_train) {
     if (d->s1) return dfast_workspace(&d->g, is_train);
-    return (uint64_t)(d->g.N * d->g.C * d->plane) * sizeof(float);
-}
-
-/* ------------------------------------------------------ padded copies */
-typedef struct padjob { const dgeom *d; const float *x; float *xp; } padjob;
-static void pad_range(void *arg, int64_t b, int64_t e) {
-    const padjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
-    for (int64_t it = b; it < e; it++) { /* it = n*C + c */
-        float *dst = j->xp + it * d->plane;
-        const float *src = j->x + it * g->H * g->W;
-        memset(dst, 0, (size_t)d->plane * sizeof(float));
-        for (int64_t h = 0; h < g->H; h++)
-            memcpy(dst + (h + g->ph) * d->Wp + g->pw, src + h * g->W, (size_t)g->W * sizeof(float));
-    }
+    return conv_gemm_workspace_bytes(&d->g, p, MXP_DTYPE_F32);
 }
 /* ------------------------------------------------------ forward */
 typedef struct fjob {
@@ -118,26 +103,6 @@ static void fwd_pw_range(void *arg, int64_t b, int64_t e) {
     }
 }
 
-/* stride > 1: items (n, m) */
-typedef struct gjob { const dgeom *d; const float *xp, *w, *bias; float *y; int32_t req; } gjob;
-static void fwd_generic_range(void *arg, int64_t b, int64_t e) {
-    const gjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
-    for (int64_t it = b; it < e; it++) {
-        int64_t n = it / g->M, m = it % g->M, gr = m / g->Mg;
-        float *yp = j->y + it * g->P;
-        for (int64_t oh = 0; oh < g->Ho; oh++) for (int64_t ow = 0; ow < g->Wo; ow++) {
-            float acc = j->bias ? j->bias[m] : 0.0f;
-            for (int64_t c = 0; c < g->Cg; c++) {
-                const float *xc = j->xp + (n * g->C + gr * g->Cg + c) * d->plane;
-                const float *wc = j->w + (m * g->Cg + c) * d->nk;
-                for (int64_t ki = 0; ki < g->kh; ki++) for (int64_t kj = 0; kj < g->kw; kj++)
-                    acc += wc[ki * g->kw + kj] * xc[(oh * g->sh + ki * g->dh) * d->Wp + ow * g->sw + kj * g->dw];
-            }
-            put(&yp[oh * g->Wo + ow], acc, j->req);
-        }
-    }
-}
-
 static int direct_forward(const mxp_forward_args *a) {
     const conv_params *p = a->params;
     int32_t dt; int st;
@@ -147,18 +112,12 @@ static int direct_forward(const mxp_forward_args *a) {
     conv_geom g; conv_geom_from_tensor(&g, p, &a->in[0]);
     dgeom d; dgeom_init(&d, &g);
     if (g.kh * g.kw > 256) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(direct): kernel larger than 256 taps");
-    if (a->ctx->workspace_bytes < direct_ws(&d, 0))
+    if (!d.s1) return conv_gemm_forward_impl(a);
+    if (a->ctx->workspace_bytes < direct_ws(&d, p, 0))
         return NN_ERR(MXP_EINVAL, "Convolution(direct): workspace too small");
     const float *x = nn_ptr(&a->in[0]), *w = nn_ptr(&a->in[1]), *bias = p->no_bias ? NULL : nn_ptr(&a->in[2]);
     float *y = nn_ptr(&a->out[0]);
-    if (d.s1 && !d.pointwise) return dfast_forward(a, &g);
-    if (!d.s1) {
-        float *xp = a->ctx->workspace;
-        padjob pj = { &d, x, xp };
-        nn_parallel(a->ctx, g.N * g.C, 1, pad_range, &pj);
-        gjob gj = { &d, xp, w, bias, y, a->req[0] };
-        return nn_parallel(a->ctx, g.N * g.M, 1, fwd_generic_range, &gj);
-    }
+    if (!d.pointwise) return dfast_forward(a, &g);
     int64_t nmb;
     float *wpk = pack_weights(&g, w, &nmb);
     if (!wpk) return NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for packed weights");
@@ -172,70 +131,6 @@ static int direct_forward(const mxp_forward_args *a) {
 }
 
 /* ------------------------------------------------------ backward */
-typedef struct bjob {
-    const dgeom *d;
-    const float *xp, *w, *dy;
-    float *dx, *dw, *db;
-    int32_t req_dx, req_dw, req_db;
-    atomic_int failed;     /* an item could not get its scratch plane */
-} bjob;
-
-/* stride > 1 backward: dx items (n, c) on a padded plane; dW items m. */
-static void bwd_x_generic_range(void *arg, int64_t b, int64_t e) {
-    const bjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
-    float *dxp = nn_alloc((uint64_t)d->plane * sizeof(float));
-    if (!dxp) { /* an item cannot return a status: direct_backward reports it */
-        atomic_store(&((bjob *)arg)->failed, 1);
-        return;
-    }
-    for (int64_t it = b; it < e; it++) {
-        int64_t n = it / g->C, cc = it % g->C, gr = cc / g->Cg, c = cc % g->Cg;
-        memset(dxp, 0, (size_t)d->plane * sizeof(float));
-        for (int64_t mm = 0; mm < g->Mg; mm++) {
-            int64_t m = gr * g->Mg + mm;
-            const float *dym = j->dy + (n * g->M + m) * g->P;
-            const float *wk = j->w + (m * g->Cg + c) * d->nk;
-            for (int64_t oh = 0; oh < g->Ho; oh++) for (int64_t ow = 0; ow < g->Wo; ow++) {
-                float v = dym[oh * g->Wo + ow];
-                for (int64_t ki = 0; ki < g->kh; ki++) for (int64_t kj = 0; kj < g->kw; kj++)
-                    dxp[(oh * g->sh + ki * g->dh) * d->Wp + ow * g->sw + kj * g->dw] += v * wk[ki * g->kw + kj];
-            }
-        }
-        float *dst = j->dx + it * g->H * g->W;
-        for (int64_t h = 0; h < g->H; h++) {
-            const float *s = dxp + (h + g->ph) * d->Wp + g->pw;
-            if (j->req_dx == MXP_REQ_ADD) for (int64_t q = 0; q < g->W; q++) dst[h * g->W + q] += s[q];
-            else memcpy(dst + h * g->W, s, (size_t)g->W * sizeof(float));
-        }
-    }
-    nn_free(dxp);
-}
-static void bwd_w_generic_range(void *arg, int64_t b, int64_t e) {
-    const bjob *j = arg; const dgeom *d = j->d; const conv_geom *g = &d->g;
-    for (int64_t m = b; m < e; m++) {
-        int64_t gr = m / g->Mg;
-        for (int64_t c = 0; c < g->Cg; c++) for (int64_t ki = 0; ki < g->kh; ki++) for (int64_t kj = 0; kj < g->kw; kj++) {
-            double acc = 0;
-            for (int64_t n = 0; n < g->N; n++) {
-                const float *dym = j->dy + (n * g->M + m) * g->P;
-                const float *xc = j->xp + (n * g->C + gr * g->Cg + c) * d->plane;
-                for (int64_t oh = 0; oh < g->Ho; oh++) for (int64_t ow = 0; ow < g->Wo; ow++)
-                    acc += (double)dym[oh * g->Wo + ow] * xc[(oh * g->sh + ki * g->dh) * d->Wp + ow * g->sw + kj * g->dw];
-            }
-            put(&j->dw[((m * g->Cg + c) * g->kh + ki) * g->kw + kj], (float)acc, j->req_dw);
-        }
-    }
-}
-static void bwd_b_range(void *arg, int64_t b, int64_t e) {
-    const bjob *j = arg; const conv_geom *g = &j->d->g;
-    for (int64_t m = b; m < e; m++) {
-        double acc = 0;
-        for (int64_t n = 0; n < g->N; n++) { const float *s = j->dy + (n * g->M + m) * g->P;
-            for (int64_t q = 0; q < g->P; q++) acc += s[q]; }
-        put(&j->db[m], (float)acc, j->req_db);
-    }
-}
-
 static int direct_backward(const mxp_backward_args *a) {
     const conv_params *p = a->params;
     int32_t dt; int st;
@@ -244,24 +139,7 @@ static int direct_backward(const mxp_backward_args *a) {
     conv_geom g; conv_geom_from_tensor(&g, p, &a->in_grad[0]);
     dgeom d; dgeom_init(&d, &g);
     if (g.kh * g.kw > 256) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(direct): kernel larger than 256 taps");
-    if (d.s1) return dfast_backward(a, &g);
-    if (a->ctx->workspace_bytes < direct_ws(&d, 1))
-        return NN_ERR(MXP_EINVAL, "Convolution(direct): workspace too small (is_train was 0 at planning?)");
-    float *xp = a->ctx->workspace;
-    bjob j = { &d, xp, nn_ptr(&a->in[1]), nn_ptr(&a->out_grad[0]), nn_ptr(&a->in_grad[0]),
-               nn_ptr(&a->in_grad[1]), a->n_in > 2 ? nn_ptr(&a->in_grad[2]) : NULL,
-               a->req[0], a->req[1], (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL, 0 };
-    st = MXP_OK;
-    if (j.req_dw != MXP_REQ_NULL) {
-        padjob pj = { &d, nn_ptr(&a->in[0]), xp };
-        st = nn_parallel(a->ctx, g.N * g.C, 1, pad_range, &pj);
-        if (st == MXP_OK) st = nn_parallel(a->ctx, g.M, 1, bwd_w_generic_range, &j);
-    }
-    if (st == MXP_OK && j.req_dx != MXP_REQ_NULL) st = nn_parallel(a->ctx, g.N * g.C, 1, bwd_x_generic_range, &j);
-    if (st == MXP_OK && j.req_db != MXP_REQ_NULL) st = nn_parallel(a->ctx, g.M, 1, bwd_b_range, &j);
-    if (st == MXP_OK && atomic_load(&j.failed))
-        st = NN_ERR(MXP_ENOMEM, "Convolution(direct): no memory for a data-gradient plane");
-    return st;
+    return d.s1 ? dfast_backward(a, &g) : conv_gemm_backward_impl(a, 0);
 }
 
 static int direct_supports(mxp_impl_query_args *a) {
@@ -279,7 +157,7 @@ static int direct_supports(mxp_impl_query_args *a) {
 static int direct_workspace(mxp_impl_query_args *a) {
     conv_geom g; conv_geom_init(&g, a->params, &a->in_shapes[0]);
     dgeom d; dgeom_init(&d, &g);
-    a->workspace_bytes = direct_ws(&d, a->is_train);
+    a->workspace_bytes = direct_ws(&d, a->params, a->is_train);
     return MXP_OK;
 }
 
