@@ -86,6 +86,21 @@ static void *handle_of(PyObject *a) {
     return p;
 }
 
+/* s == so for two shape tuples: the usual case (tuples of small ints,
+ * which Python keeps one object each of) without a rich comparison per
+ * item; anything else through the general comparison.  -1 with an error. */
+static int shapes_equal(PyObject *s, PyObject *so) {
+    if (s == so) return 1;
+    if (PyTuple_CheckExact(s) && PyTuple_CheckExact(so)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(s);
+        if (n != PyTuple_GET_SIZE(so)) return 0;
+        Py_ssize_t i = 0;
+        while (i < n && PyTuple_GET_ITEM(s, i) == PyTuple_GET_ITEM(so, i)) i++;
+        if (i == n) return 1;
+    }
+    return PyObject_RichCompareBool(s, so, Py_EQ);
+}
+
 static PyObject *run_binop(const binop *op, PyObject *self, PyObject *other) {
     if (Py_TYPE(other) != nd_type || Py_TYPE(self) != nd_type)
         return PyObject_CallFunctionObjArgs(op->fallback, self, other, NULL);
@@ -96,7 +111,7 @@ static PyObject *run_binop(const binop *op, PyObject *self, PyObject *other) {
         Py_DECREF(s);
         return NULL;
     }
-    int same = PyObject_RichCompareBool(s, so, Py_EQ);
+    int same = shapes_equal(s, so);
     Py_DECREF(so);
     if (same < 0) {
         Py_DECREF(s);

@@ -126,24 +126,19 @@ static void init_backends_locked(void) {
 
 /* ------------------------------------------------------------ size classes */
 
+/* The smallest lg with 2^lg >= v (0 for v <= 1). */
+static int ceil_log2(size_t v) { return v <= 1 ? 0 : (int)(sizeof(unsigned long long) * 8) - __builtin_clzll(v - 1); }
+
 size_t mxp__storage_round(size_t bytes) {
     if (bytes <= ((size_t)1 << MIN_CLASS_LOG)) return (size_t)1 << MIN_CLASS_LOG;
-    if (bytes <= LINEAR_STEP) {
-        size_t c = (size_t)1 << MIN_CLASS_LOG;
-        while (c < bytes) c <<= 1;
-        return c;
-    }
+    if (bytes <= LINEAR_STEP) return (size_t)1 << ceil_log2(bytes);
     if (bytes > SIZE_MAX - LINEAR_STEP) return bytes; /* cannot round; will fail */
     return (bytes + LINEAR_STEP - 1) / LINEAR_STEP * LINEAR_STEP;
 }
 
 /* Bucket index of a class size, or -1 when the class is not cached. */
 static int class_index(size_t cls) {
-    if (cls <= LINEAR_STEP) {
-        int lg = 0;
-        while (((size_t)1 << lg) < cls) lg++;
-        return lg - MIN_CLASS_LOG;
-    }
+    if (cls <= LINEAR_STEP) return ceil_log2(cls) - MIN_CLASS_LOG;
     if (cls > MAX_POOLED || cls % LINEAR_STEP) return -1;
     return (int)(N_POW2_CLASSES + cls / LINEAR_STEP - 2);
 }
