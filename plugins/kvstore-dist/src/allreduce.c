@@ -93,7 +93,10 @@ int kvd_allreduce_bucket(kvd_comm *c, kvd_req **reqs, int n) {
     kvd_region stack[16], *rg = n <= 16 ? stack : malloc((size_t)n * sizeof *rg);
     if (!rg) return MXP_ENOMEM;
     for (int i = 0; i < n; i++) rg[i] = (kvd_region){reqs[i]->data, reqs[i]->count};
+    double t0 = kvd_now();
     int rc = kvd_allreduce_regions(c, rg, n, reqs[0]->dtype, what);
+    c->st.sums++;
+    c->st.sum_s += kvd_now() - t0;
     if (rg != stack) free(rg);
     return rc;
 }

@@ -9,13 +9,15 @@
  *      negotiation), and who lacks what: an item pending here for 3/4 of
  *      the timeout while some rank never offers it fails naming that rank
  *      (a worker that stopped pushing, or workers pushing different keys);
- *      cached key set: small keys (<= SPEC_MAX_BYTES together) agreed
- *      together in the last cycles ride along in the same allgather — each rank
- *      appends their values when it has all of them pending — and when
- *      every rank did, their sums are computed from it at once, in rank
- *      order (the same bits as step 3), saving the two rounds of the sum.
- *      The block is sent only while work is recent (SPEC_IDLE_CYCLES), so
- *      an idle store's cycles stay a few bytes;
+ *      ride-along keys: small keys (<= SPEC_MAX_BYTES together) that
+ *      were agreed in two earlier cycles ride along in the same allgather
+ *      — each rank appends the values of those it has pending, with a bit
+ *      per key — and every such key that all ranks sent is summed from it
+ *      at once, in rank order (the same bits as step 3), saving the two
+ *      rounds of the sum: a training step's small gradients (biases, a
+ *      first conv layer's weights) cost one round.  The block is sent
+ *      only while work is recent (SPEC_IDLE_CYCLES), so an idle store's
+ *      cycles stay a few bytes;
  *   3. do the agreed work in key order: an init broadcasts rank 0's value;
  *      ready keys are fused into buckets of at most bucket_bytes (same
  *      dtype, consecutive key indices) and each bucket is summed over all
@@ -35,13 +37,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 enum { TAG_PING = 7101, TAG_PONG = 7102 };
-/* The cached set's limit, and how many idle cycles (~2 ms each) it keeps
- * riding along after the last work. */
-enum { SPEC_MAX_BYTES = 64 << 10, SPEC_IDLE_CYCLES = 50, SPEC_MISSES = 8, IDLE_SLOW_AFTER = 100 };
+/* The ride-along keys' limit, how many idle cycles (at most IDLE_CYCLE_MS
+ * each) they keep riding along after the last work, and how many recently
+ * agreed key sets are remembered (recent_set). */
+enum { SPEC_MAX_BYTES = 64 << 10, SPEC_IDLE_CYCLES = 50, SPEC_MISSES = 8, IDLE_CYCLE_MS = 50, RECENT_SETS = 8 };
 enum { BIT_SHUTDOWN = 0, BIT_BARRIER = 1, BIT_INIT = 2 };
 /* How long a cycle woken by new work waits for the rest of its burst. */
 enum { COALESCE_US = 30 };
@@ -480,98 +485,172 @@ static int check_stale(kvd_store *s, const pending *p, const uint64_t *mine, con
         }                                                                    \
     } while (0)
 
-/* Every rank sent the cached keys' values with the negotiation: sum each
- * in rank order (((x0 + x1) + x2) ..., as pipeline.c), complete them and
- * take them out of `agreed`. */
-static void sum_cached(kvd_comm *c, pending *p, const uint64_t *all, size_t stride, int need, uint64_t *agreed) {
+/* The ride-along block after the negotiation's `need` words: `pw` words of
+ * bits (cached key j present), then each cached key's value, 8-byte
+ * aligned.  Every cached key that all ranks sent is summed in rank order
+ * (((x0 + x1) + x2) ..., as pipeline.c), completed and taken out of
+ * `agreed`.  Returns how many were; *offered: some rank sent one. */
+static int sum_cached(kvd_comm *c, pending *p, const uint64_t *all, size_t stride, int need, int pw,
+                      uint64_t *agreed, int *offered) {
     kvd_store *s = c->s;
-    const char *base = (const char *)(all + need + 1);
-    int n = s->size;
+    const char *base = (const char *)(all + need + pw);
+    int n = s->size, done = 0;
     size_t off = 0;
-    for (int j = 0; j < c->n_cache; j++) {
+    for (int j = 0; j < c->n_cache; off += (size_t)c->cache_bytes[j], j++) {
+        int every = 1;
+        for (int q = 0; q < n; q++) {
+            int has = (int)(all[(size_t)q * stride + (size_t)need + (size_t)(j / 64)] >> (j % 64) & 1);
+            every &= has;
+            *offered |= has;
+        }
+        if (!every) continue;
         int k = c->cache[j];
-        kvd_req *r = p->by_key[k];
+        kvd_req *r = p->by_key[k]; /* set: this rank sent it */
         switch (r->dtype) {
         case MXP_DTYPE_F32: SUM_RANKS(float); break;
         case MXP_DTYPE_F64: SUM_RANKS(double); break;
         case MXP_DTYPE_I32: SUM_RANKS(int32_t); break;
         default: SUM_RANKS(int64_t); break;
         }
-        off += (size_t)c->cache_bytes[j];
+        c->st.cached_keys++;
         p->by_key[k] = r->next;
         agreed[1 + k / 64] &= ~(1ull << (k % 64));
         kvd_finish(s, r, MXP_OK, NULL);
+        done++;
     }
+    return done;
 }
 
-/* The cached set: a key set agreed alone twice in a row (a training loop's
- * repeated step, a benchmark's key) is adopted when it is small enough
- * (and fusion allowed, for more than one key); it is dropped after
- * SPEC_MISSES cycles in a row that carried it without every rank having
- * it (then its block was sent for nothing).  The same decisions on every
- * rank: they depend on gathered data only. */
+/* The ride-along keys: a key agreed in two cycles (a training loop's
+ * gradient, a benchmark's key) is adopted while the keys fit in
+ * SPEC_MAX_BYTES together (and in the fusion bucket, when fusion is
+ * limited below that: MXP_KV_BUCKET_BYTES=0 lets one key ride alone).
+ * They are all dropped after SPEC_MISSES cycles in a row whose block some
+ * rank filled without any key being summed from it (pushes that never
+ * meet).  The same decisions on every rank: they depend on gathered data
+ * and key sizes only. */
 static int64_t key_bytes(kvd_store *s, int k) { /* under the lock: an init may grow the table */
     return s->keys[k].count * (int64_t)mxp_dtype_size(s->keys[k].dtype);
 }
 
-static void update_cache(kvd_comm *c, const uint64_t *agreed, int need, int nk) {
-    kvd_store *s = c->s;
-    int n = 0;
-    for (int k = 0; k < nk; k++) n += (int)(agreed[1 + k / 64] >> (k % 64) & 1);
-    if (!n) return; /* a cycle with no keys (idle, a barrier) changes nothing */
-    int same = c->cand_words == need - 1 && !memcmp(c->cand, agreed + 1, (size_t)(need - 1) * 8);
-    if (!same) {
-        if (need - 1 > c->cand_cap) {
-            uint64_t *w = realloc(c->cand, (size_t)(need - 1) * 8);
-            if (!w) return;
-            c->cand = w;
-            c->cand_cap = need - 1;
-        }
-        memcpy(c->cand, agreed + 1, (size_t)(need - 1) * 8);
-        c->cand_words = need - 1;
-        return;
-    }
-    int64_t total = 0;
-    pthread_mutex_lock(&s->lock);
-    for (int k = 0; k < nk; k++)
-        if (agreed[1 + k / 64] >> (k % 64) & 1) total += key_bytes(s, k);
-    pthread_mutex_unlock(&s->lock);
-    if (total > SPEC_MAX_BYTES || (n > 1 && total > c->s->bucket_bytes)) return;
-    if (n > c->cap_cache) {
-        int *k2 = realloc(c->cache, (size_t)n * sizeof *k2);
-        if (k2) c->cache = k2;
-        int64_t *b2 = k2 ? realloc(c->cache_bytes, (size_t)n * sizeof *b2) : NULL;
-        if (!k2 || !b2) { /* no cache: the sums take the usual path */
-            c->n_cache = 0;
-            c->cache_total = 0;
-            return;
-        }
-        c->cache_bytes = b2;
-        c->cap_cache = n;
-    }
+static void drop_cache(kvd_comm *c) {
     c->n_cache = 0;
+    c->cache_total = 0;
     c->misses = 0;
-    pthread_mutex_lock(&s->lock);
-    for (int k = 0; k < nk; k++)
-        if (agreed[1 + k / 64] >> (k % 64) & 1) {
-            c->cache[c->n_cache] = k;
-            c->cache_bytes[c->n_cache++] = key_bytes(s, k);
-        }
-    pthread_mutex_unlock(&s->lock);
-    c->cache_total = total;
+    if (c->seen) memset(c->seen, 0, (size_t)c->cap_seen);
 }
 
-/* The pending pushpulls are exactly the cached key set, and nothing else
- * (no init, barrier or shutdown) is pending. */
-static int cached_set_complete(const kvd_comm *c, const pending *p, int nk) {
-    if (!c->n_cache || p->init || p->barrier || p->shutdown) return 0;
-    int j = 0;
-    for (int k = 0; k < nk && k < p->cap; k++) {
-        if (!p->by_key[k]) continue;
-        if (j >= c->n_cache || c->cache[j] != k) return 0;
-        j++;
+static void adopt_key(kvd_comm *c, int k, int64_t bytes) {
+    if (c->n_cache == c->cap_cache) {
+        int cap = c->cap_cache ? 2 * c->cap_cache : 16;
+        int *k2 = realloc(c->cache, (size_t)cap * sizeof *k2);
+        if (k2) c->cache = k2;
+        int64_t *b2 = k2 ? realloc(c->cache_bytes, (size_t)cap * sizeof *b2) : NULL;
+        if (!b2) return; /* not adopted: its sums take the usual path */
+        c->cache_bytes = b2;
+        c->cap_cache = cap;
     }
-    return j == c->n_cache;
+    int j = c->n_cache;
+    while (j > 0 && c->cache[j - 1] > k) { /* ascending key order */
+        c->cache[j] = c->cache[j - 1];
+        c->cache_bytes[j] = c->cache_bytes[j - 1];
+        j--;
+    }
+    c->cache[j] = k;
+    c->cache_bytes[j] = (bytes + 7) & ~(int64_t)7;
+    c->n_cache++;
+    c->cache_total += c->cache_bytes[j];
+}
+
+/* Remember an agreed key set (words of key bits) among the last
+ * RECENT_SETS; the ring restarts when the key table grew a word. */
+static void remember_set(kvd_comm *c, const uint64_t *keys, int words) {
+    if (words != c->recent_words) {
+        uint64_t *r = realloc(c->recent, (size_t)RECENT_SETS * (size_t)words * 8);
+        if (!r) return;
+        c->recent = r;
+        c->recent_words = words;
+        c->n_recent = c->next_recent = 0;
+    }
+    for (int i = 0; i < c->n_recent; i++)
+        if (!memcmp(c->recent + (size_t)i * (size_t)words, keys, (size_t)words * 8)) return;
+    memcpy(c->recent + (size_t)c->next_recent * (size_t)words, keys, (size_t)words * 8);
+    c->next_recent = (c->next_recent + 1) % RECENT_SETS;
+    if (c->n_recent < RECENT_SETS) c->n_recent++;
+}
+
+static void update_cache(kvd_comm *c, const uint64_t *agreed, int need, int nk) {
+    kvd_store *s = c->s;
+    int any = 0;
+    for (int k = 0; k < nk && !any; k++) any = (int)(agreed[1 + k / 64] >> (k % 64) & 1);
+    if (!any) return; /* a cycle with no keys (idle, a barrier) changes nothing */
+    remember_set(c, agreed + 1, need - 1);
+    if (nk > c->cap_seen) {
+        uint8_t *w = realloc(c->seen, (size_t)nk);
+        if (!w) return;
+        memset(w + c->cap_seen, 0, (size_t)(nk - c->cap_seen));
+        c->seen = w;
+        c->cap_seen = nk;
+    }
+    int64_t limit = s->bucket_bytes < SPEC_MAX_BYTES ? s->bucket_bytes : SPEC_MAX_BYTES;
+    pthread_mutex_lock(&s->lock);
+    for (int k = 0; k < nk; k++) {
+        if (!(agreed[1 + k / 64] >> (k % 64) & 1) || c->seen[k] >= 2) continue;
+        if (++c->seen[k] < 2) continue;
+        int64_t b = key_bytes(s, k), padded = (b + 7) & ~(int64_t)7;
+        if (padded > SPEC_MAX_BYTES || (c->n_cache > 0 && c->cache_total + padded > limit)) continue;
+        adopt_key(c, k, b);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The pending pushpulls are exactly a key set agreed recently, and nothing
+ * else (no init, barrier or shutdown) is pending: a burst that is complete,
+ * with nothing more to wait for. */
+static int pending_is_recent_set(const kvd_comm *c, const pending *p, int nk) {
+    if (!c->n_recent || p->init || p->barrier || p->shutdown) return 0;
+    int words = (nk + 63) / 64;
+    if (words != c->recent_words) return 0;
+    uint64_t have[words];
+    memset(have, 0, sizeof have);
+    for (int k = 0; k < nk && k < p->cap; k++)
+        if (p->by_key[k]) have[k / 64] |= 1ull << (k % 64);
+    for (int i = 0; i < c->n_recent; i++)
+        if (!memcmp(c->recent + (size_t)i * (size_t)words, have, sizeof have)) return 1;
+    return 0;
+}
+
+/* Ask the scheduler for a short time slice on this thread (Linux >= 6.12,
+ * EEVDF: sched_attr.sched_runtime of a normal task; no privilege needed;
+ * older kernels ignore it).  The communication thread shares its core with
+ * compute threads when a worker gets one core; it runs in bursts of tens
+ * of microseconds between naps, and with the default slice a wake-up
+ * waited for the running compute thread's slice (up to ~1.5 ms) before it
+ * could take the core, so each round of a sum cost a slice on each rank.
+ * A short slice lets it preempt at once (PREEMPT_SHORT) and run briefly.
+ * MXP_KV_COMM_SLICE_US (default 100, 0: leave the default slice). */
+void kvd_short_slice(void) {
+    const char *e = getenv("MXP_KV_COMM_SLICE_US");
+    long us = e && *e ? strtol(e, NULL, 10) : 100;
+    if (us <= 0) return;
+    if (us < 100) us = 100; /* the kernel's range: 0.1 .. 100 ms */
+    if (us > 100000) us = 100000;
+    struct {
+        uint32_t size, policy;
+        uint64_t flags;
+        int32_t nice;
+        uint32_t priority;
+        uint64_t runtime, deadline, period;
+    } a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.policy = 0; /* SCHED_OTHER */
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0); /* this thread's nice (Linux) */
+    if (errno) return;
+    a.nice = nice;
+    a.runtime = (uint64_t)us * 1000;
+    (void)syscall(SYS_sched_setattr, 0, &a, 0u); /* best effort */
 }
 
 static void *comm_main(void *arg) {
@@ -581,6 +660,7 @@ static void *comm_main(void *arg) {
     /* Naps of tens of microseconds mean what they say (the default timer
      * slack, 50 us, would stretch each one by that much). */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+    kvd_short_slice();
     int rc = kvd_mpi_setup(c);
     pthread_mutex_lock(&s->lock);
     s->init_status = rc;
@@ -593,19 +673,23 @@ static void *comm_main(void *arg) {
     int words = 0, finalize = 1;
     for (;;) {
         int nk = s->n_keys; /* only this thread changes it */
-        /* Idle: wait for local work up to 2 ms, or 20 ms once every rank
-         * has been idle for ~200 ms (all ranks count the same idle cycles,
-         * so they slow down together); the first push after a long pause
-         * then waits at most 20 ms for its negotiation. */
+        /* Idle: sleep until local work is queued (the enqueue wakes this
+         * thread at once), or IDLE_CYCLE_MS.  A cycle is only useful to a
+         * peer when this rank has the same work pending, so an idle rank
+         * need not cycle often: its timed-out cycles only let a peer's
+         * stale-work check and ping answers go on.  (Cycling every 2 ms
+         * cost each worker ~12% of its core in LeNet training with one
+         * core per worker: every idle cycle made the earlier rank poll the
+         * negotiation until the later one's timer fired.) */
         int had_work = has_local_work(&p, nk);
-        take_queue(s, &p, had_work ? 0 : c->idle_cycles < IDLE_SLOW_AFTER ? 2 : 20);
+        take_queue(s, &p, had_work ? 0 : IDLE_CYCLE_MS);
         /* Work after none: pushes come in bursts (a step's gradients, a
          * list of keys), and on a shared core the thread that queues them
          * is preempted by this wake-up; a short nap lets the rest of the
          * burst join this cycle instead of costing cycles of their own.
-         * Not when what is pending is exactly the cached key set (a
-         * repeated push, complete: nothing to wait for). */
-        if (!had_work && has_local_work(&p, nk) && !cached_set_complete(c, &p, nk)) {
+         * Not when what is pending is exactly a key set agreed recently
+         * (a repeated push, complete: nothing to wait for). */
+        if (!had_work && has_local_work(&p, nk) && !pending_is_recent_set(c, &p, nk)) {
             nap_us(COALESCE_US);
             take_queue(s, &p, 0);
         }
@@ -634,7 +718,8 @@ static void *comm_main(void *arg) {
         /* The cached set rides along while work is recent (the same
          * decision on every rank: it depends on gathered data only). */
         int spec = c->n_cache > 0 && c->idle_cycles < SPEC_IDLE_CYCLES;
-        size_t stride = (size_t)need + (spec ? 1 + ((size_t)c->cache_total + 7) / 8 : 0);
+        int pw = spec ? (c->n_cache + 63) / 64 : 0;
+        size_t stride = (size_t)need + (spec ? (size_t)pw + (size_t)c->cache_total / 8 : 0);
         if (stride > (size_t)words) {
             uint64_t *m = realloc(mine, stride * 8);
             if (!m) {
@@ -659,13 +744,15 @@ static void *comm_main(void *arg) {
         for (int k = 0; k < nk && k < p.cap; k++)
             if (p.by_key[k]) mine[1 + k / 64] |= 1ull << (k % 64);
         if (spec) {
-            int have = 1;
-            for (int j = 0; j < c->n_cache && have; j++) have = c->cache[j] < p.cap && p.by_key[c->cache[j]];
-            mine[need] = (uint64_t)have;
+            uint64_t *bits = mine + need;
+            char *vals = (char *)(mine + need + pw);
             size_t off = 0;
-            for (int j = 0; have && j < c->n_cache; j++) {
-                memcpy((char *)(mine + need + 1) + off, p.by_key[c->cache[j]]->data, (size_t)c->cache_bytes[j]);
-                off += (size_t)c->cache_bytes[j];
+            for (int j = 0; j < c->n_cache; off += (size_t)c->cache_bytes[j], j++) {
+                int k = c->cache[j];
+                const kvd_req *r = k < p.cap ? p.by_key[k] : NULL;
+                if (!r) continue;
+                bits[j / 64] |= 1ull << (j % 64);
+                memcpy(vals + off, r->data, (size_t)(r->count * (int64_t)mxp_dtype_size(r->dtype)));
             }
         }
         if (stride * (size_t)s->size > all_cap) {
@@ -681,8 +768,12 @@ static void *comm_main(void *arg) {
         MPI_Request rq;
         if (stride > 0x7fffffff) stride = need; /* not reached: the block is at most SPEC_MAX_BYTES */
         MPI_Iallgather(mine, (int)stride, MPI_UINT64_T, all, (int)stride, MPI_UINT64_T, c->ctrl, &rq);
+        double t_neg = kvd_now();
+        c->st.cycles++;
+        c->st.work_cycles += has_local_work(&p, nk);
         if ((rc = kvd_wait(c, 1, &rq, "negotiation"))) break;
-        int any = 0, spec_all = spec;
+        c->st.neg_s += kvd_now() - t_neg;
+        int any = 0;
         for (int w = 0; w < need; w++) {
             agreed[w] = ~0ull;
             for (int r = 0; r < s->size; r++) {
@@ -690,14 +781,15 @@ static void *comm_main(void *arg) {
                 any |= all[(size_t)r * stride + (size_t)w] != 0;
             }
         }
-        for (int r = 0; spec && r < s->size; r++) spec_all &= all[(size_t)r * stride + (size_t)need] == 1;
         c->idle_cycles = any ? 0 : c->idle_cycles + 1;
         if ((rc = check_stale(s, &p, mine, agreed, all, need, stride, nk))) break;
-        uint64_t agreed_keys[need]; /* this cycle's agreed set: the next cached set */
+        uint64_t agreed_keys[need]; /* this cycle's agreed set, for update_cache */
         memcpy(agreed_keys, agreed, (size_t)need * 8);
-        if (spec_all) sum_cached(c, &p, all, stride, need, agreed);
-        if (spec && !spec_all && ++c->misses >= SPEC_MISSES) c->n_cache = 0, c->cache_total = 0;
-        if (spec_all) c->misses = 0;
+        if (spec) {
+            int offered = 0;
+            if (sum_cached(c, &p, all, stride, need, pw, agreed, &offered)) c->misses = 0;
+            else if (offered && ++c->misses >= SPEC_MISSES) drop_cache(c);
+        }
         update_cache(c, agreed_keys, need, nk);
         if (agreed[0] >> BIT_INIT & 1) {
             char err[512] = "";
@@ -739,11 +831,17 @@ static void *comm_main(void *arg) {
 
 static kvd_comm g_comm;
 
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 int kvd_comm_start(kvd_store *s) {
     memset(&g_comm, 0, sizeof g_comm);
     g_comm.s = s;
     if (pthread_create(&s->thread, NULL, s->async ? kvd_ps_main : comm_main, &g_comm))
         return kvd_host->set_error(MXP_ENOMEM, "kvstore dist_sync: cannot start the communication thread");
+    pthread_setname_np(s->thread, "mxp-kv-comm"); /* for top -H, perf, /proc/PID/task */
     pthread_mutex_lock(&s->lock);
     while (!s->started) pthread_cond_wait(&s->cond, &s->lock);
     int rc = s->init_status;
@@ -762,14 +860,23 @@ void kvd_comm_stop(kvd_store *s) {
     /* A dist_async server's thread ends when its workers stopped. */
     if (!(s->async && s->role)) kvd_run_sync(s, &r);
     pthread_join(s->thread, NULL);
+    if (!s->async && env_flag("MXP_KV_STATS")) {
+        const kvd_stats *t = &g_comm.st;
+        fprintf(stderr, "%s rank %d: %ld negotiation cycles (%ld with local work), %.1f ms waiting in them; %ld bucket "
+                "sums in %.1f ms (%.0f us each); %ld keys summed inside the negotiation\n", kvd_name(s), s->rank,
+                t->cycles, t->work_cycles, t->neg_s * 1e3, t->sums, t->sum_s * 1e3,
+                t->sums ? t->sum_s / (double)t->sums * 1e6 : 0.0, t->cached_keys);
+    }
     free(g_comm.bucket);
     free(g_comm.scratch);
     free(g_comm.cache);
     free(g_comm.cache_bytes);
-    free(g_comm.cand);
+    free(g_comm.seen);
+    free(g_comm.recent);
     g_comm.bucket = NULL;
     g_comm.scratch = NULL;
     g_comm.cache = NULL;
     g_comm.cache_bytes = NULL;
-    g_comm.cand = NULL;
+    g_comm.seen = NULL;
+    g_comm.recent = NULL;
 }

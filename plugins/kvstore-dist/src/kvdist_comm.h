@@ -9,6 +9,16 @@
 
 #include <mpi.h>
 
+/* MXP_KV_STATS=1: the communication thread's counters, printed to stderr
+ * when the store is freed (dist_sync). */
+typedef struct kvd_stats {
+    long cycles, work_cycles; /* negotiations; those with work pending here */
+    double neg_s;            /* waiting in negotiations (for the peers)    */
+    long sums;               /* buckets summed by pipeline.c               */
+    double sum_s;
+    long cached_keys;        /* keys summed from the negotiation's block   */
+} kvd_stats;
+
 typedef struct kvd_comm {
     kvd_store *s;
     MPI_Comm data;           /* sums and broadcasts                        */
@@ -17,21 +27,26 @@ typedef struct kvd_comm {
     int bucket_cap;
     void *scratch;           /* receive space of the sums (pipeline.c)     */
     size_t scratch_bytes;
-    /* dist_sync's cached key set (comm.c): the keys agreed together last
-     * time, small enough to ride along with the negotiation. */
+    /* dist_sync's ride-along keys (comm.c): small keys agreed in two
+     * cycles, whose values travel inside the negotiation. */
     int *cache;              /* dense key indices, ascending               */
-    int64_t *cache_bytes;    /* [n_cache] bytes of each                    */
+    int64_t *cache_bytes;    /* [n_cache] bytes of each, rounded up to 8   */
     int n_cache, cap_cache;
-    int64_t cache_total;     /* bytes of all of them                       */
+    int64_t cache_total;     /* bytes of all of them (a multiple of 8)     */
     int idle_cycles;         /* cycles in a row where no rank had work     */
-    int misses;              /* cycles in a row that carried it in vain    */
-    uint64_t *cand;          /* the last agreed key bitmap (a candidate)   */
-    int cand_words, cand_cap;
+    int misses;              /* cycles in a row whose block summed nothing */
+    uint8_t *seen;           /* [cap_seen] cycles each key was agreed in, up to 2 */
+    int cap_seen;
+    uint64_t *recent;        /* RECENT_SETS agreed key sets, recent_words each */
+    int recent_words, n_recent, next_recent;
     MPI_Comm ps;             /* dist_async requests and replies            */
     MPI_Comm workers;        /* dist_async: the workers only (barrier)     */
+    kvd_stats st;
 } kvd_comm;
 
 double kvd_now(void);
+/* A short scheduler slice for the calling thread (comm.c explains). */
+void kvd_short_slice(void);
 /* "key 3" / "key 'fc1_weight'" for key index k. */
 void kvd_key_label(kvd_store *s, int k, char *buf, size_t cap);
 /* Answer pending pings from peers (a live rank always answers). */

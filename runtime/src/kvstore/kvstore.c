@@ -10,6 +10,7 @@
  * merged arrays of its shape and dtype; entries are never removed while
  * the store lives; a call that fails its checks pushes nothing. */
 #include "kvstore/kvstore_impl.h"
+#include "kvstore/kvstore_fit.h"
 
 #include "ndarray/ndarray.h"
 
@@ -537,6 +538,20 @@ int mxp_kvstore_pushpull_str(mxp_kvstore *kv, int n, const char *const *keys, mx
                              mxp_ndarray *const *outs, int priority) {
     keylist kl = {n, NULL, keys};
     return pushpull_keys(kv, &kl, vals, outs, priority);
+}
+
+/* kvstore_fit.h: mxp_module_fit's per-step gradient sum.  The copy into
+ * `stored` is a memcpy of every gradient each step, and it ran in front of
+ * the next backward (which rewrites the gradient it reads); fit never
+ * pulls these keys, so it is left out. */
+int mxp__kvstore_sum_in_place_str(mxp_kvstore *kv, const char *key, mxp_ndarray *arr, int priority) {
+    keylist kl = {1, NULL, &key};
+    if (!kv || !kv->def || kv->server_side || kv->updater || kv->opt)
+        return kv ? pushpull_keys(kv, &kl, &arr, &arr, priority) : mxp__error(MXP_EINVAL, "kvstore sum: kv is NULL");
+    kv_entry *e = NULL;
+    int rc = resolve(kv, &kl, &arr, "pushpull", &e);
+    if (rc == MXP_OK) rc = mxp__kv_push_transport_on(kv, e, MXP__KV_PUSHPULL, arr, priority);
+    return rc;
 }
 
 int mxp_kvstore_broadcast(mxp_kvstore *kv, int n, const int64_t *keys, mxp_ndarray *const *vals,

@@ -14,7 +14,8 @@
  * then the copy stored -> out.
  * A dist_sync pushpull of one array per key with no updater skips merged:
  * copy val -> out (unless they are one array), transport on out in place,
- * copy out -> stored (kvstore.c, pushpull_in_place). */
+ * copy out -> stored (kvstore.c, pushpull_in_place).  mxp_module_fit's sum
+ * (kvstore_fit.h) is the transport on the gradient alone. */
 #ifndef MXP_KVSTORE_KVSTORE_IMPL_H
 #define MXP_KVSTORE_KVSTORE_IMPL_H
 

@@ -28,6 +28,7 @@
 #include "train/train.h"
 #include "base/env.h"
 #include "engine/engine.h"
+#include "kvstore/kvstore_fit.h"
 #include "plugin/plugin.h"
 
 #include <math.h>
@@ -673,11 +674,11 @@ static int train_step(mxp_module *m, mxp_iter *it, mxp_metric *metric) {
         if (rc == MXP_OK) rc = mxp_kvstore_pull_str(m->kv, 1, &name, &wt, -m->opt_index[i]);
     }
     /* Sum each gradient over the store's pushes and workers, in place;
-     * the engine orders the update below after it. */
+     * the engine orders the update below after it.  The store's own copy
+     * of the key is not updated (kvstore_fit.h): fit never pulls it. */
     for (int i = 0; rc == MXP_OK && m->kv && !on_servers && i < m->n_args; i++) {
         if (m->opt_index[i] < 0 || i >= n_g || !grads[i]) continue;
-        const char *name = m->arg_names[i];
-        rc = mxp_kvstore_pushpull_str(m->kv, 1, &name, &grads[i], &grads[i], -m->opt_index[i]);
+        rc = mxp__kvstore_sum_in_place_str(m->kv, m->arg_names[i], grads[i], -m->opt_index[i]);
     }
     for (int i = 0; rc == MXP_OK && !on_servers && i < m->n_args; i++) {
         if (m->opt_index[i] < 0 || i >= n_g || !grads[i]) continue;
