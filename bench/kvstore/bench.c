@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 
 static double now(void) {
     struct timespec ts;
@@ -114,10 +115,62 @@ static int pushpull(int n_keys, const int64_t *sizes, const char *mode, double m
 
 /* ------------------------------------------------------------ training */
 
+/* KV_BENCH_THREADS=1: each thread's CPU time (ns, /proc/self/task/T/
+ * schedstat) over the timed epoch, on stderr — where a worker's core goes
+ * besides compute (the communication thread, MPI's own threads). */
+enum { MAX_TASKS = 64 };
+static long long task_id[MAX_TASKS], task_ns[MAX_TASKS], task_sw[MAX_TASKS];
+static char task_name[MAX_TASKS][32];
+static int n_tasks;
+
+static int read_tasks(long long *id, long long *ns, long long *sw, char (*name)[32]) {
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) && n < MAX_TASKS) {
+        if (de->d_name[0] == '.') continue;
+        char path[96];
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", de->d_name);
+        FILE *f = fopen(path, "r");
+        long long run = 0, wait = 0, slices = 0;
+        if (!f) continue;
+        int ok = fscanf(f, "%lld %lld %lld", &run, &wait, &slices) == 3;
+        fclose(f);
+        if (!ok) continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        name[n][0] = 0;
+        if ((f = fopen(path, "r"))) {
+            if (fgets(name[n], 32, f)) name[n][strcspn(name[n], "\n")] = 0;
+            fclose(f);
+        }
+        id[n] = atoll(de->d_name), ns[n] = run, sw[n] = slices;
+        n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static void tasks_report(int rank, double wall) {
+    long long id[MAX_TASKS], ns[MAX_TASKS], sw[MAX_TASKS];
+    char name[MAX_TASKS][32];
+    int n = read_tasks(id, ns, sw, name);
+    for (int i = 0; i < n; i++) {
+        long long ns0 = 0, sw0 = 0;
+        for (int j = 0; j < n_tasks; j++)
+            if (task_id[j] == id[i]) ns0 = task_ns[j], sw0 = task_sw[j];
+        if (ns[i] - ns0 > 0)
+            fprintf(stderr, "threads rank=%d tid=%lld name=%s cpu_ms=%.1f (%.1f%% of the epoch) timeslices=%lld\n", rank,
+                    id[i], name[i], (double)(ns[i] - ns0) / 1e6, 100.0 * (double)(ns[i] - ns0) / 1e9 / wall,
+                    sw[i] - sw0);
+    }
+}
+
 static double t_epoch[2];
+static int want_threads;
 static void on_epoch(void *user, int epoch, const char *metric, double tv, double vv) {
     (void)user, (void)metric, (void)tv, (void)vv;
     if (epoch < 2) t_epoch[epoch] = now();
+    if (epoch == 0 && want_threads) n_tasks = read_tasks(task_id, task_ns, task_sw, task_name);
 }
 
 /* LeNet (examples/lenet) on BATCHES batches of 64 Fashion-MNIST images per
@@ -125,6 +178,7 @@ static void on_epoch(void *user, int epoch, const char *metric, double tv, doubl
  * dist_sync, each worker on its own slice.  Prints `train rank=R sps=X`. */
 static int train(const char *dir, const char *net, int use_kv, int batches) {
     mxp_kvstore *kv = NULL;
+    want_threads = getenv("KV_BENCH_THREADS") && atoi(getenv("KV_BENCH_THREADS"));
     if (use_kv) CHECK(mxp_kvstore_create("dist_sync", 0, NULL, NULL, &kv));
     int rank = kv ? mxp_kvstore_rank(kv) : 0, workers = kv ? mxp_kvstore_num_workers(kv) : 1;
     int64_t per = (int64_t)batches * 64, total = per * workers;
@@ -171,6 +225,7 @@ static int train(const char *dir, const char *net, int use_kv, int batches) {
     o.epoch_cb = on_epoch;
     o.kvstore = kv;
     CHECK(mxp_module_fit(m, it, NULL, &o));
+    if (want_threads) tasks_report(rank, t_epoch[1] - t_epoch[0]);
     printf("train rank=%d workers=%d sps=%.1f\n", rank, workers, (double)per / (t_epoch[1] - t_epoch[0]));
     fflush(stdout);
     mxp_module_free(m);
