@@ -10,6 +10,9 @@
 # GB/s are algorithm bandwidth (bytes of the array / seconds per call, 1e9).
 # The pushpull lines are on TCP loopback (both sides); 16 and 64 MiB are
 # also printed on the shared-memory transport (vader), both sides again.
+# Each rank is bound to its own core (--bind-to core, both sides): unbound,
+# the ranks' threads sometimes shared a core and a 16 MiB pushpull ran at
+# half speed in those runs (1.2 or 0.58 GB/s, nothing in between).
 # Training, one core per worker (the issue's setting): each process is
 # bound to its own core with one engine thread; the 2 workers talk over
 # shared memory (vader, the transport for ranks on one host).  single_sps
@@ -32,8 +35,8 @@ if ! command -v mpirun >/dev/null 2>&1 || [ ! -f "$BUILD/plugins/libmxp-kvstore-
     echo "bench-kvstore: skipped: Open MPI (mpirun) or the kvstore-dist pack is absent"
     exit 0
 fi
-MPI="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
-MPI_SHM="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca oob_tcp_if_include lo"
+MPI="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to core --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
+MPI_SHM="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to core --mca btl self,vader --mca oob_tcp_if_include lo"
 MPI_CORE="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to core --mca btl self,vader --mca oob_tcp_if_include lo -x MXP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1"
 TRAIN_REPS="${KV_BENCH_TRAIN_REPS:-3}"
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" | head -1; }
