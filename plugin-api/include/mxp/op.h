@@ -119,6 +119,11 @@ typedef enum mxp_req {
 #define MXP_OP_NO_GRADIENT 0x1u /* not differentiable: no backward pass    */
 #define MXP_OP_LOSS        0x2u /* a loss head: backward ignores out_grad,
                                    which need not be given                 */
+/* (since 1.3) Backward gives every input exactly out_grad (one output,
+ * inputs of its shape and dtype: elemwise_add, add_n).  The executor may
+ * then hand out_grad on as those gradients without running backward,
+ * which must still be implemented (an older host, or autograd, runs it). */
+#define MXP_OP_IDENTITY_GRAD 0x4u
 
 /* Impl flags (mxp_op_impl.flags). */
 #define MXP_IMPL_ASYNC     0x1u /* forward/backward finish later through

@@ -43,6 +43,9 @@ typedef enum mxp_grad_kind {
 /* Inplace options (the seed's SimpleOpInplaceOption), as flags. */
 #define MXP_SIMPLE_INPLACE_FWD 0x1u /* input 0 may share the output's memory   */
 #define MXP_SIMPLE_INPLACE_BWD 0x2u /* out_grad may share in_grad 0's memory   */
+/* (since 1.3, same field) a BINARY op whose backward gives both inputs
+ * out_grad unchanged: its definition gets MXP_OP_IDENTITY_GRAD (op.h). */
+#define MXP_SIMPLE_IDENTITY_GRAD 0x4u
 /* With MXP_SIMPLE_INPLACE_BWD a binary kernel must finish reading out_grad
  * before it writes in_grad[0]: write in_grad[1] first, then in_grad[0]. */
 

@@ -21,7 +21,8 @@
  * mxp_stat_def and the mxp_stat_* helpers; mxp_registrar.add_stat and
  * mxp_registrar_add_stat in host.h); 1.3 supports() may answer
  * MXP_SUPPORTS_FALLBACK (op.h: runs the configuration, but `auto` prefers
- * any impl that accepts it outright).
+ * any impl that accepts it outright), and the op flag MXP_OP_IDENTITY_GRAD
+ * (op.h; MXP_SIMPLE_IDENTITY_GRAD in simple_op.h).
  * Since ABI 1.0. */
 #ifndef MXP_TYPES_H
 #define MXP_TYPES_H

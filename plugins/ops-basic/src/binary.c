@@ -102,17 +102,23 @@ static const char *const al_lesser_equal[] = {"_Lesser_Equal", NULL};
 static const char *const al_badd[] = {"broadcast_plus", NULL};
 static const char *const al_bsub[] = {"broadcast_minus", NULL};
 
-#define BDEF(NAME, ALIASES, KIND, GK, INFO, DOC)                                       \
+#define BDEF_F(NAME, ALIASES, KIND, GK, INFO, DOC, XFLAGS)                             \
     { MXP_HEADER(mxp_simple_op_def), NAME, ALIASES, DOC, KIND, GK,                     \
-      ((GK) == MXP_GRAD_USES_INPUT ? 0u : MXP_SIMPLE_INPLACE_FWD) | MXP_SIMPLE_INPLACE_BWD, \
+      ((GK) == MXP_GRAD_USES_INPUT ? 0u : MXP_SIMPLE_INPLACE_FWD) | MXP_SIMPLE_INPLACE_BWD | (XFLAGS), \
       0, NULL, 0, 0, b_forward, (GK) == MXP_GRAD_ZERO ? NULL : b_backward,              \
       NULL, NULL, MXP_RANK_PRIMARY, 0, (void *)&INFO }
+#define BDEF(NAME, ALIASES, KIND, GK, INFO, DOC) BDEF_F(NAME, ALIASES, KIND, GK, INFO, DOC, 0u)
 #define PAIR(ENAME, EAL, BNAME, BAL, GK, INFO, WHAT)                                   \
     BDEF(ENAME, EAL, MXP_SIMPLE_BINARY, GK, INFO, WHAT " of two arrays of equal shape."), \
     BDEF(BNAME, BAL, MXP_SIMPLE_BROADCAST, GK, INFO, WHAT " with numpy broadcasting.")
 
 static const mxp_simple_op_def binary_defs[] = {
-    PAIR("elemwise_add", al_add, "broadcast_add", al_badd, MXP_GRAD_USES_OUT_GRAD, bi_add, "lhs + rhs"),
+    /* elemwise_add's gradient is out_grad for both inputs: the executor
+     * passes it on without a backward step (MXP_SIMPLE_IDENTITY_GRAD);
+     * broadcast_add's sums over the broadcast axes. */
+    BDEF_F("elemwise_add", al_add, MXP_SIMPLE_BINARY, MXP_GRAD_USES_OUT_GRAD, bi_add, "lhs + rhs of two arrays of equal shape.",
+           MXP_SIMPLE_IDENTITY_GRAD),
+    BDEF("broadcast_add", al_badd, MXP_SIMPLE_BROADCAST, MXP_GRAD_USES_OUT_GRAD, bi_add, "lhs + rhs with numpy broadcasting."),
     PAIR("elemwise_sub", al_sub, "broadcast_sub", al_bsub, MXP_GRAD_USES_OUT_GRAD, bi_sub, "lhs - rhs"),
     PAIR("elemwise_mul", al_mul, "broadcast_mul", NULL, MXP_GRAD_USES_INPUT, bi_mul, "lhs * rhs"),
     PAIR("elemwise_div", al_div, "broadcast_div", NULL, MXP_GRAD_USES_INPUT, bi_div, "lhs / rhs"),

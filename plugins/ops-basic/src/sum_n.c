@@ -88,7 +88,7 @@ static const mxp_op_def sum_n_def = {
     .hdr = MXP_HEADER(mxp_op_def), .name = "ElementWiseSum", .aliases = al_sum_n,
     .doc = "Sum of num_args arrays of one shape.", .params = sum_n_params, .n_params = 1,
     .params_size = sizeof(sum_n_param), .list_args = list_args_n, .infer_shape = sum_n_shape,
-    .backward_deps = MXP_BWD_OUT_GRAD, .forward_inplace = ip00, .n_forward_inplace = 1,
+    .backward_deps = MXP_BWD_OUT_GRAD, .flags = MXP_OP_IDENTITY_GRAD, .forward_inplace = ip00, .n_forward_inplace = 1,
     .backward_inplace = ip00, .n_backward_inplace = 1,
 };
 static const mxp_op_impl sum_n_impl = OB_IMPL("ElementWiseSum", sum_n_fwd, sum_n_bwd);

@@ -16,6 +16,9 @@
  * (ElementWiseSum, run by the executor) as soon as its last contribution
  * is written.  An argument with a single contribution gets it written
  * straight into its gradient array with the user's req (write or add).
+ * An op flagged MXP_OP_IDENTITY_GRAD (elemwise_add, add_n) gets no step
+ * when its inputs are op outputs of its shape: its output's gradient value
+ * is their contribution as is (MXP_EXEC_IDENTITY_GRAD=0 keeps the step).
  * Visible outputs backward needs but no gradient reaches read a ZERO value;
  * hidden outputs (BatchNorm's mean/var) get none.
  * Built as named passes over one builder (gb_*), each a function:
@@ -30,6 +33,7 @@
  * No fixed limits: per-node arrays are sized from the graph (a node with
  * 5,000 inputs, add_n of 5,000 arrays, builds). */
 #include "graph/graph.h"
+#include "base/env.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -389,6 +393,42 @@ static int close_entry(grad_builder *gb, int e) {
     return add_inplace(s, s->in[0], o);
 }
 
+static int shape_same(const mxp_shape *a, const mxp_shape *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int k = 0; k < a->ndim; k++)
+        if (a->dims[k] != b->dims[k]) return 0;
+    return 1;
+}
+
+/* An MXP_OP_IDENTITY_GRAD node (elemwise_add, add_n) whose output has a
+ * gradient value and whose inputs needing one are op outputs of the
+ * output's shape and dtype: that value becomes each input's contribution
+ * as is, with no step (a residual block's add no longer copies its
+ * out_grad to both branches).  Arguments keep the step, which writes
+ * their gradient arrays with the user's req.  1 when handled. */
+static int pass_identity(grad_builder *gb, int i, int *rc) {
+    const mxp__igraph *g = gb->g;
+    const mxp__inode *n = &g->nodes[i];
+    const mxp_op_def *def = gb->oi[i].def;
+    *rc = MXP_OK;
+    if (!(def->flags & MXP_OP_IDENTITY_GRAD) || n->n_outs != 1 || gb->final_grad[n->entry0] < 0) return 0;
+    int og = gb->final_grad[n->entry0];
+    for (int k = 0; k < n->n_args; k++) {
+        int e = n->in[k];
+        if (!gb->needs[e]) continue;
+        if (arg_of_entry(gb, e) >= 0 || gb->dtypes[e] != gb->dtypes[n->entry0] ||
+            !shape_same(&gb->shapes[e], &gb->shapes[n->entry0]))
+            return 0;
+    }
+    for (int k = 0; k < n->n_args && !*rc; k++)
+        if (gb->needs[n->in[k]]) *rc = contrib_add(&gb->con[n->in[k]], og);
+    for (int k = 0; k < n->n_args && !*rc; k++) {
+        int e = n->in[k];
+        if (gb->needs[e] && --gb->remaining[e] == 0) *rc = close_entry(gb, e);
+    }
+    return 1;
+}
+
 /* One node's BWD step: what it reads, a fresh gradient value per input
  * that needs one, and the entries whose last contribution it writes. */
 static int emit_backward(grad_builder *gb, int i) {
@@ -396,6 +436,8 @@ static int emit_backward(grad_builder *gb, int i) {
     mxp__program *p = gb->b.p;
     const mxp__inode *n = &g->nodes[i];
     const mxp_op_def *def = gb->oi[i].def;
+    int prc;
+    if (mxp__env_bool("MXP_EXEC_IDENTITY_GRAD", 1) && pass_identity(gb, i, &prc)) return prc;
     const uint8_t *d_og = gb->deps + gb->dep_off[i], *d_in = d_og + n->n_outs, *d_out = d_in + n->n_args;
     if (!add_step(&gb->b, MXP_STEP_BWD, i, n->n_args, n->n_outs, n->n_aux)) return mxp__error_oom("program");
     int sid = p->n_steps - 1;

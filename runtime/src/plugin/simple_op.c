@@ -369,6 +369,9 @@ int mxp__simple_expand(const mxp_simple_op_def *sd, mxp_simple_expansion **out) 
     case MXP_GRAD_USES_INPUT: d->backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA; break;
     default: d->backward_deps = 0; break;
     }
+    if ((sd->inplace & MXP_SIMPLE_IDENTITY_GRAD) && sd->kind == MXP_SIMPLE_BINARY &&
+        sd->grad_kind == MXP_GRAD_USES_OUT_GRAD)
+        d->flags |= MXP_OP_IDENTITY_GRAD;
     e->fwd_inplace.from = 0; e->fwd_inplace.to = 0;
     e->bwd_inplace.from = 0; e->bwd_inplace.to = 0;
     if ((sd->inplace & MXP_SIMPLE_INPLACE_FWD) && sd->kind != MXP_SIMPLE_BROADCAST) {
