@@ -866,19 +866,27 @@ static int fit_epochs(mxp_module *m, mxp_iter *train, mxp_iter *val, const mxp_f
         int64_t nbatch = 0;
         for (;;) {
             int has = 0;
+            /* The iterator's refill runs here too: an iterator producing on
+             * this thread waits for the previous batch's readers through a
+             * no-op write and a wait (mxp_ndarray_wait_to_write), two engine
+             * ops per array that otherwise each woke a worker and waited for
+             * it, every step. */
+            int was = on_caller ? mxp__engine_pusher_runs_ready(1) : 0;
             if (rc == MXP_OK) rc = mxp_iter_next(train, &has);
-            if (rc || !has) break;
+            if (rc || !has) {
+                if (on_caller) mxp__engine_pusher_runs_ready(was);
+                break;
+            }
             /* Work still pending from the previous step (an op that was not
              * ready at its push went to a worker, and so did everything
              * after it) is finished first, so this step's ops find their
              * inputs done again; nothing is pending in the usual case. */
             if (on_caller) rc = mxp__engine_drain();
-            int was = on_caller ? mxp__engine_pusher_runs_ready(1) : 0;
             if (rc == MXP_OK) rc = train_step(m, train, metric);
-            if (on_caller) mxp__engine_pusher_runs_ready(was);
             nbatch++;
             if (rc) rc = mxp__error_prefix(rc, "epoch %d batch %lld (training data)", epoch, (long long)nbatch);
             if (rc == MXP_OK && !o->allow_nan) rc = check_finite(m, epoch, nbatch);
+            if (on_caller) mxp__engine_pusher_runs_ready(was);
             if (rc == MXP_OK && o->batch_cb) {
                 const char *nm;
                 double v;

@@ -204,29 +204,28 @@ AI void tr16(v16 *r) {
 TC static void trans_any(const float *src, int64_t lds, int64_t R, int64_t np, float *dst, int64_t ldt, double *rowsum) {
     int64_t Rp = (R + 15) / 16 * 16;
     for (int64_t r0 = 0; r0 < Rp; r0 += 16) {
-        int64_t p0 = 0;
-        if (r0 + 16 <= R) {
-            v16 sum[16];
-            for (int i = 0; i < 16; i++) sum[i] = (v16){0};
-            for (; p0 + 16 <= np; p0 += 16) {
-                v16 t[16];
+        int64_t p0 = 0, nr = R - r0 < 16 ? R - r0 : 16; /* rows past R are zero */
+        v16 sum[16];
+        for (int i = 0; i < 16; i++) sum[i] = (v16){0};
+        for (; p0 + 16 <= np; p0 += 16) {
+            v16 t[16];
 #pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) {
-                    t[i] = ld16(src + (r0 + i) * lds + p0);
-                    sum[i] += t[i];
-                }
-                tr16(t);
-#pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) st16(dst + (p0 + i) * ldt + r0, t[i]);
+            for (int i = 0; i < 16; i++) {
+                t[i] = (v16){0};
+                if (i < nr) t[i] = ld16(src + (r0 + i) * lds + p0);
+                sum[i] += t[i];
             }
-            if (rowsum)
-                for (int i = 0; i < 16; i++) {
-                    double s = 0;
-                    for (int l = 0; l < 16; l++) s += sum[i][l];
-                    rowsum[r0 + i] += s;
-                }
+            tr16(t);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) st16(dst + (p0 + i) * ldt + r0, t[i]);
         }
-        for (int64_t r = r0; r < r0 + 16; r++) { /* ragged rows/pixels, zero rows past R */
+        if (rowsum && p0)
+            for (int i = 0; i < nr; i++) {
+                double s = 0;
+                for (int l = 0; l < 16; l++) s += sum[i][l];
+                rowsum[r0 + i] += s;
+            }
+        for (int64_t r = r0; r < r0 + 16; r++) { /* ragged pixels */
             const float *s = src + r * lds;
             double acc = 0;
             for (int64_t p = p0; p < np; p++) {

@@ -1,8 +1,13 @@
 /* conv_strip.c — Convolution impl "strip": float32 2-D convolutions whose
  * output rows are at most 32 pixels wide (LeNet's 5x5 layers, small
- * CIFAR-sized maps), forward on the pointwise impl's register kernels.
+ * CIFAR-sized maps).  This file: the forward pass and the impl's table;
+ * the backward pass is conv_strip_bwd.c.
  *
- * Forward: items are (sample, group, strip), a strip being as many whole
+ * Forward, stride 1 and at most 256 taps: the direct impl's kernels
+ * (dfast_forward, kw-shifted copies + register-blocked correlation): on
+ * LeNet's conv1 and conv2 they beat the strip kernel below (conv1: 25-row
+ * panels of 24 useful pixels in 32).  Otherwise (strides) the strip kernel:
+ * items are (sample, group, strip), a strip being as many whole
  * output rows as fit in 32 pixels.  Per strip the column matrix of just
  * those pixels is built by im2col straight into a [K][32] panel (K =
  * Cg*kh*kw; a 5x5 layer over 20 channels gives 500 rows, 64 KiB, L2
@@ -13,16 +18,11 @@
  * per item, whose packing costs as much as the product on such small
  * matrices.  The output channels are cut into near-equal blocks of at most
  * PW_MB rows (50 -> 5 x 10) so no block runs a thin tail.
- *
- * Backward is another impl's: the direct impl's stride-1 path
- * (dfast_backward: on LeNet's conv2 it beats im2col + OpenBLAS) when the
- * stride is 1 and the kernel has at most 256 taps, else gemm's
- * (conv_gemm_backward_impl); the workspace covers both.  Not here: output rows wider than 32 pixels (refused
- * in `supports`; the other impls serve them), float64.
- * Weights are repacked on every forward (50x500 floats: microseconds, done
- * in parallel by row block).  Scratch: one panel per parallel range from
- * the host pool. */
-#include "conv_pointwise.h"
+ * Not here: output rows wider than 32 pixels (refused in `supports`; the
+ * other impls serve them), float64.  No workspace: scratch comes from the
+ * host pool (one panel per parallel range; weights repacked on every
+ * forward, 50x500 floats: microseconds, in parallel by row block). */
+#include "conv_strip.h"
 #include "conv_direct_fast.h"
 
 #include <stdatomic.h>
@@ -31,24 +31,11 @@
 
 static int64_t st_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Near-equal row blocks of at most PW_MB: block b of nb covers
- * [b*base + min(b, extra), ...) with base = R/nb, extra = R%nb. */
-typedef struct rowblocks { int64_t nb, base, extra; } rowblocks;
-static rowblocks row_blocks(int64_t R) {
-    rowblocks rb;
-    rb.nb = (R + PW_MB - 1) / PW_MB;
-    rb.base = R / rb.nb;
-    rb.extra = R % rb.nb;
-    return rb;
-}
-static int64_t rb_start(const rowblocks *rb, int64_t b) { return b * rb->base + st_min(b, rb->extra); }
-static int64_t rb_size(const rowblocks *rb, int64_t b) { return rb->base + (b < rb->extra); }
-
 typedef struct stjob {
     const conv_geom *g;
     const float *x, *w, *bias;
     float *apk, *out;
-    rowblocks rb;
+    st_rowblocks rb;
     int64_t rows, strips; /* output rows per strip, strips per sample */
     int add;
     atomic_int no_memory;
@@ -60,7 +47,7 @@ static void pack_range(void *arg, int64_t b, int64_t e) {
     const conv_geom *g = j->g;
     for (int64_t it = b; it < e; it++) {
         int64_t gr = it / j->rb.nb, blk = it % j->rb.nb;
-        int64_t r0 = rb_start(&j->rb, blk), mbs = rb_size(&j->rb, blk);
+        int64_t r0 = st_rb_start(&j->rb, blk), mbs = st_rb_size(&j->rb, blk);
         float *dst = j->apk + (gr * g->Mg + r0) * g->K;
         const float *src = j->w + (gr * g->Mg + r0) * g->K;
         for (int64_t i = 0; i < mbs; i++)
@@ -87,8 +74,8 @@ static void fwd_range(void *arg, int64_t b, int64_t e) {
             for (int64_t k = 0; k < g->K; k++) memset(panel + k * ST_WIDTH + np, 0, (size_t)(ST_WIDTH - np) * sizeof(float));
         float *out = j->out + (n * g->M + gr * g->Mg) * g->P + p0;
         for (int64_t blk = 0; blk < j->rb.nb; blk++) {
-            int64_t r0 = rb_start(&j->rb, blk);
-            int mbs = (int)rb_size(&j->rb, blk);
+            int64_t r0 = st_rb_start(&j->rb, blk);
+            int mbs = (int)st_rb_size(&j->rb, blk);
             const float *a = j->apk + (gr * g->Mg + r0) * g->K;
             const float *bias = j->bias ? j->bias + gr * g->Mg + r0 : NULL;
             if (np == ST_WIDTH) {
@@ -115,11 +102,12 @@ static int st_forward(const mxp_forward_args *a) {
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     conv_geom g;
     conv_geom_from_tensor(&g, p, &a->in[0]);
+    if (g.sh == 1 && g.sw == 1 && g.kh * g.kw <= 256) return dfast_forward(a, &g);
     if (g.Wo > ST_WIDTH || g.Wo < 1 || g.Ho < 1)
         return NN_ERR(MXP_EUNSUPPORTED, "Convolution(strip): output rows of %lld pixels (at most %d)",
                       (long long)g.Wo, ST_WIDTH);
     stjob j = {&g, nn_ptr(&a->in[0]), nn_ptr(&a->in[1]), p->no_bias ? NULL : nn_ptr(&a->in[2]), NULL,
-               nn_ptr(&a->out[0]), row_blocks(g.Mg), ST_WIDTH / g.Wo, 0, a->req[0] == MXP_REQ_ADD, 0};
+               nn_ptr(&a->out[0]), st_row_blocks(g.Mg), ST_WIDTH / g.Wo, 0, a->req[0] == MXP_REQ_ADD, 0};
     j.strips = (g.Ho + j.rows - 1) / j.rows;
     j.apk = nn_alloc((uint64_t)(g.M * g.K) * sizeof(float));
     if (!j.apk) return NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for packed weights");
@@ -132,9 +120,6 @@ static int st_forward(const mxp_forward_args *a) {
     return st;
 }
 
-/* dfast_backward's conditions (conv_direct.c runs it for these). */
-static int direct_bwd_ok(const conv_geom *g) { return g->sh == 1 && g->sw == 1 && g->kh * g->kw <= 256; }
-
 static int st_backward(const mxp_backward_args *a) {
     int32_t dt;
     int st;
@@ -142,16 +127,7 @@ static int st_backward(const mxp_backward_args *a) {
     if (dt != MXP_DTYPE_F32) return NN_ERR(MXP_EUNSUPPORTED, "Convolution(strip): float32 only");
     conv_geom g;
     conv_geom_from_tensor(&g, a->params, &a->in_grad[0]);
-    return direct_bwd_ok(&g) ? dfast_backward(a, &g) : conv_gemm_backward_impl(a, 0);
-}
-
-static int st_workspace(mxp_impl_query_args *a) {
-    conv_geom g;
-    conv_geom_init(&g, a->params, &a->in_shapes[0]);
-    uint64_t ws = conv_gemm_workspace_bytes(&g, a->params, a->in_dtypes[0]);
-    if (direct_bwd_ok(&g) && dfast_workspace(&g, a->is_train) > ws) ws = dfast_workspace(&g, a->is_train);
-    a->workspace_bytes = ws;
-    return MXP_OK;
+    return st_backward_run(a, &g);
 }
 
 static int st_supports(mxp_impl_query_args *a) {
@@ -172,7 +148,7 @@ static int st_supports(mxp_impl_query_args *a) {
 
 const mxp_op_impl conv_strip_impl = {
     .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "strip", .device = "cpu",
-    .rank = 200, .doc = "per-strip im2col into a 32-pixel panel + register-blocked kernels (forward), direct's or gemm's backward; "
+    .rank = 200, .doc = "backward: im2col chunks + register-blocked dW / W^T dy kernels; forward: direct's kernels at stride 1, else per-strip im2col panels; "
                         "float32, output rows up to 32 pixels",
-    .supports = st_supports, .workspace = st_workspace, .forward = st_forward, .backward = st_backward,
+    .supports = st_supports, .forward = st_forward, .backward = st_backward,
 };

@@ -1,0 +1,334 @@
+/* conv_strip_bwd.c — the backward pass of Convolution impl "strip"
+ * (conv_strip.c): float32 2-D convolutions with output rows of at most 32
+ * pixels (LeNet's 5x5 layers), any stride, padding, dilation and groups.
+ *
+ * Both gradients run on register kernels over chunks of whole output rows
+ * (a chunk's column matrix col[K][Q], K = Cg*kh*kw, at most SB_COL_BYTES):
+ *   - weight gradient (and bias): pwk_dw (conv_pointwise_kern.c) keeps a
+ *     64 x 6 block of sums in registers over the chunk's pixels, vectors
+ *     along M or along K, whichever wastes fewer lanes.  Along M, dy is
+ *     transposed to pixel-major dyT[Q][Mgp] (its row sums are the bias
+ *     gradient, in double) and col is broadcast, built by im2col or, for
+ *     an unpadded stride-1 layer, read in place from the input by
+ *     sbk_dw_direct (conv_strip_kern.c).  Along K, col is transposed to
+ *     colT[Q][Kp] and dy's rows are broadcast.  The (sample, chunk) items
+ *     are split into SB_PARTS fixed parts, each summed into its own
+ *     partial, and the partials are added in part order, so the result is
+ *     bitwise the same whatever the thread count.
+ *   - data gradient: per (sample, group), dcol[K][Q] = W^T dy by pwk_gemm
+ *     (W^T packed in near-equal blocks of at most PW_MB rows, dy packed
+ *     32 pixels at a time), then added into dx by col2im; a sample's rows
+ *     are written by one item only.
+ * This replaces gemm's whole-batch OpenBLAS calls (on LeNet's conv2 its
+ * packing costs as much as the product) and direct's gradients.
+ * MXP_STRIP_DW=d|m|k forces the in-place, M or K path (tests).
+ * Not here: float64 (strip refuses it), rows wider than 32 pixels. */
+#include "conv_pointwise.h"
+#include "conv_strip.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define SB_PARTS 8                /* weight-gradient parts (fixed)                       */
+#define SB_COL_BYTES (192 << 10)  /* a column chunk: L2-resident beside dyT and the partial */
+
+static int64_t sb_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t sb_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Output rows per chunk (at least 1), and a chunk's column stride: its
+ * pixels rounded up to whole 32-pixel strips. */
+static int64_t chunk_rows(const conv_geom *g) {
+    int64_t q = SB_COL_BYTES / (int64_t)sizeof(float) / sb_max(1, g->K);
+    return sb_max(1, sb_min(g->Ho, q / g->Wo));
+}
+static int64_t chunk_ld(const conv_geom *g) { return (chunk_rows(g) * g->Wo + PW_STRIP - 1) / PW_STRIP * PW_STRIP; }
+
+/* ------------------------------------------------------ weight gradient */
+typedef struct sbdw {
+    const conv_geom *g;
+    const float *x, *dy;
+    int64_t Mgp, Kp, rows, ldq, nq, T, nparts;
+    int direct;   /* by M, input read in place (stride 1, no padding): no im2col */
+    int by_k;     /* vectors along K (partials [nparts][G][Mg][Kp]), else along M ([nparts][G][K][Mgp]) */
+    float *part;
+    double *dbp;  /* [nparts][M] or NULL */
+    int want_dw;
+    atomic_int no_memory;
+} sbdw;
+
+static uint64_t part_size(const sbdw *j) {
+    return (uint64_t)(j->g->G * (j->by_k ? j->g->Mg * j->Kp : j->g->K * j->Mgp));
+}
+
+/* Vectors along M: dyT[Q][Mgp] (row sums = bias), col[K][ldq] broadcast;
+ * partial dW^T [K][Mgp]. */
+static void chunk_by_m(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t r1, const float *dys, float *col,
+                       float *dyT, float *pt, double *db) {
+    const conv_geom *g = j->g;
+    int64_t np = (r1 - r0) * g->Wo;
+    pwk_trans(dys, g->P, g->Mg, np, dyT, j->Mgp, db ? db + gr * g->Mg : NULL);
+    if (!j->want_dw) return;
+    float *pg = pt + gr * g->K * j->Mgp;
+    if (j->direct) { /* the column matrix read in place: tap k of pixel (r, ow) is xr[k][r*W + ow] */
+        const float *xs = j->x + (n * g->C + gr * g->Cg) * g->H * g->W + r0 * g->W;
+        const int64_t nk = g->kh * g->kw;
+        for (int64_t k0 = 0; k0 < g->K; k0 += PW_DWC) {
+            int nc = (int)sb_min(PW_DWC, g->K - k0);
+            const float *xr[PW_DWC];
+            for (int c = 0; c < nc; c++) {
+                int64_t k = k0 + c, ci = k / nk, t = k % nk;
+                xr[c] = xs + ci * g->H * g->W + (t / g->kw) * g->dh * g->W + (t % g->kw) * g->dw;
+            }
+            for (int64_t m0 = 0; m0 < j->Mgp; m0 += PW_DWM)
+                sbk_dw_direct((int)sb_min(PW_DWM, j->Mgp - m0) / 16, nc, dyT + m0, j->Mgp, xr, g->W, r1 - r0, g->Wo,
+                              pg + k0 * j->Mgp + m0, j->Mgp);
+        }
+        return;
+    }
+    conv_im2col(MXP_DTYPE_F32, g, j->x + (n * g->C + gr * g->Cg) * g->H * g->W, 0, g->Cg, r0, r1, col, j->ldq);
+    for (int64_t k0 = 0; k0 < g->K; k0 += PW_DWC) {
+        int nc = (int)sb_min(PW_DWC, g->K - k0);
+        for (int64_t m0 = 0; m0 < j->Mgp; m0 += PW_DWM) {
+            int nmv = (int)sb_min(PW_DWM, j->Mgp - m0) / 16;
+            const float *pf = m0 == 0 && k0 + 2 * PW_DWC <= g->K ? col + (k0 + PW_DWC) * j->ldq : NULL;
+            pwk_dw(nmv, nc, dyT + m0, j->Mgp, col + k0 * j->ldq, j->ldq, np, pg + k0 * j->Mgp + m0, j->Mgp, pf);
+        }
+    }
+}
+
+/* Row sums of dy (Mg rows of np pixels at stride P) into db, in double. */
+static void dy_rowsums(const float *dys, int64_t P, int64_t Mg, int64_t np, double *db) {
+    for (int64_t m = 0; m < Mg; m++) {
+        const float *r = dys + m * P;
+        float part[16] = {0};
+        int64_t p = 0;
+        for (; p + 16 <= np; p += 16)
+            for (int l = 0; l < 16; l++) part[l] += r[p + l];
+        double s = 0;
+        for (int l = 0; l < 16; l++) s += part[l];
+        for (; p < np; p++) s += r[p];
+        db[m] += s;
+    }
+}
+
+/* Vectors along K: colT[Q][Kp] (the column matrix transposed), dy rows
+ * broadcast; partial dW [Mg][Kp].  For each 64-column slice of colT (L1
+ * resident over the chunk) every block of at most PW_DWC output channels
+ * runs, the blocks near-equal (50 -> 5 x 6 + 4 x 5). */
+static void chunk_by_k(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t r1, const float *dys, float *col,
+                       float *colT, float *pt, double *db) {
+    const conv_geom *g = j->g;
+    int64_t np = (r1 - r0) * g->Wo;
+    if (db) dy_rowsums(dys, g->P, g->Mg, np, db + gr * g->Mg);
+    if (!j->want_dw) return;
+    conv_im2col(MXP_DTYPE_F32, g, j->x + (n * g->C + gr * g->Cg) * g->H * g->W, 0, g->Cg, r0, r1, col, j->ldq);
+    pwk_trans(col, j->ldq, g->K, np, colT, j->Kp, NULL);
+    float *pg = pt + gr * g->Mg * j->Kp;
+    int64_t nb = (g->Mg + PW_DWC - 1) / PW_DWC, base = g->Mg / nb, extra = g->Mg % nb;
+    for (int64_t k0 = 0; k0 < j->Kp; k0 += PW_DWM) {
+        int nmv = (int)sb_min(PW_DWM, j->Kp - k0) / 16;
+        for (int64_t blk = 0, m0 = 0; blk < nb; blk++) {
+            int nc = (int)(base + (blk < extra));
+            pwk_dw(nmv, nc, colT + k0, j->Kp, dys + m0 * g->P, g->P, np, pg + m0 * j->Kp + k0, j->Kp, NULL);
+            m0 += nc;
+        }
+    }
+}
+
+static void dw_range(void *arg, int64_t b, int64_t e) {
+    sbdw *j = arg;
+    const conv_geom *g = j->g;
+    float *col = j->want_dw && !j->direct ? nn_alloc((uint64_t)(g->K * j->ldq) * sizeof(float)) : NULL;
+    float *dyT = nn_alloc((uint64_t)(j->ldq * (j->by_k ? j->Kp : j->Mgp)) * sizeof(float)); /* or colT */
+    if (!dyT || (j->want_dw && !j->direct && !col)) { /* an item cannot return a status: the driver reports it */
+        atomic_store(&j->no_memory, 1);
+        nn_free(col);
+        nn_free(dyT);
+        return;
+    }
+    uint64_t psz = part_size(j);
+    for (int64_t q = b; q < e; q++) {
+        float *pt = j->part + (uint64_t)q * psz;
+        double *db = j->dbp ? j->dbp + q * g->M : NULL;
+        if (j->want_dw) memset(pt, 0, psz * sizeof(float));
+        if (db) memset(db, 0, (size_t)g->M * sizeof(double));
+        for (int64_t t = q * j->T / j->nparts; t < (q + 1) * j->T / j->nparts; t++) {
+            int64_t n = t / j->nq, r0 = (t % j->nq) * j->rows, r1 = sb_min(g->Ho, r0 + j->rows);
+            int64_t p0 = r0 * g->Wo;
+            for (int64_t gr = 0; gr < g->G; gr++) {
+                const float *dys = j->dy + (n * g->M + gr * g->Mg) * g->P + p0;
+                if (j->by_k) chunk_by_k(j, n, gr, r0, r1, dys, col, dyT, pt, db);
+                else chunk_by_m(j, n, gr, r0, r1, dys, col, dyT, pt, db);
+            }
+        }
+    }
+    nn_free(col);
+    nn_free(dyT);
+}
+
+typedef struct sbsum {
+    const sbdw *j;
+    float *dw;
+    int32_t req;
+    int64_t kb, nkb; /* K columns per item, items per group */
+} sbsum;
+
+/* dW[gr][m][k] = sum over parts, in part order, for items (group, k block). */
+static void sum_range(void *arg, int64_t b, int64_t e) {
+    const sbsum *s = arg;
+    const sbdw *j = s->j;
+    const conv_geom *g = j->g;
+    uint64_t psz = part_size(j);
+    for (int64_t it = b; it < e; it++) {
+        int64_t gr = it / s->nkb, k0 = (it % s->nkb) * s->kb, k1 = sb_min(g->K, k0 + s->kb);
+        if (j->by_k) {
+            for (int64_t m = 0; m < g->Mg; m++) {
+                const float *src = j->part + (gr * g->Mg + m) * j->Kp;
+                for (int64_t k = k0; k < k1; k++) {
+                    float v = 0.0f;
+                    for (int64_t q = 0; q < j->nparts; q++) v += src[(uint64_t)q * psz + k];
+                    NN_STORE(s->req, s->dw[(gr * g->Mg + m) * g->K + k], v);
+                }
+            }
+            continue;
+        }
+        for (int64_t k = k0; k < k1; k++) {
+            const float *src = j->part + (gr * g->K + k) * j->Mgp;
+            for (int64_t m = 0; m < g->Mg; m++) {
+                float v = 0.0f;
+                for (int64_t q = 0; q < j->nparts; q++) v += src[(uint64_t)q * psz + m];
+                NN_STORE(s->req, s->dw[(gr * g->Mg + m) * g->K + k], v);
+            }
+        }
+    }
+}
+
+static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, const float *dy, float *dw,
+                  int32_t req_dw, float *db, int32_t req_db) {
+    sbdw j = {g, x, dy, (g->Mg + 15) / 16 * 16, (g->K + 15) / 16 * 16, chunk_rows(g), chunk_ld(g), 0, 0, 0, 0, 0,
+              NULL, NULL, req_dw != MXP_REQ_NULL, 0};
+    /* Vectors along K when that wastes clearly fewer lanes (LeNet: conv2
+     * 500/512 vs 50/64, conv1 25/32 vs 20/32); the transpose of the column
+     * matrix it needs costs a few percent of the products. */
+    j.by_k = (double)g->K / (double)j.Kp > (double)g->Mg / (double)j.Mgp + 0.1;
+    /* An unpadded stride-1 layer skips im2col (and colT's transpose) altogether:
+     * vectors along M reading the input in place (LeNet's conv1 and conv2). */
+    j.direct = g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+    if (j.direct) j.by_k = 0;
+    const char *force = getenv("MXP_STRIP_DW"); /* m, k or d (direct): tests and comparisons */
+    if (force && *force) {
+        j.by_k = force[0] == 'k';
+        j.direct = j.direct && force[0] == 'd';
+    }
+    j.nq = (g->Ho + j.rows - 1) / j.rows;
+    j.T = g->N * j.nq;
+    j.nparts = sb_min(SB_PARTS, j.T);
+    uint64_t psz = part_size(&j);
+    if (j.want_dw) j.part = nn_alloc((uint64_t)j.nparts * psz * sizeof(float));
+    if (req_db != MXP_REQ_NULL) j.dbp = nn_alloc((uint64_t)(j.nparts * g->M) * sizeof(double));
+    if ((j.want_dw && !j.part) || (req_db != MXP_REQ_NULL && !j.dbp)) {
+        nn_free(j.part);
+        nn_free(j.dbp);
+        return NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for %lld weight-gradient partials",
+                      (long long)j.nparts);
+    }
+    int st = nn_parallel(ctx, j.nparts, 1, dw_range, &j);
+    if (st >= 0 && atomic_load(&j.no_memory))
+        st = NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for a %lld x %lld column chunk", (long long)g->K,
+                    (long long)j.ldq);
+    if (st >= 0 && j.want_dw) {
+        sbsum s = {&j, dw, req_dw, 64, (g->K + 63) / 64};
+        st = nn_parallel(ctx, g->G * s.nkb, 1, sum_range, &s);
+    }
+    if (st >= 0 && req_db != MXP_REQ_NULL)
+        for (int64_t m = 0; m < g->M; m++) {
+            double v = 0;
+            for (int64_t q = 0; q < j.nparts; q++) v += j.dbp[q * g->M + m];
+            NN_STORE(req_db, db[m], (float)v);
+        }
+    nn_free(j.part);
+    nn_free(j.dbp);
+    return st;
+}
+
+/* -------------------------------------------------------- data gradient */
+typedef struct sbdx {
+    const conv_geom *g;
+    const float *dy, *apk;  /* apk: W^T, block (gr, r0) at (gr*K + r0)*Mg, [m][mbs] */
+    float *dx;
+    int64_t rows, ldq, nq;
+    st_rowblocks rb;
+    int add;
+    atomic_int no_memory;
+} sbdx;
+
+static void dx_range(void *arg, int64_t b, int64_t e) {
+    sbdx *j = arg;
+    const conv_geom *g = j->g;
+    float *dcol = nn_alloc((uint64_t)(g->K * j->ldq) * sizeof(float));
+    float *panel = nn_alloc((uint64_t)(g->Mg * PW_STRIP) * sizeof(float));
+    if (!dcol || !panel) {
+        atomic_store(&j->no_memory, 1);
+        nn_free(dcol);
+        nn_free(panel);
+        return;
+    }
+    for (int64_t it = b; it < e; it++) {
+        int64_t n = it / g->G, gr = it % g->G;
+        float *dxs = j->dx + (n * g->C + gr * g->Cg) * g->H * g->W;
+        if (!j->add) memset(dxs, 0, (size_t)(g->Cg * g->H * g->W) * sizeof(float));
+        for (int64_t c = 0; c < j->nq; c++) {
+            int64_t r0 = c * j->rows, r1 = sb_min(g->Ho, r0 + j->rows), np = (r1 - r0) * g->Wo;
+            const float *dys = j->dy + (n * g->M + gr * g->Mg) * g->P + r0 * g->Wo;
+            for (int64_t l0 = 0; l0 < np; l0 += PW_STRIP) {
+                pwk_pack(dys + l0, g->P, g->Mg, sb_min(PW_STRIP, np - l0), panel, 0);
+                for (int64_t blk = 0; blk < j->rb.nb; blk++) {
+                    int64_t k0 = st_rb_start(&j->rb, blk);
+                    pwk_gemm((int)st_rb_size(&j->rb, blk), j->apk + (gr * g->K + k0) * g->Mg, panel, g->Mg,
+                             dcol + k0 * j->ldq + l0, j->ldq, NULL, 0);
+                }
+            }
+            conv_col2im(MXP_DTYPE_F32, g, dcol, 0, g->Cg, r0, r1, j->ldq, dxs);
+        }
+    }
+    nn_free(dcol);
+    nn_free(panel);
+}
+
+static int dx_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *w, const float *dy, float *dx, int add) {
+    sbdx j = {g, dy, NULL, dx, chunk_rows(g), chunk_ld(g), 0, st_row_blocks(g->K), add, 0};
+    j.nq = (g->Ho + j.rows - 1) / j.rows;
+    float *apk = nn_alloc((uint64_t)(g->G * g->K * g->Mg) * sizeof(float));
+    if (!apk) return NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for transposed weights");
+    for (int64_t gr = 0; gr < g->G; gr++)
+        for (int64_t blk = 0; blk < j.rb.nb; blk++) {
+            int64_t k0 = st_rb_start(&j.rb, blk), mbs = st_rb_size(&j.rb, blk);
+            float *dst = apk + (gr * g->K + k0) * g->Mg;
+            for (int64_t m = 0; m < g->Mg; m++)
+                for (int64_t i = 0; i < mbs; i++) dst[m * mbs + i] = w[(gr * g->Mg + m) * g->K + k0 + i];
+        }
+    j.apk = apk;
+    int st = nn_parallel(ctx, g->N * g->G, 1, dx_range, &j);
+    if (st >= 0 && atomic_load(&j.no_memory))
+        st = NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for a %lld x %lld column chunk", (long long)g->K,
+                    (long long)j.ldq);
+    nn_free(apk);
+    return st;
+}
+
+/* ------------------------------------------------------------------ entry */
+int st_backward_run(const mxp_backward_args *a, const conv_geom *g) {
+    const conv_params *p = a->params;
+    int32_t req_dx = a->req[0], req_dw = a->req[1];
+    int32_t req_db = (!p->no_bias && a->n_in > 2) ? a->req[2] : MXP_REQ_NULL;
+    const float *dy = nn_ptr(&a->out_grad[0]);
+    int st = MXP_OK;
+    if (req_dw != MXP_REQ_NULL || req_db != MXP_REQ_NULL) {
+        st = dw_run(a->ctx, g, nn_ptr(&a->in[0]), dy, req_dw != MXP_REQ_NULL ? nn_ptr(&a->in_grad[1]) : NULL,
+                    req_dw, req_db != MXP_REQ_NULL ? nn_ptr(&a->in_grad[2]) : NULL, req_db);
+        if (st < 0) return st;
+    }
+    if (req_dx != MXP_REQ_NULL)
+        st = dx_run(a->ctx, g, nn_ptr(&a->in[1]), dy, nn_ptr(&a->in_grad[0]), req_dx == MXP_REQ_ADD);
+    return st;
+}
