@@ -53,6 +53,16 @@ typedef struct gjob {
     atomic_int failed;      /* an item could not get its scratch */
 } gjob;
 
+/* Partition `part`'s weight-gradient sums (and bias sums, or NULL),
+ * zeroed: each partition accumulates into its own. */
+static float *part_begin(const gjob *j, int64_t part, double **db) {
+    float *dU = j->part + part * j->part_n;
+    *db = j->dbp ? j->dbp + part * j->p->M : NULL;
+    memset(dU, 0, j->part_n * sizeof(float));
+    if (*db) memset(*db, 0, (size_t)j->p->M * sizeof(double));
+    return dU;
+}
+
 /* Transforms of one sample's run of tiles [i0, i1) in the chunk, group g:
  * Vt[xi][i][c] (lanes = 16 input channels) and D[xi][mb][i][8] (lanes = 16
  * filters, split into two 8-blocks).  The run's rows of 16 channel planes
@@ -117,10 +127,8 @@ static void part_range(void *arg, int64_t b, int64_t e) {
     float *Vt = buf, *D = Vt + nV, *stx = D + nD, *sty = stx + 16 * wino_max_rows(p) * Wp;
     wtile *tl = (wtile *)(void *)(sty + 16 * wino_max_rows(p) * Wq);
     for (int64_t part = b; part < e; part++) {
-        float *dU = j->part + part * j->part_n;
-        double *db = j->dbp ? j->dbp + part * p->M : NULL;
-        memset(dU, 0, j->part_n * sizeof(float));
-        if (db) memset(db, 0, (size_t)p->M * sizeof(double));
+        double *db;
+        float *dU = part_begin(j, part, &db);
         int64_t ch1 = (part + 1) * p->nchunk / j->nparts;
         for (int64_t ch = part * p->nchunk / j->nparts; ch < ch1; ch++) {
             int64_t t0 = ch * tc, nt = p->T - t0 < tc ? p->T - t0 : tc;
@@ -192,10 +200,8 @@ static void part_range_tl(void *arg, int64_t b, int64_t e) {
     memset(V, 0, (nV + nD) * sizeof(float));
     memset(zero, 0, nZ * sizeof(float));
     for (int64_t part = b; part < e; part++) {
-        float *dU = j->part + part * j->part_n;
-        double *db = j->dbp ? j->dbp + part * p->M : NULL;
-        memset(dU, 0, j->part_n * sizeof(float));
-        if (db) memset(db, 0, (size_t)p->M * sizeof(double));
+        double *db;
+        float *dU = part_begin(j, part, &db);
         int64_t ch1 = (part + 1) * p->nchunk / j->nparts;
         for (int64_t ch = part * p->nchunk / j->nparts; ch < ch1; ch++) {
             /* ld = tc even for a short last chunk: the rows keep their

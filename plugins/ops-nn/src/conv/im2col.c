@@ -160,6 +160,15 @@ TC static void col2im_f32_unit(const conv_geom *g, const float *col, int64_t c0,
 /* floor(j / 2) */
 static inline int64_t half_floor(int64_t j) { return (j - (j & 1)) / 2; }
 
+/* [lo, hi): the columns of a phase row that the kj segments read and the
+ * rows (columns [0, ceil(W/2))) write. */
+static inline void s2_span(const conv_geom *g, int64_t *lo, int64_t *hi) {
+    *lo = half_floor(-g->pw);
+    *hi = half_floor(g->kw - 1 - g->pw) + g->Wo;
+    if (*lo > 0) *lo = 0;
+    if (*hi < (g->W + 1) / 2) *hi = (g->W + 1) / 2;
+}
+
 static int s2_fits(const conv_geom *g) {
     int64_t bmin = half_floor(-g->pw), bmax = half_floor(g->kw - 1 - g->pw);
     return g->sw == 2 && g->dw == 1 && (g->W + 1) / 2 <= S2_CAP && bmin >= -S2_PAD && bmax + g->Wo <= S2_CAP + S2_PAD;
@@ -212,9 +221,8 @@ TC static void im2col_f32_s2(const conv_geom *g, const float *x, int64_t c0, int
     float *P[2] = {buf[0] + S2_PAD, buf[1] + S2_PAD};
     /* zero the span the kj segments read; the rows only ever write
      * columns [0, ceil(W/2)) of it */
-    int64_t lo = half_floor(-pw), hi = half_floor(kw - 1 - pw) + Wo;
-    if (lo > 0) lo = 0;
-    if (hi < (W + 1) / 2) hi = (W + 1) / 2;
+    int64_t lo, hi;
+    s2_span(g, &lo, &hi);
     zero_f32(P[0] + lo, hi - lo);
     zero_f32(P[1] + lo, hi - lo);
     for (int64_t c = c0; c < c1; c++) for (int64_t ki = 0; ki < kh; ki++) {
@@ -318,9 +326,8 @@ TC NO_MEMSET_IDIOM static void col2im_f32_s2(const conv_geom *g, const float *co
     float buf[2][S2_LEN];
     float *P[2] = {buf[0] + S2_PAD, buf[1] + S2_PAD};
     /* the span of the phase rows that the kj segments and the interleave touch */
-    int64_t lo = half_floor(-pw), hi = half_floor(kw - 1 - pw) + Wo;
-    if (lo > 0) lo = 0;
-    if (hi < (W + 1) / 2) hi = (W + 1) / 2;
+    int64_t lo, hi;
+    s2_span(g, &lo, &hi);
     for (int64_t c = c0; c < c1; c++) for (int64_t ki = 0; ki < kh; ki++) {
         int64_t v0, v1, off = ki * dh - ph;
         valid_rows(r0, r1, sh, off, H, &v0, &v1);
