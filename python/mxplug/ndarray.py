@@ -480,7 +480,13 @@ def _reduce(op, a, axis, keepdims):
 def _as_nd(x, like):
     if isinstance(x, NDArray):
         return x
-    return array(np.asarray(x), like.context, like.dtype)
+    v = np.asarray(x)
+    # None, strings and other objects are no operands: numpy's float cast
+    # would turn None into NaN silently (numpy itself raises TypeError).
+    if v.dtype.kind not in "biuf":
+        raise TypeError("an NDArray operand must be a number, an NDArray or numeric array-like, not %s"
+                        % type(x).__name__)
+    return array(v, like.context, like.dtype)
 
 
 def _arith(a, b, elem, bcast, scalar_op, reverse=False, out=None):

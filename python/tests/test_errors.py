@@ -57,3 +57,17 @@ def test_gpu_context_without_a_gpu_is_a_clear_error():
     x = mx.sym.Variable("data")
     with pytest.raises(mx.MXNetError, match=r"gpu"):
         mx.sym.FullyConnected(x, num_hidden=4).simple_bind(mx.gpu(0), data=(2, 3))
+
+
+def test_non_numeric_operands_are_type_errors():
+    # numpy raises TypeError for None and strings; a float cast would have
+    # made None a silent NaN (and a ** None a silent 1).
+    a = mx.nd.ones(3)
+    for bad in (None, "x", object()):
+        for f in (lambda: a * bad, lambda: bad * a, lambda: a + bad, lambda: a - bad,
+                  lambda: bad - a, lambda: a / bad, lambda: bad / a, lambda: a ** bad):
+            with pytest.raises(TypeError):
+                f()
+    # numeric array-likes still broadcast as before
+    assert np.array_equal((a * [1, 2, 3]).asnumpy(), np.array([1, 2, 3], dtype=np.float32))
+    assert np.array_equal((a + np.int64(2)).asnumpy(), np.full(3, 3, dtype=np.float32))
