@@ -6,10 +6,11 @@
  *
  * The thread budget is read once per process, so a child process computes
  * the gradients with MXP_NUM_THREADS=1 and this process with 3; both run
- * gemm, direct and winograd on one 3x3/pad-1 layer big enough to give
- * several chunks of work, and the gradients must be identical bytes.  The
- * weight gradient is also checked against a float64 plain-loop reference,
- * so two equally wrong results cannot pass. */
+ * gemm, direct, winograd and strip on one 3x3/pad-1 layer big enough to
+ * give several chunks of work (32 pixels wide: strip's row limit), and
+ * the gradients must be identical bytes.  The weight gradient is also
+ * checked against a float64 plain-loop reference, so two equally wrong
+ * results cannot pass. */
 #include "op_test_util.h"
 
 #include "op/op.h"
@@ -22,15 +23,15 @@ extern char **environ;
 #define RN 8
 #define RC 16
 #define RH 64
-#define RW 64
+#define RW 32
 #define RM 16
 #define NX (RN * RC * RH * RW)
 #define NW (RM * RC * 9)
 #define NY (RN * RM * RH * RW)
 #define NG (NX + NW + RM) /* dx, dw, db */
 
-static const char *const k_impls[] = {"gemm", "direct", "winograd"};
-#define N_IMPLS 3
+static const char *const k_impls[] = {"gemm", "direct", "winograd", "strip"};
+#define N_IMPLS 4
 
 TestSuite(conv_reproducible, .init = opx_setup, .fini = opx_teardown, .timeout = 120);
 
