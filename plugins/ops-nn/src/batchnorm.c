@@ -14,7 +14,22 @@
  * order: forward = one statistics pass (shifted sums) + one affine pass
  * y = x*sc + sh; backward = one pass for the two sums + one element pass
  * dx = A*dy + B*(x - mean) + K, with the per-channel scalars computed here
- * in double. */
+ * in double.
+ * _mxp_BatchNormReLU: BatchNorm followed by ReLU as one op (the executor's
+ * fusion pass, runtime/src/executor/fuse.c, puts it where a BatchNorm's output
+ * feeds only an Activation(relu)); same params, inputs, aux states and
+ * outputs as BatchNorm, output = max(BatchNorm(x), 0).  float32: the affine
+ * pass applies the max, and the backward's two passes take dy only where
+ * x*sc + sh > 0, the mask recomputed from x, so the op saves the ReLU's
+ * forward pass and backward pass and reads no more than BatchNorm.  sc, sh
+ * are computed from the float32 mean/var (the saved outputs, or the moving
+ * statistics), so the backward recomputes them, and the mask, exactly;
+ * BatchNorm computes them from the double statistics (differences of an
+ * ulp).  float64 runs BatchNorm's generic loops and masks with the output.
+ * _mxp_BatchNormAddReLU: the same with a fourth argument, addend:
+ * output = max(BatchNorm(x) + addend, 0) (the fusion pass's residual
+ * pattern); its backward masks dy with the output and hands the masked dy
+ * on as the addend's gradient. */
 #include "batchnorm_f32.h"
 #include <math.h>
 
@@ -68,12 +83,25 @@ static int bn_infer_shape(mxp_infer_shape_args *a) {
 typedef struct bnjob {
     const bn_params *p;
     int32_t dt, req, req_g, req_b, batch_stats;
+    int relu;               /* _mxp_BatchNormReLU */
+    const void *res, *yout; /* _mxp_BatchNormAddReLU: addend; the output (backward's mask) */
+    void *dres;             /* its gradient (req_r) */
+    int32_t req_r;
     int64_t O, C, S;
     const void *x, *gamma, *beta, *dy;
     void *y, *mean, *var, *mm, *mv, *dx, *dg, *db;
 } bnjob;
 
 /* ---------------------------------------------------- float32 (batchnorm_f32.c) */
+/* The forward's per-channel scale and shift: y = x*sc + sh. */
+static void bn_coeffs(const bn_params *p, const float *gamma, const float *beta, int64_t c, double mean, double var,
+                      float *sc, float *sh) {
+    double g = p->fix_gamma ? 1.0 : gamma[c];
+    double k = g / sqrt(var + p->eps);
+    *sc = (float)k;
+    *sh = (float)(beta[c] - mean * k);
+}
+
 /* Per-channel scalars of the forward (sc, sh) or the backward (A, B, K)
  * are computed here in double, the passes over the data there. */
 static int bn_forward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
@@ -96,12 +124,11 @@ static int bn_forward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
     for (int64_t c = 0; c < C && st >= 0; c++) {
         if (j->mean) ((float *)j->mean)[c] = (float)mean[c];
         if (j->var) ((float *)j->var)[c] = (float)var[c];
-        double g = p->fix_gamma ? 1.0 : ((const float *)j->gamma)[c], be = ((const float *)j->beta)[c];
-        double k = g / sqrt(var[c] + p->eps);
-        sc[c] = (float)k;
-        sh[c] = (float)(be - mean[c] * k);
+        if (j->relu) mean[c] = (float)mean[c], var[c] = (float)var[c]; /* what the backward sees */
+        bn_coeffs(p, j->gamma, j->beta, c, mean[c], var[c], &sc[c], &sh[c]);
     }
-    if (st >= 0 && j->req != MXP_REQ_NULL) st = nn_bnf_apply(ctx, j->x, j->y, j->O, C, j->S, sc, sh, j->req == MXP_REQ_ADD);
+    if (st >= 0 && j->req != MXP_REQ_NULL)
+        st = nn_bnf_apply(ctx, j->x, j->res, j->y, j->O, C, j->S, sc, sh, j->req == MXP_REQ_ADD, j->relu);
     nn_free(mean);
     return st;
 }
@@ -111,12 +138,31 @@ static int bn_forward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
 static int bn_backward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
     const bn_params *p = j->p;
     int64_t C = j->C;
-    double *sdy = nn_alloc((uint64_t)C * (2 * sizeof(double) + 3 * sizeof(float)));
+    double *sdy = nn_alloc((uint64_t)C * (2 * sizeof(double) + 5 * sizeof(float)));
     if (!sdy) return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%lld channels)", (long long)C);
     double *sdyx = sdy + C, cnt = (double)(j->O * j->S);
-    float *A = (float *)(sdyx + C), *B = A + C, *K = B + C;
+    float *A = (float *)(sdyx + C), *B = A + C, *K = B + C, *msc = NULL, *msh = NULL;
     const float *mean = j->mean, *var = j->var;
-    int st = nn_bnf_dsums(ctx, j->x, j->dy, j->O, C, j->S, mean, sdy, sdyx);
+    if (j->relu) { /* the forward's sc, sh: the ReLU's mask */
+        msc = K + C; msh = msc + C;
+        for (int64_t c = 0; c < C; c++) bn_coeffs(p, j->gamma, j->beta, c, mean[c], var[c], &msc[c], &msh[c]);
+    }
+    const float *dy = j->dy;
+    float *gtmp = NULL;
+    int st;
+    if (j->yout) { /* add + ReLU: g = dy masked by the output, into the addend's gradient when it is written */
+        float *g = j->req_r == MXP_REQ_WRITE ? j->dres : NULL;
+        uint64_t n = (uint64_t)(j->O * C * j->S);
+        if (!g && !(g = gtmp = nn_alloc((n ? n : 1) * sizeof(float)))) {
+            nn_free(sdy);
+            return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%llu values)", (unsigned long long)n);
+        }
+        st = nn_bnf_dsums_ymask(ctx, j->x, j->dy, j->yout, g, j->O, C, j->S, mean, sdy, sdyx);
+        if (j->req_r == MXP_REQ_ADD)
+            for (uint64_t i = 0; i < n; i++) ((float *)j->dres)[i] += g[i];
+        dy = g;
+    } else
+        st = nn_bnf_dsums(ctx, j->x, j->dy, j->O, C, j->S, mean, msc, msh, sdy, sdyx);
     for (int64_t c = 0; c < C && st >= 0; c++) {
         double inv = 1.0 / sqrt((double)var[c] + p->eps);
         double g = p->fix_gamma ? 1.0 : ((const float *)j->gamma)[c];
@@ -128,7 +174,8 @@ static int bn_backward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
         K[c] = j->batch_stats ? (float)(-g * inv * sdy[c] / cnt) : 0.0f;
     }
     if (st >= 0 && j->req != MXP_REQ_NULL)
-        st = nn_bnf_dx(ctx, j->x, j->dy, j->dx, j->O, C, j->S, mean, A, B, K, j->req == MXP_REQ_ADD);
+        st = nn_bnf_dx(ctx, j->x, dy, j->dx, j->O, C, j->S, mean, A, B, K, msc, msh, j->req == MXP_REQ_ADD);
+    nn_free(gtmp);
     nn_free(sdy);
     return st;
 }
@@ -251,7 +298,223 @@ static const mxp_op_impl bn_impl = {
     .rank = MXP_RANK_PRIMARY, .forward = bn_forward, .backward = bn_backward,
 };
 
+/* ------------------------------------------------ _mxp_BatchNormReLU */
+/* y (=|+=) max(t, 0) for n values of dtype dt (float64 path). */
+static void relu_put_f64(const double *t, double *y, int64_t n, int32_t req) {
+    for (int64_t i = 0; i < n; i++) { double v = t[i] > 0 ? t[i] : 0.0; NN_STORE(req, y[i], v); }
+}
+
+static int bnr_forward(const mxp_forward_args *a) {
+    const bn_params *p = a->params; int32_t dt; int st;
+    if ((st = nn_check_float("_mxp_BatchNormReLU", a->in, 3, &dt)) < 0) return st;
+    if (dt == MXP_DTYPE_F32 || a->req[0] == MXP_REQ_NULL) {
+        /* bn_forward with the ReLU in its affine pass */
+        if ((st = nn_check_contig("_mxp_BatchNormReLU", a->in, 3)) < 0 ||
+            (st = nn_check_contig("_mxp_BatchNormReLU", a->out, a->n_out)) < 0) return st;
+        bnjob j; memset(&j, 0, sizeof j);
+        j.p = p; j.dt = dt; j.req = a->req[0]; j.relu = 1;
+        if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
+        j.batch_stats = a->ctx->is_train && !p->use_global_stats;
+        j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.beta = nn_ptr(&a->in[2]);
+        j.y = nn_ptr(&a->out[0]);
+        j.mean = a->n_out > 1 && a->req[1] != MXP_REQ_NULL ? nn_ptr(&a->out[1]) : NULL;
+        j.var = a->n_out > 2 && a->req[2] != MXP_REQ_NULL ? nn_ptr(&a->out[2]) : NULL;
+        j.mm = nn_ptr(&a->aux[0]); j.mv = nn_ptr(&a->aux[1]);
+        if (dt == MXP_DTYPE_F32) return bn_forward_f32(a->ctx, &j);
+        return nn_parallel(a->ctx, j.C, 1, bn_fwd_range, &j);
+    }
+    /* float64: BatchNorm into scratch, then the ReLU */
+    int64_t n = mxp_tensor_numel(&a->out[0]);
+    double *t = nn_alloc((uint64_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!t) return NN_ERR(MXP_ENOMEM, "_mxp_BatchNormReLU: out of memory (%lld values)", (long long)n);
+    mxp_tensor out[3]; int32_t req[3];
+    for (uint32_t i = 0; i < a->n_out && i < 3; i++) out[i] = a->out[i], req[i] = a->req[i];
+    out[0].data = t; out[0].byte_offset = 0; out[0].strides = NULL; req[0] = MXP_REQ_WRITE;
+    mxp_forward_args b = *a;
+    b.out = out; b.req = req;
+    st = bn_forward(&b);
+    if (st >= 0) relu_put_f64(t, nn_ptr(&a->out[0]), n, a->req[0]);
+    nn_free(t);
+    return st;
+}
+
+static int bnr_backward(const mxp_backward_args *a) {
+    const bn_params *p = a->params; int st;
+    if ((st = nn_check_contig("_mxp_BatchNormReLU", a->in, 3)) < 0 ||
+        (st = nn_check_contig("_mxp_BatchNormReLU", a->in_grad, 3)) < 0 ||
+        (st = nn_check_contig("_mxp_BatchNormReLU", a->out_grad, 1)) < 0) return st;
+    int32_t dt = a->out_grad[0].dtype;
+    if (dt == MXP_DTYPE_F32) {
+        bnjob j; memset(&j, 0, sizeof j);
+        j.p = p; j.dt = dt; j.req = a->req[0]; j.req_g = a->req[1]; j.req_b = a->req[2]; j.relu = 1;
+        if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
+        j.batch_stats = a->ctx->is_train && !p->use_global_stats;
+        j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.beta = nn_ptr(&a->in[2]);
+        j.dy = nn_ptr(&a->out_grad[0]);
+        if (j.batch_stats) { j.mean = nn_ptr(&a->out[1]); j.var = nn_ptr(&a->out[2]); }
+        else { j.mean = nn_ptr(&a->aux[0]); j.var = nn_ptr(&a->aux[1]); }
+        if (!j.mean || !j.var || !j.beta) return NN_ERR(MXP_EINVAL, "_mxp_BatchNormReLU: backward needs the saved mean/var");
+        j.dx = nn_ptr(&a->in_grad[0]); j.dg = nn_ptr(&a->in_grad[1]); j.db = nn_ptr(&a->in_grad[2]);
+        return bn_backward_f32(a->ctx, &j);
+    }
+    /* float64: dy masked by the output (y > 0), then BatchNorm's backward */
+    const double *y = nn_ptr(&a->out[0]), *dy = nn_ptr(&a->out_grad[0]);
+    if (!y) return NN_ERR(MXP_EINVAL, "_mxp_BatchNormReLU: backward needs the output");
+    int64_t n = mxp_tensor_numel(&a->out_grad[0]);
+    double *g = nn_alloc((uint64_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!g) return NN_ERR(MXP_ENOMEM, "_mxp_BatchNormReLU: out of memory (%lld values)", (long long)n);
+    for (int64_t i = 0; i < n; i++) g[i] = y[i] > 0 ? dy[i] : 0.0;
+    mxp_tensor og = a->out_grad[0];
+    og.data = g; og.byte_offset = 0; og.strides = NULL;
+    mxp_backward_args b = *a;
+    b.out_grad = &og;
+    st = bn_backward(&b);
+    nn_free(g);
+    return st;
+}
+
+/* As BatchNorm's, but the backward also reads the output (the float64
+ * path masks with it; float32 recomputes the mask). */
+static int bnr_declare_backward(mxp_backward_deps_args *a) {
+    for (uint32_t i = 1; i < a->n_out; i++) a->need_out_grad[i] = 0;
+    return MXP_OK;
+}
+
+static const mxp_op_def bnr_def = {
+    .hdr = MXP_HEADER(mxp_op_def), .name = "_mxp_BatchNormReLU",
+    .doc = "BatchNorm followed by ReLU in one op (made by the executor's fusion pass).",
+    .params = bn_schema, .n_params = NN_COUNT(bn_schema), .params_size = sizeof(bn_params),
+    .arg_names = bn_args, .output_names = bn_outs, .aux_names = bn_aux,
+    .infer_shape = bn_infer_shape,
+    .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA | MXP_BWD_OUT_DATA,
+    .declare_backward = bnr_declare_backward,
+    .n_visible_outputs = 1,
+};
+static const mxp_op_impl bnr_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "_mxp_BatchNormReLU", .impl_name = "default", .device = "cpu",
+    .rank = MXP_RANK_PRIMARY, .forward = bnr_forward, .backward = bnr_backward,
+};
+
+/* --------------------------------------------- _mxp_BatchNormAddReLU */
+/* Inputs data, gamma, beta, addend; output max(BatchNorm(data) + addend,
+ * 0).  The residual block's end (conv -> BN -> + shortcut -> ReLU) in one
+ * op: the forward's affine pass adds and clips, the backward masks dy
+ * with the output in its sums pass and writes the masked dy as the
+ * addend's gradient, which the dx pass reads. */
+static const char *const bnar_args[] = {"data", "gamma", "beta", "addend", NULL};
+
+static int bnar_infer_shape(mxp_infer_shape_args *a) {
+    int st;
+    if (a->in[0].ndim < 0 && a->in[3].ndim >= 0) a->in[0] = a->in[3];
+    if ((st = bn_infer_shape(a)) < 0 && st != MXP_EINCOMPLETE) return st;
+    int s2 = a->in[0].ndim >= 0 ? nn_shape_assign("_mxp_BatchNormAddReLU", "addend", &a->in[3], &a->in[0]) : MXP_OK;
+    return s2 < 0 ? s2 : st;
+}
+
+static int bnar_forward(const mxp_forward_args *a) {
+    const bn_params *p = a->params; int32_t dt; int st;
+    if ((st = nn_check_float("_mxp_BatchNormAddReLU", a->in, 4, &dt)) < 0) return st;
+    if ((st = nn_check_contig("_mxp_BatchNormAddReLU", a->in, 4)) < 0 ||
+        (st = nn_check_contig("_mxp_BatchNormAddReLU", a->out, a->n_out)) < 0) return st;
+    if (dt == MXP_DTYPE_F32 || a->req[0] == MXP_REQ_NULL) {
+        bnjob j; memset(&j, 0, sizeof j);
+        j.p = p; j.dt = dt; j.req = a->req[0];
+        if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
+        j.batch_stats = a->ctx->is_train && !p->use_global_stats;
+        j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.beta = nn_ptr(&a->in[2]); j.res = nn_ptr(&a->in[3]);
+        j.y = nn_ptr(&a->out[0]);
+        j.mean = a->n_out > 1 && a->req[1] != MXP_REQ_NULL ? nn_ptr(&a->out[1]) : NULL;
+        j.var = a->n_out > 2 && a->req[2] != MXP_REQ_NULL ? nn_ptr(&a->out[2]) : NULL;
+        j.mm = nn_ptr(&a->aux[0]); j.mv = nn_ptr(&a->aux[1]);
+        if (dt == MXP_DTYPE_F32) return bn_forward_f32(a->ctx, &j);
+        return nn_parallel(a->ctx, j.C, 1, bn_fwd_range, &j);
+    }
+    /* float64: BatchNorm into scratch, then add and clip */
+    int64_t n = mxp_tensor_numel(&a->out[0]);
+    double *t = nn_alloc((uint64_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!t) return NN_ERR(MXP_ENOMEM, "_mxp_BatchNormAddReLU: out of memory (%lld values)", (long long)n);
+    mxp_tensor out[3]; int32_t req[3];
+    for (uint32_t i = 0; i < a->n_out && i < 3; i++) out[i] = a->out[i], req[i] = a->req[i];
+    out[0].data = t; out[0].byte_offset = 0; out[0].strides = NULL; req[0] = MXP_REQ_WRITE;
+    mxp_forward_args b = *a;
+    b.out = out; b.req = req;
+    st = bn_forward(&b);
+    const double *r = nn_ptr(&a->in[3]);
+    if (st >= 0) {
+        for (int64_t i = 0; i < n; i++) t[i] += r[i];
+        relu_put_f64(t, nn_ptr(&a->out[0]), n, a->req[0]);
+    }
+    nn_free(t);
+    return st;
+}
+
+static int bnar_backward(const mxp_backward_args *a) {
+    const bn_params *p = a->params; int st;
+    if ((st = nn_check_contig("_mxp_BatchNormAddReLU", a->in, 4)) < 0 ||
+        (st = nn_check_contig("_mxp_BatchNormAddReLU", a->in_grad, 4)) < 0 ||
+        (st = nn_check_contig("_mxp_BatchNormAddReLU", a->out_grad, 1)) < 0) return st;
+    if (!nn_ptr(&a->out[0])) return NN_ERR(MXP_EINVAL, "_mxp_BatchNormAddReLU: backward needs the output");
+    int32_t dt = a->out_grad[0].dtype;
+    if (dt == MXP_DTYPE_F32) {
+        bnjob j; memset(&j, 0, sizeof j);
+        j.p = p; j.dt = dt; j.req = a->req[0]; j.req_g = a->req[1]; j.req_b = a->req[2]; j.req_r = a->req[3];
+        if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
+        j.batch_stats = a->ctx->is_train && !p->use_global_stats;
+        j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.beta = nn_ptr(&a->in[2]);
+        j.dy = nn_ptr(&a->out_grad[0]); j.yout = nn_ptr(&a->out[0]); j.dres = nn_ptr(&a->in_grad[3]);
+        if (j.batch_stats) { j.mean = nn_ptr(&a->out[1]); j.var = nn_ptr(&a->out[2]); }
+        else { j.mean = nn_ptr(&a->aux[0]); j.var = nn_ptr(&a->aux[1]); }
+        if (!j.mean || !j.var) return NN_ERR(MXP_EINVAL, "_mxp_BatchNormAddReLU: backward needs the saved mean/var");
+        j.dx = nn_ptr(&a->in_grad[0]); j.dg = nn_ptr(&a->in_grad[1]); j.db = nn_ptr(&a->in_grad[2]);
+        return bn_backward_f32(a->ctx, &j);
+    }
+    /* float64: g = dy masked by the output is the addend's gradient, and
+     * BatchNorm's backward runs on it */
+    const double *y = nn_ptr(&a->out[0]), *dy = nn_ptr(&a->out_grad[0]);
+    int64_t n = mxp_tensor_numel(&a->out_grad[0]);
+    double *g = nn_alloc((uint64_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!g) return NN_ERR(MXP_ENOMEM, "_mxp_BatchNormAddReLU: out of memory (%lld values)", (long long)n);
+    for (int64_t i = 0; i < n; i++) g[i] = y[i] > 0 ? dy[i] : 0.0;
+    if (a->req[3] != MXP_REQ_NULL) {
+        double *dr = nn_ptr(&a->in_grad[3]);
+        for (int64_t i = 0; i < n; i++) NN_STORE(a->req[3], dr[i], g[i]);
+    }
+    mxp_tensor og = a->out_grad[0];
+    og.data = g; og.byte_offset = 0; og.strides = NULL;
+    mxp_backward_args b = *a;
+    b.out_grad = &og;
+    st = bn_backward(&b);
+    nn_free(g);
+    return st;
+}
+
+/* The addend is not read by the backward (the output gives the mask). */
+static int bnar_declare_backward(mxp_backward_deps_args *a) {
+    for (uint32_t i = 1; i < a->n_out; i++) a->need_out_grad[i] = 0;
+    if (a->n_in > 3) a->need_in[3] = 0;
+    return MXP_OK;
+}
+
+static const mxp_op_def bnar_def = {
+    .hdr = MXP_HEADER(mxp_op_def), .name = "_mxp_BatchNormAddReLU",
+    .doc = "max(BatchNorm(data) + addend, 0) in one op (made by the executor's fusion pass).",
+    .params = bn_schema, .n_params = NN_COUNT(bn_schema), .params_size = sizeof(bn_params),
+    .arg_names = bnar_args, .output_names = bn_outs, .aux_names = bn_aux,
+    .infer_shape = bnar_infer_shape,
+    .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA | MXP_BWD_OUT_DATA,
+    .declare_backward = bnar_declare_backward,
+    .n_visible_outputs = 1,
+};
+static const mxp_op_impl bnar_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "_mxp_BatchNormAddReLU", .impl_name = "default", .device = "cpu",
+    .rank = MXP_RANK_PRIMARY, .forward = bnar_forward, .backward = bnar_backward,
+};
+
 int nn_register_batchnorm(mxp_registrar *r) {
     int st = r->add_op(r, &bn_def);
-    return st < 0 ? st : r->add_impl(r, &bn_impl);
+    if (st >= 0) st = r->add_impl(r, &bn_impl);
+    if (st >= 0) st = r->add_op(r, &bnr_def);
+    if (st >= 0) st = r->add_impl(r, &bnr_impl);
+    if (st >= 0) st = r->add_op(r, &bnar_def);
+    return st < 0 ? st : r->add_impl(r, &bnar_impl);
 }

@@ -18,6 +18,14 @@
  *
  * Determinism: per-row sums go to a scratch array and are added over o in
  * a fixed order, whatever the thread count or chunking.
+ * With ReLU (_mxp_BatchNormReLU, batchnorm.c): the affine pass writes
+ * max(x*sc + sh, 0), and the backward passes take dy where x*sc + sh > 0
+ * (else 0): the mask is recomputed from x with the forward's sc, sh and
+ * the same expression (bn_pre), so neither pass reads the output.
+ * With a residual and ReLU (_mxp_BatchNormAddReLU): the affine pass writes
+ * max(x*sc + sh + r, 0); the backward's sums pass masks dy with the
+ * output (y > 0) and writes the masked dy (the residual's gradient), which
+ * the dx pass then reads as its dy.
  * Not here: float64 (batchnorm.c's generic loops), req handling beyond
  * write/add (the caller maps inplace to write). */
 #include "batchnorm_f32.h"
@@ -26,6 +34,7 @@
 #include <string.h>
 
 #define LANES 16
+typedef int32_t mask16 __attribute__((vector_size(64)));
 /* Rows per parallel chunk: at least this many floats, so a chunk's cost
  * dwarfs the handoff (~10 us). */
 #define CHUNK_FLOATS 16384
@@ -79,6 +88,92 @@ TC static void row_dsums(const float *x, const float *dy, int64_t n, float m, do
     out[1] = t;
 }
 
+/* The pre-activation of the affine map: one expression for the forward
+ * and the backward's ReLU mask, so both round (and contract) alike. */
+static inline float bn_pre(float x, float sc, float sh) { return x * sc + sh; }
+
+/* out[0] = sum(g), out[1] = sum(g * (x - m)), g = dy where
+ * bn_pre(x) > 0, else 0 (the ReLU's gradient). */
+TC static void row_dsums_relu(const float *x, const float *dy, int64_t n, float m, float sc, float sh, double *out) {
+    v16 a = {0}, b = {0}, z = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        v16 xv = ld16(x + i), pre = xv * sc + sh, d = ld16(dy + i), g;
+        mask16 di, on = pre > z;
+        memcpy(&di, &d, sizeof di);
+        di &= on; /* dy where pre > 0, else +0 */
+        memcpy(&g, &di, sizeof g);
+        a += g;
+        b += g * (xv - m);
+    }
+    double s = fold16(a), t = fold16(b);
+    for (; i < n; i++) {
+        float g = bn_pre(x[i], sc, sh) > 0 ? dy[i] : 0.0f;
+        s += g;
+        t += (double)g * (x[i] - m);
+    }
+    out[0] = s;
+    out[1] = t;
+}
+
+TC static void row_affine_relu(const float *x, float *y, int64_t n, float sc, float sh, int add) {
+    if (add)
+        for (int64_t i = 0; i < n; i++) { float v = bn_pre(x[i], sc, sh); y[i] += v > 0 ? v : 0.0f; }
+    else
+        for (int64_t i = 0; i < n; i++) { float v = bn_pre(x[i], sc, sh); y[i] = v > 0 ? v : 0.0f; }
+}
+
+TC static void row_dx_relu(const float *x, const float *dy, float *dx, int64_t n, float a, float b, float k, float m,
+                           float sc, float sh, int add) {
+    if (add)
+        for (int64_t i = 0; i < n; i++) {
+            float g = dy[i];
+            g = bn_pre(x[i], sc, sh) > 0 ? g : 0.0f;
+            dx[i] += a * g + b * (x[i] - m) + k;
+        }
+    else
+        for (int64_t i = 0; i < n; i++) {
+            float g = dy[i];
+            g = bn_pre(x[i], sc, sh) > 0 ? g : 0.0f;
+            dx[i] = a * g + b * (x[i] - m) + k;
+        }
+}
+
+/* y = max(x*sc + sh + r, 0) (BatchNorm, residual add, ReLU). */
+TC static void row_affine_add_relu(const float *x, const float *r, float *y, int64_t n, float sc, float sh, int add) {
+    if (add)
+        for (int64_t i = 0; i < n; i++) { float v = x[i] * sc + sh + r[i]; y[i] += v > 0 ? v : 0.0f; }
+    else
+        for (int64_t i = 0; i < n; i++) { float v = x[i] * sc + sh + r[i]; y[i] = v > 0 ? v : 0.0f; }
+}
+
+/* g = dy where y > 0, else 0, written out; out[0] = sum(g),
+ * out[1] = sum(g * (x - m)). */
+TC static void row_dsums_ymask(const float *x, const float *dy, const float *y, float *g, int64_t n, float m,
+                               double *out) {
+    v16 a = {0}, b = {0}, z = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        v16 d = ld16(dy + i), gv;
+        mask16 di, on = ld16(y + i) > z;
+        memcpy(&di, &d, sizeof di);
+        di &= on;
+        memcpy(&gv, &di, sizeof gv);
+        st16(g + i, gv);
+        a += gv;
+        b += gv * (ld16(x + i) - m);
+    }
+    double s = fold16(a), t = fold16(b);
+    for (; i < n; i++) {
+        float gi = y[i] > 0 ? dy[i] : 0.0f;
+        g[i] = gi;
+        s += gi;
+        t += (double)gi * (x[i] - m);
+    }
+    out[0] = s;
+    out[1] = t;
+}
+
 TC static void row_affine(const float *x, float *y, int64_t n, float sc, float sh, int add) {
     if (add)
         for (int64_t i = 0; i < n; i++) y[i] += x[i] * sc + sh;
@@ -97,7 +192,9 @@ TC static void row_dx(const float *x, const float *dy, float *dx, int64_t n, flo
 typedef struct pass {
     int64_t C, S;
     const float *x, *dy, *mean, *a, *b, *k;
-    float *y;
+    const float *msc, *msh; /* ReLU mask's scale and shift, or NULL (no ReLU) */
+    const float *res, *ym;  /* residual added before the ReLU; output masking dy */
+    float *y, *g;
     double *part; /* [rows][2] */
     int add;
 } pass;
@@ -108,20 +205,39 @@ static void moments_range(void *arg, int64_t r0, int64_t r1) {
 }
 static void dsums_range(void *arg, int64_t r0, int64_t r1) {
     const pass *p = arg;
+    if (p->ym) {
+        for (int64_t r = r0; r < r1; r++)
+            row_dsums_ymask(p->x + r * p->S, p->dy + r * p->S, p->ym + r * p->S, p->g + r * p->S, p->S,
+                            p->mean[r % p->C], p->part + 2 * r);
+        return;
+    }
+    if (p->msc) {
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t c = r % p->C;
+            row_dsums_relu(p->x + r * p->S, p->dy + r * p->S, p->S, p->mean[c], p->msc[c], p->msh[c], p->part + 2 * r);
+        }
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) row_dsums(p->x + r * p->S, p->dy + r * p->S, p->S, p->mean[r % p->C], p->part + 2 * r);
 }
 static void affine_range(void *arg, int64_t r0, int64_t r1) {
     const pass *p = arg;
     for (int64_t r = r0; r < r1; r++) {
         int64_t c = r % p->C;
-        row_affine(p->x + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->add);
+        if (p->res)
+            row_affine_add_relu(p->x + r * p->S, p->res + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->add);
+        else if (p->msc) row_affine_relu(p->x + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->add);
+        else row_affine(p->x + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->add);
     }
 }
 static void dx_range(void *arg, int64_t r0, int64_t r1) {
     const pass *p = arg;
     for (int64_t r = r0; r < r1; r++) {
         int64_t c = r % p->C;
-        row_dx(p->x + r * p->S, p->dy + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->k[c], p->mean[c], p->add);
+        if (p->msc)
+            row_dx_relu(p->x + r * p->S, p->dy + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->k[c], p->mean[c],
+                        p->msc[c], p->msh[c], p->add);
+        else row_dx(p->x + r * p->S, p->dy + r * p->S, p->y + r * p->S, p->S, p->a[c], p->b[c], p->k[c], p->mean[c], p->add);
     }
 }
 
@@ -160,20 +276,28 @@ int nn_bnf_stats(const mxp_op_ctx *ctx, const float *x, int64_t O, int64_t C, in
     return st;
 }
 
-int nn_bnf_apply(const mxp_op_ctx *ctx, const float *x, float *y, int64_t O, int64_t C, int64_t S, const float *sc,
-                 const float *sh, int add) {
-    pass p = {.C = C, .S = S, .x = x, .y = y, .a = sc, .b = sh, .add = add};
+int nn_bnf_apply(const mxp_op_ctx *ctx, const float *x, const float *res, float *y, int64_t O, int64_t C, int64_t S,
+                 const float *sc, const float *sh, int add, int relu) {
+    pass p = {.C = C, .S = S, .x = x, .res = res, .y = y, .a = sc, .b = sh, .msc = relu ? sc : NULL, .msh = sh, .add = add};
     return nn_parallel(ctx, O * C, grain_rows(S), affine_range, &p);
 }
 
 int nn_bnf_dsums(const mxp_op_ctx *ctx, const float *x, const float *dy, int64_t O, int64_t C, int64_t S,
-                 const float *mean, double *sdy, double *sdyx) {
-    pass p = {.C = C, .S = S, .x = x, .dy = dy, .mean = mean};
+                 const float *mean, const float *msc, const float *msh, double *sdy, double *sdyx) {
+    pass p = {.C = C, .S = S, .x = x, .dy = dy, .mean = mean, .msc = msc, .msh = msh};
+    return row_sums(ctx, &p, O, dsums_range, sdy, sdyx);
+}
+
+int nn_bnf_dsums_ymask(const mxp_op_ctx *ctx, const float *x, const float *dy, const float *y, float *g, int64_t O,
+                       int64_t C, int64_t S, const float *mean, double *sdy, double *sdyx) {
+    pass p = {.C = C, .S = S, .x = x, .dy = dy, .ym = y, .g = g, .mean = mean};
     return row_sums(ctx, &p, O, dsums_range, sdy, sdyx);
 }
 
 int nn_bnf_dx(const mxp_op_ctx *ctx, const float *x, const float *dy, float *dx, int64_t O, int64_t C, int64_t S,
-              const float *mean, const float *a, const float *b, const float *k, int add) {
-    pass p = {.C = C, .S = S, .x = x, .dy = dy, .y = dx, .mean = mean, .a = a, .b = b, .k = k, .add = add};
+              const float *mean, const float *a, const float *b, const float *k, const float *msc, const float *msh,
+              int add) {
+    pass p = {.C = C, .S = S, .x = x, .dy = dy, .y = dx, .mean = mean, .a = a, .b = b, .k = k, .msc = msc, .msh = msh,
+              .add = add};
     return nn_parallel(ctx, O * C, grain_rows(S), dx_range, &p);
 }

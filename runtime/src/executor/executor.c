@@ -2,11 +2,13 @@
  * shape-dependent state they (re)build (executor.h): shapes and dtypes of
  * every entry (inferred from the bound arrays), the training program, the
  * memory plan and its storage, each node's signature.
- * Running is in run.c.
+ * Running is in run.c.  Binding first runs the fusion pass (fuse.c) and
+ * binds its rewritten graph when it fused something.
  * Invariant after a successful setup: arr[v] is a live NDArray of value v's
  * shape and dtype for every value except head gradients (set per backward
  * call); nodes are inferred with exactly these shapes. */
 #include "executor/executor.h"
+#include "executor/fuse.h"
 #include "base/env.h"
 
 #include "autograd/autograd.h"
@@ -352,6 +354,37 @@ static int bind_scoped(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray 
                        mxp_ndarray *const *arg_grads, const int *grad_reqs, int n_aux, mxp_ndarray *const *aux,
                        mxp_executor **out);
 
+/* The same variable names in the same order (list_arguments and
+ * list_auxiliary_states, i.e. the binding positions). */
+static int same_vars(const mxp__igraph *a, const mxp__igraph *b) {
+    if (a->n_args != b->n_args || a->n_auxs != b->n_auxs) return 0;
+    for (int i = 0; i < a->n_args; i++)
+        if (strcmp(a->nodes[a->args[i]].g->name, b->nodes[b->args[i]].g->name)) return 0;
+    for (int i = 0; i < a->n_auxs; i++)
+        if (strcmp(a->nodes[a->auxs[i]].g->name, b->nodes[b->auxs[i]].g->name)) return 0;
+    return 1;
+}
+
+/* ex->g becomes the graph of the fusion pass's symbol (fuse.c), when it
+ * fused something and binds the same arguments in the same positions
+ * (the pass only fuses where it does; otherwise the user's graph stays). */
+static int fuse_graph(mxp_executor *ex) {
+    mxp_symbol *fused = NULL;
+    int nf = 0, rc = mxp__exec_fuse(ex->g, ex->dev, &fused, &nf);
+    if (rc || !fused) return rc;
+    mxp__igraph *g2 = NULL;
+    rc = mxp__igraph_build(fused, &g2);
+    mxp_symbol_release(fused); /* g2 holds its own reference */
+    if (rc) return rc;
+    if (!same_vars(ex->g, g2) || ex->g->n_heads != g2->n_heads) { /* the pass avoids it: bind the user's graph */
+        mxp__igraph_free(g2);
+        return MXP_OK;
+    }
+    mxp__igraph_free(ex->g);
+    ex->g = g2;
+    return MXP_OK;
+}
+
 /* Binding creates a node per op (each pins its def): one pin scope. */
 static int bind_impl(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray *const *args,
                      mxp_ndarray *const *arg_grads, const int *grad_reqs, int n_aux, mxp_ndarray *const *aux,
@@ -372,6 +405,7 @@ static int bind_scoped(mxp_symbol *sym, mxp_device dev, int n_args, mxp_ndarray 
     ex->plan_enabled = mxp__env_bool("MXP_EXEC_MEMPLAN", 1);
     int rc = mxp__igraph_build(sym, &ex->g);
     if (!rc && (rc = check_unique_names(ex->g))) mxp__igraph_free(ex->g);
+    if (!rc && (rc = fuse_graph(ex))) mxp__igraph_free(ex->g);
     if (rc) {
         mxp_symbol_release(ex->sym);
         free(ex);
