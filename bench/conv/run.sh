@@ -12,8 +12,8 @@
 # CONV_BENCH_REPS (5), CONV_BENCH_LAYERS (abcde).
 # The last 10 lines are exactly
 #   conv <a..e> <fwd|fwdbwd> mxplug_ms=<x> torch_ms=<y> impl=<chosen> onednn_ms=<z>
-# with chosen = the impl `tune` picked (on forward timings of the training
-# signature for fwdbwd) and x its time; z is oneDNN's primitive-only time
+# with chosen = the impl `tune` picked (timing forward+backward for the
+# training signature of fwdbwd) and x its time; z is oneDNN's primitive-only time
 # (its reorders are in the table's dnnl-reorder column, not in z).  Tune's
 # cache goes to a fresh directory, so round 1 includes tuning in its
 # (untimed) warm-up.

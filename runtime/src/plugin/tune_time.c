@@ -3,8 +3,9 @@
  * mxp__inst_run, the call the engine's workers make (the ctx,
  * parallel_for and args a production run gets), on the calling thread,
  * synchronously, on scratch tensors of the configuration's shapes (inputs
- * uniform in [0, 1), aux 1.0): one warm-up and TUNE_RUNS timed runs (more
- * for a fast configuration, fewer for a slow one), median.  For a training
+ * uniform in [0, 1), aux 1.0; 64-byte aligned like the runtime's
+ * storage): one warm-up and TUNE_RUNS timed runs (more for a fast
+ * configuration, fewer for a slow one), median.  For a training
  * configuration (is_train) each run is forward + backward (every input
  * gradient written), as a training step pays for both.  On a device the
  * host cannot reach, scratch lives in device memory and runs use a stream
@@ -29,6 +30,20 @@
 static atomic_ulong g_timing_runs;    /* timed forward calls (tests)      */
 
 unsigned long mxp__tune_timing_runs(void) { return atomic_load(&g_timing_runs); }
+
+/* Zeroed scratch at the storage pool's alignment (64 bytes, storage.c):
+ * impls are timed on the alignment they run on.  calloc's 16 bytes (a
+ * large block sits 16 bytes past a page) split every 64-byte vector load
+ * and store across two cache lines and ruled out the pointwise kernels'
+ * streaming stores, so tune timed them ~30% slow on the 256->64 1x1
+ * layer's training step and picked gemm there (docs/convolution.md). */
+#define TUNE_ALIGN 64
+static void *scratch_zalloc(size_t bytes) {
+    size_t n = (bytes + TUNE_ALIGN - 1) / TUNE_ALIGN * TUNE_ALIGN;
+    void *p = aligned_alloc(TUNE_ALIGN, n ? n : TUNE_ALIGN);
+    if (p) memset(p, 0, n);
+    return p;
+}
 
 static double now_ms(void) {
     struct timespec ts;
@@ -88,7 +103,7 @@ int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_
             break;
         }
         t[i].hdr = (mxp_header)MXP_HEADER(mxp_tensor);
-        t[i].data = calloc((size_t)numel * es + 64, 1);
+        t[i].data = scratch_zalloc((size_t)numel * es + 64);
         if (!t[i].data) {
             rc = mxp__error_oom("tune scratch");
             break;
@@ -119,7 +134,7 @@ int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_
         mxp_tensor *g = i < n_out ? &bt[i] : &bt[2 * n_out + n_in + (i - n_out)];
         size_t bytes = (size_t)mxp_tensor_numel(like) * mxp_dtype_size(like->dtype);
         *g = *like;
-        if (!(g->data = calloc(bytes + 64, 1))) rc = mxp__error_oom("tune scratch");
+        if (!(g->data = scratch_zalloc(bytes + 64))) rc = mxp__error_oom("tune scratch");
         else if (i < n_out) fill_values(g->data, like->dtype, mxp_tensor_numel(like), -1, 100 + i);
         if (g->data && !rc) rc = mxp__tune_dev_move(&td, &g->data, bytes + 64);
     }

@@ -17,7 +17,8 @@ static atomic_long g_calls, g_bad;
 static void *worker(void *arg) {
     (void)arg;
     struct mxp_op *op = mxp__registry_find_op("psel_scale");
-    float x[4] = {1, 2, 3, 4}, y[4];
+    _Alignas(64) float x[4] = {1, 2, 3, 4};
+    _Alignas(64) float y[4]; /* the runtime hands impls 64-byte aligned data (plugin_sel checks) */
     int64_t shape[1] = {4};
     while (!atomic_load(&g_stop)) {
         if (!mxp_op_find("psel_scale_alias")) atomic_fetch_add(&g_bad, 1);

@@ -267,3 +267,24 @@ Test(tune, explain_reports_the_tune_result) {
     cr_expect(strstr(rep, "not timed (only one candidate accepts"), "%s", rep);
     free(rep);
 }
+
+/* Tune times on scratch aligned like the runtime's storage (64 bytes):
+ * psel_scale's impls refuse anything else, so a misaligned scratch tensor
+ * would leave both candidates untimed and nothing saved.  2^17 floats:
+ * above malloc's mmap threshold, where calloc's blocks sit 16 bytes past
+ * a page boundary (what misjudged the 1x1 convolution's kernels). */
+Test(tune, candidates_are_timed_on_64_byte_aligned_scratch) {
+    char *rep = NULL;
+    const char *shapes[] = {"data=131072"};
+    const char *k[] = {"factor"}, *v[] = {"2"};
+    cr_assert_eq(mxp_op_explain("psel_scale", "cpu", shapes, 1, k, v, 1, &rep), MXP_OK, "%s", mxp_last_error());
+    cr_expect(strstr(rep, "timed now (mid "), "%s", rep);
+    cr_expect(!strstr(rep, "not timed") && !strstr(rep, "aligned"), "%s", rep);
+    char *text = slurp(g_file);
+    double mid = 0, slow = 0;
+    char choice[64] = "";
+    cr_assert(text && read_times(text, &mid, &slow, choice) == 0, "%s", text ? text : "(no cache file)");
+    cr_expect(mid > 0 && slow > 0 && !strcmp(choice, "mid"), "mid %g ms, slow %g ms, choice %s", mid, slow, choice);
+    free(text);
+    free(rep);
+}
