@@ -400,3 +400,42 @@ Test(fuse, residual_op_grad_req_add_accumulates) {
     }
     mxp_symbol_release(sym);
 }
+
+/* Reshape re-infers the fused graph's shapes (the fused ops' own shape
+ * functions): a batch of 2 after binding a batch of 3 gives the same
+ * output fused and unfused. */
+Test(fuse, reshape_keeps_fused_and_unfused_in_step) {
+    mxp_symbol *sym = residual_net();
+    const mxp_shape small = {.ndim = 4, .dims = {2, C, H, W}};
+    double *y[2];
+    for (int f = 0; f < 2; f++) {
+        setenv("MXP_EXEC_FUSE", f ? "1" : "0", 1);
+        const char *names[] = {"x"};
+        mxp_executor *ex = et_bind(sym, MXP_DTYPE_F32, 1, names, &xshape, 4, MXP_REQ_WRITE, NULL, 0);
+        unsetenv("MXP_EXEC_FUSE");
+        cr_assert_eq(mxp_executor_reshape(ex, 1, names, &small), MXP_OK, "%s", mxp_last_error());
+        cr_expect_eq(!mxp__executor_node(ex, "bn2"), f, "fuse=%d", f);
+        uint64_t seed = 77;
+        mxp_ndarray *xs = et_arr(MXP_DTYPE_F32, &small, &seed, 1.0);
+        double *xv = et_read(xs);
+        et_set(et_arg(ex, sym, "x", 0), xv);
+        mxp_ndarray *hg = et_arr(MXP_DTYPE_F32, &small, &seed, 1.0);
+        cr_assert_eq(mxp_executor_forward(ex, 1), MXP_OK, "%s", mxp_last_error());
+        cr_assert_eq(mxp_executor_backward(ex, 1, &hg), MXP_OK, "%s", mxp_last_error());
+        mxp_ndarray *const *o;
+        int no;
+        cr_assert_eq(mxp_executor_outputs(ex, &no, &o), MXP_OK);
+        cr_assert_eq(mxp_ndarray_size(o[0]), 2 * C * H * W);
+        y[f] = et_read(o[0]);
+        free(xv);
+        mxp_ndarray_release(xs);
+        mxp_ndarray_release(hg);
+        mxp_executor_free(ex);
+    }
+    for (int i = 0; i < 2 * C * H * W; i++)
+        cr_expect(fabs(y[1][i] - y[0][i]) <= 2e-5 * (1 + fabs(y[0][i])), "y[%d]: fused %.9g, unfused %.9g", i, y[1][i],
+                  y[0][i]);
+    free(y[0]);
+    free(y[1]);
+    mxp_symbol_release(sym);
+}
