@@ -411,7 +411,8 @@ int mxp__tune_cache_find(const char *sig, mxp__tune_entry *out);
 int mxp__tune_cache_save(const mxp__tune_entry *e);
 /* Median run time in ms of one candidate for configuration q, through the
  * production path (tune_time.c).  MXP_EUNSUPPORTED for an async impl. */
-int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms);
+int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms,
+                       double *out_min_ms);
 
 /* Wake threads waiting on pins / reloads (impl_ref.c). */
 void mxp__pack_notify(void);

@@ -11,8 +11,9 @@
  * it up in the cache (tune_cache.c).  On a miss it times each candidate
  * (tune_time.c: the production path of opdef.h on scratch tensors) in
  * TUNE_PASSES passes over the candidates (alternating order; the lowest
- * median of each counts; a candidate over TUNE_DROP_RATIO x the fastest
- * in the first pass is not timed again), keeps the fastest and saves it.  A candidate
+ * median of each counts; a candidate whose fastest first-pass run is over
+ * TUNE_DROP_RATIO x the fastest median is not timed again), keeps the
+ * fastest and saves it.  A candidate
  * whose timing fails is skipped; when none could be timed (or
  * $MXP_TUNE_NO_TIMING forbids timing) the auto choice (index 0) is used
  * and nothing is recorded.  Candidates on a device are timed there
@@ -165,11 +166,13 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     e.sig = sig;
     e.names = calloc((size_t)n, sizeof *e.names);
     e.ms = calloc((size_t)n, sizeof *e.ms);
-    double *ms = calloc((size_t)n, sizeof *ms); /* per candidate, -1: not timed */
-    if (!e.names || !e.ms || !ms) {
+    double *ms = calloc((size_t)n, sizeof *ms);      /* per candidate, -1: not timed */
+    double *fastest = calloc((size_t)n, sizeof *ms); /* its fastest run of pass 0 */
+    if (!e.names || !e.ms || !ms || !fastest) {
         free(e.names);
         free(e.ms);
         free(ms);
+        free(fastest);
         free(sig);
         return mxp__error_oom("tune");
     }
@@ -189,14 +192,18 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
             int i = pass % 2 ? n - 1 - k : k;
             if (pass > 0 && ms[i] < 0) continue; /* failed before */
             /* A clear loser is not timed again: interference only adds
-             * time, so more than TUNE_DROP_RATIO x the fastest is not a
-             * close call, and re-timing it is what makes tuning slow. */
-            if (pass > 0 && ms[i] > TUNE_DROP_RATIO * first_best) {
+             * time, so a candidate whose FASTEST run is over
+             * TUNE_DROP_RATIO x the fastest median is not a close call,
+             * and re-timing it is what makes tuning slow.  Its median is
+             * not enough: load that hits half of a candidate's few runs
+             * doubles it, and the real winner was then never timed again. */
+            if (pass > 0 && fastest[i] > TUNE_DROP_RATIO * first_best) {
                 mxp__strbuf_addf(&dropped, "%s'%s'", dropped.buf ? ", " : "", refs[i]->entry->name);
                 continue;
             }
             double t;
-            int trc = mxp__tune_time_one(op_name, refs[i], q, &t);
+            double t_min = 0;
+            int trc = mxp__tune_time_one(op_name, refs[i], q, &t, &t_min);
             if (trc) {
                 MXP_LOGW("plugin", "op '%s': tune could not time impl '%s': %s", op_name, refs[i]->entry->name,
                          mxp_last_error());
@@ -204,6 +211,7 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
                 ms[i] = -1;
                 continue;
             }
+            if (pass == 0) fastest[i] = t_min;
             if (pass == 0 || t < ms[i]) ms[i] = t;
         }
     }
@@ -218,6 +226,7 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
         }
     }
     free(ms);
+    free(fastest);
     mxp__error_clear();
     if (best < 0) {
         mxp__strbuf_addf(&note, "tune: no candidate could be timed: '%s' as auto%s", refs[0]->entry->name,

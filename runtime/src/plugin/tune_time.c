@@ -72,12 +72,15 @@ static void fill_values(void *p, int32_t dt, int64_t n, double constant, uint64_
 }
 
 /* Median forward (training: forward + backward) time of one candidate in
- * ms (MXP_OK), or an error.  The instance and the runs are the node
+ * ms (MXP_OK), and its fastest run in *out_min_ms (may be NULL), or an
+ * error.  The instance and the runs are the node
  * runtime's (opdef.h); only the tensors are scratch — on a device the host
  * cannot reach (a GPU), copied into the device's memory, with a stream and
  * waiting for asynchronous impls to complete (tune_device.c). */
-int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms) {
+int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms,
+                       double *out_min_ms) {
     *out_ms = 0;
+    if (out_min_ms) *out_min_ms = 0;
     mxp__inst *inst = NULL;
     int rc = mxp__inst_create(mxp__impl_ref_retain(ref), q, (void *)q->params, 0, &inst);
     if (rc) return rc;
@@ -199,5 +202,6 @@ int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_
     if (rc) return rc;
     qsort(times, (size_t)runs, sizeof *times, cmp_double);
     *out_ms = runs ? times[runs / 2] : 0;
+    if (out_min_ms) *out_min_ms = runs ? times[0] : 0;
     return MXP_OK;
 }

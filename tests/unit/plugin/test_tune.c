@@ -288,3 +288,27 @@ Test(tune, candidates_are_timed_on_64_byte_aligned_scratch) {
     free(text);
     free(rep);
 }
+
+/* The drop after the first pass goes by a candidate's FASTEST run, not its
+ * median: slow with PSEL_SLOW_NOISE=1 does mid's work in 2 runs of 5, so
+ * its median is ~16x mid's but its fastest runs are mid's.  It must be
+ * timed again (load hitting most runs of the real winner must not get it
+ * dropped unseen), and its median still loses. */
+Test(tune, a_candidate_with_fast_runs_is_timed_again_despite_a_slow_median) {
+    setenv("PSEL_SLOW_NOISE", "1", 1);
+    char *rep = NULL;
+    const char *shapes[] = {"data=20000"};
+    const char *k[] = {"factor"}, *v[] = {"2"};
+    int rc = mxp_op_explain("psel_scale", "cpu", shapes, 1, k, v, 1, &rep);
+    unsetenv("PSEL_SLOW_NOISE");
+    cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
+    cr_expect(strstr(rep, "timed now (mid "), "%s", rep);
+    cr_expect(!strstr(rep, "timed in the first pass only"), "slow has fast runs and must be timed again: %s", rep);
+    char *text = slurp(g_file);
+    double mid = 0, slow = 0;
+    char choice[64] = "";
+    cr_assert(text && read_times(text, &mid, &slow, choice) == 0, "%s", text ? text : "(no cache file)");
+    cr_expect(slow > mid && !strcmp(choice, "mid"), "mid %g ms, slow %g ms, choice %s", mid, slow, choice);
+    free(text);
+    free(rep);
+}
