@@ -26,9 +26,12 @@
  * large enough to pay for a helper.  Not here: f64, strided C, other
  * transposes (FullyConnected does not need them); the caller falls back to
  * BLAS when nn_sgemm_small returns 0.
- * Invariant: a product is only handled when its B operand fits in about
- * half of L2 (no cache blocking here) and the CPU has AVX-512F (the tiles
- * need 32 vector registers); otherwise it goes to BLAS. */
+ * Invariant: a product is only handled when the CPU has AVX-512F (the
+ * tiles need 32 vector registers) and either its B operand fits in about
+ * half of L2 or, larger (LeNet's fc1 weight, 1.6 MB), A does: then C is
+ * computed in blocks of columns, each B slice L2-resident while all of A
+ * passes over it (OpenBLAS took ~50 GFLOP/s on fc1); otherwise it goes to
+ * BLAS. */
 #include "fc_kern.h"
 #include "nn_simd.h"
 
@@ -261,11 +264,30 @@ static int kernel_policy(void) {
 typedef struct par_job {
     const gemm_args *g;
     int dot;
-    int64_t rows_per_unit;
+    int64_t rows_per_unit; /* by rows: rows of C per unit; by columns: 0 */
+    int64_t cols_per_blk, nblk; /* by columns: the last block takes the remainder */
 } par_job;
+
+/* Columns [j0, j1) of C over all its rows: the same tiles on a slice of B
+ * (dot: rows j0.. of B; bcast: columns j0.. of B), so every element of C
+ * is summed exactly as without the split. */
+static void col_block(const par_job *j, int64_t blk) {
+    gemm_args s = *j->g;
+    int64_t j0 = blk * j->cols_per_blk, j1 = blk + 1 == j->nblk ? s.n : j0 + j->cols_per_blk;
+    s.n = j1 - j0;
+    s.b += j->dot ? j0 * s.ldb : j0;
+    s.c += j0;
+    if (s.bias) s.bias += j0;
+    if (j->dot) dot_rows(&s, 0, s.m);
+    else bc_rows(&s, 0, s.m);
+}
 
 static void par_range(void *arg, int64_t b, int64_t e) {
     const par_job *j = arg;
+    if (!j->rows_per_unit) {
+        for (int64_t blk = b; blk < e; blk++) col_block(j, blk);
+        return;
+    }
     int64_t i0 = b * j->rows_per_unit, i1 = e * j->rows_per_unit;
     if (i1 > j->g->m) i1 = j->g->m;
     if (j->dot) dot_rows(j->g, i0, i1);
@@ -275,8 +297,16 @@ static void par_range(void *arg, int64_t b, int64_t e) {
 /* Below this a parallel_for costs more than it saves (a helper wake-up is
  * ~10 µs on a VM; 1 MFLOP is ~10 µs of one core here). */
 #define PAR_MIN_FLOP 3.0e6
-/* B operand size handled without cache blocking. */
+/* B operand size handled without cache blocking: the tiles walk all of B
+ * for each block of rows of C. */
 #define MAX_B_BYTES (1u << 20)
+/* A larger B (LeNet's fc1: 500x800, 1.6 MB) is cut into blocks of columns
+ * of C, each a slice of B of at most BLK_B_BYTES that stays in L2 while
+ * every row of A passes over it; A is read once per block, so it must be
+ * small (MAX_A_BYTES).  Each block is at least 16 columns wide (the bcast
+ * tiles' tail) and a multiple of 16. */
+#define BLK_B_BYTES (256u << 10)
+#define MAX_A_BYTES (1u << 20)
 /* Below this an AVX-512 OpenBLAS is the faster (measured on the MLP's and
  * LeNet's shapes: 64x10x64 1.2 vs 0.5-0.9 us, 64x10x500 7.7 vs 4.6 us; from
  * 64x64x128 = 1 MFLOP on these kernels are as fast or faster). */
@@ -285,7 +315,9 @@ static void par_range(void *arg, int64_t b, int64_t e) {
 int nn_sgemm_small(const mxp_op_ctx *ctx, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a,
                    int64_t lda, const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc, const float *bias) {
     if (m <= 0 || n <= 0 || k <= 0 || (trans_a && trans_b) || !wide_vectors()) return 0;
-    if ((uint64_t)n * (uint64_t)k * sizeof(float) > MAX_B_BYTES || m > 4096) return 0;
+    if (m > 4096) return 0;
+    int by_cols = (uint64_t)n * (uint64_t)k * sizeof(float) > MAX_B_BYTES;
+    if (by_cols && (uint64_t)m * (uint64_t)k * sizeof(float) > MAX_A_BYTES) return 0;
     int policy = kernel_policy();
     double flop = 2.0 * (double)m * (double)n * (double)k;
     if (policy == POLICY_BLAS || (policy == POLICY_AUTO && flop < TINY_FLOP && blas_is_avx512())) return 0;
@@ -299,7 +331,15 @@ int nn_sgemm_small(const mxp_op_ctx *ctx, int trans_a, int trans_b, int64_t m, i
     }
     int64_t unit = dot ? DOT_MR : BC_MR;
     int64_t units = (m + unit - 1) / unit;
-    par_job j = {&g, dot, unit};
+    par_job j = {&g, dot, unit, 0, 0};
+    if (by_cols) {
+        int64_t cols = (int64_t)(BLK_B_BYTES / sizeof(float)) / k / 16 * 16;
+        j.rows_per_unit = 0;
+        j.cols_per_blk = cols < 16 ? 16 : cols;
+        j.nblk = n / j.cols_per_blk; /* >= 1: B over MAX_B_BYTES has n*k > 4 x the block's */
+        if (j.nblk < 1) j.nblk = 1;
+        units = j.nblk;
+    }
     if (flop >= PAR_MIN_FLOP && units > 1) {
         /* Chunks of at least PAR_MIN_FLOP / 2 each. */
         int64_t grain = (int64_t)((double)units * (PAR_MIN_FLOP / 2) / flop) + 1;

@@ -105,7 +105,8 @@ Test(fc, blocked_gemm_reference, .init = setup, .fini = teardown) {
 }
 
 /* The float32 kernels of fc_kern.c (register tiles, row/column/k tails,
- * the parallel split of the MLP's 64x784x128) against float64 loops over
+ * the parallel split of the MLP's 64x784x128, the column blocks of
+ * weights over 1 MiB) against float64 loops over
  * the same float32 values: forward with bias (write, then add) and the
  * data/weight/bias gradients (write, then add).  Run with MXP_FC_KERNEL=own
  * (our kernels on every shape they take, tiny ones included) and with the
@@ -113,7 +114,9 @@ Test(fc, blocked_gemm_reference, .init = setup, .fini = teardown) {
  * Criterion runs each test in its own process, so each reads its setting. */
 static void check_f32_kernels(void) {
     const int64_t shapes[][3] = {{64, 784, 128}, {64, 128, 64}, {64, 64, 10}, {37, 83, 45}, {9, 40, 33},
-                                 {13, 20, 18},   {64, 500, 10}, {5, 3, 2}};
+                                 {13, 20, 18},   {64, 500, 10}, {5, 3, 2},
+                                 /* weights over 1 MiB: blocks of columns of C (LeNet's fc1; ragged blocks) */
+                                 {64, 800, 500}, {11, 2100, 150}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t R = shapes[s][0], K = shapes[s][1], H = shapes[s][2];
         char kw[64];
