@@ -382,3 +382,24 @@ Test(conv, strip_finite_differences, .init = setup, .fini = teardown) {
     strip_fd("kernel=(3,3) pad=(1,0) num_filter=7", 2, 3, 6, 9);
     strip_fd("kernel=(3,3) stride=(2,2) pad=(1,1) num_filter=5", 2, 4, 9, 9);
 }
+
+/* strip's weight gradient with vectors along pixels (MXP_STRIP_DW=p, the
+ * default for LeNet's conv1): float64 references (write, add, data req
+ * null) on LeNet's conv1, groups with dilation, channel blocks of 4 and 3
+ * and a no-bias layer, two row chunks per sample with a 7-wide kernel (two
+ * tap blocks), an 8-wide dilated kernel, then finite differences.
+ * Criterion runs each test in its own process, so the setting stays here. */
+Test(conv, strip_pixel_weight_gradient, .init = setup, .fini = teardown) {
+    cr_assert_eq(setenv("MXP_STRIP_DW", "p", 1), 0);
+    cfg cs[] = {
+        {3, 1, 28, 28, 20, 1, 5, 5, 1, 1, 0, 0, 1, 1, 0},
+        {2, 4, 14, 13, 10, 2, 3, 3, 1, 1, 0, 0, 2, 2, 1},
+        {2, 2, 60, 34, 30, 1, 5, 7, 1, 1, 0, 0, 1, 1, 0},
+        {2, 3, 9, 8, 7, 1, 2, 3, 1, 1, 0, 0, 1, 1, 0},
+        {1, 2, 10, 30, 6, 1, 2, 8, 1, 1, 0, 0, 1, 2, 0}, /* two tap blocks, dilated */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        cr_assert_eq(run_cfg("strip", &cs[i], MXP_DTYPE_F32, 1e-5, 300 + i), 1, "strip refused config %zu", i);
+    strip_fd("kernel=(5,5) num_filter=6", 2, 1, 12, 11);
+    strip_fd("kernel=(3,2) dilate=(1,2) num_filter=5", 2, 2, 7, 9);
+}

@@ -27,6 +27,24 @@ static inline int64_t st_rb_size(const st_rowblocks *rb, int64_t b) { return rb-
 void sbk_dw_direct(int nmv, int nc, const float *dyT, int64_t ldt, const float *const *xr, int64_t W, int64_t rows,
                    int64_t Wo, float *out, int64_t ldo);
 
+/* Weight-gradient block along pixels (conv_strip_kern.c), for layers
+ * whose output channels fill vectors poorly (LeNet's conv1: 20 of 32):
+ * acc[i*ldm + t*16 + l] += sum_{v<nv} dyp[i*ldd + 16v + l] * xs[t*tstep + 16v + l]
+ * for i < mb (1..4), t < tb (1..6), l < 16 (lane partials, reduced by
+ * the caller). */
+#define SBK_PMB 4
+#define SBK_PTB 6
+void sbk_dw_pitch(int mb, int tb, const float *dyp, int64_t ldd, const float *xs, int64_t tstep, int64_t nv, float *acc,
+                  int64_t ldm);
+
+/* dy rows at the input's row pitch W for sbk_dw_pitch: dst[m*ldd + r*W + c]
+ * = src[m*lds + r*Wo + c] (c < Wo), zero past Wo and from (rows-1)*W + Wo
+ * up to Lp; db (may be NULL): db[m] += the sum of that row (Lp a multiple of 16). */
+void sbk_pitch_rows(const float *src, int64_t lds, int64_t Mg, int64_t rows, int64_t Wo, int64_t W, int64_t Lp,
+                    float *dst, int64_t ldd, double *db);
+/* db[m] += sum_{p<np} src[m*lds + p] (16 float lanes, then in double). */
+void sbk_rowsums(const float *src, int64_t lds, int64_t Mg, int64_t np, double *db);
+
 /* The backward pass (conv_strip_bwd.c): data, weight and bias gradients,
  * each by its req; g from the data gradient's shape. */
 int st_backward_run(const mxp_backward_args *a, const conv_geom *g);

@@ -11,7 +11,11 @@
  *     gradient, in double) and col is broadcast, built by im2col or, for
  *     an unpadded stride-1 layer, read in place from the input by
  *     sbk_dw_direct (conv_strip_kern.c).  Along K, col is transposed to
- *     colT[Q][Kp] and dy's rows are broadcast.  The (sample, chunk) items
+ *     colT[Q][Kp] and dy's rows are broadcast.  Along pixels (unpadded
+ *     stride-1 layers with few output channels, LeNet's conv1: 20 of 32
+ *     lanes along M, 576 of 672 along pixels), dy is laid out at the
+ *     input's row pitch and each tap is a shifted view of the input rows
+ *     (sbk_dw_pitch): 16 lane partials per weight, reduced at the end.  The (sample, chunk) items
  *     are split into SB_PARTS fixed parts, each summed into its own
  *     partial, and the partials are added in part order, so the result is
  *     bitwise the same whatever the thread count.
@@ -21,13 +25,17 @@
  *     are written by one item only.
  * This replaces gemm's whole-batch OpenBLAS calls (on LeNet's conv2 its
  * packing costs as much as the product) and direct's gradients.
- * MXP_STRIP_DW=d|m|k forces the in-place, M or K path (tests).
+ * MXP_STRIP_DW=d|m|k|p forces the in-place, M, K or pixel path (tests).
+ * The pixel path reads input columns that only meet dy's zero padding, so
+ * an inf/NaN in the input can turn more weight-gradient entries NaN than
+ * the exact sum would (the gradient is non-finite either way).
  * Not here: float64 (strip refuses it), rows wider than 32 pixels. */
 #include "conv_pointwise.h"
 #include "conv_strip.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define SB_PARTS 8                /* weight-gradient parts (fixed)                       */
 #define SB_COL_BYTES (192 << 10)  /* a column chunk: L2-resident beside dyT and the partial */
@@ -50,6 +58,8 @@ typedef struct sbdw {
     int64_t Mgp, Kp, rows, ldq, nq, T, nparts;
     int direct;   /* by M, input read in place (stride 1, no padding): no im2col */
     int by_k;     /* vectors along K (partials [nparts][G][Mg][Kp]), else along M ([nparts][G][K][Mgp]) */
+    int by_p;     /* vectors along pixels (direct only; partials [nparts][G][Mg][K][16]) */
+    int64_t Lp, Xs; /* by_p: dy row stride (the chunk's pixels at pitch W, rounded up to 16), input rows per channel */
     float *part;
     double *dbp;  /* [nparts][M] or NULL */
     int want_dw;
@@ -57,6 +67,7 @@ typedef struct sbdw {
 } sbdw;
 
 static uint64_t part_size(const sbdw *j) {
+    if (j->by_p) return (uint64_t)(j->g->G * j->g->Mg * j->g->K * 16);
     return (uint64_t)(j->g->G * (j->by_k ? j->g->Mg * j->Kp : j->g->K * j->Mgp));
 }
 
@@ -98,17 +109,7 @@ static void chunk_by_m(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t
 
 /* Row sums of dy (Mg rows of np pixels at stride P) into db, in double. */
 static void dy_rowsums(const float *dys, int64_t P, int64_t Mg, int64_t np, double *db) {
-    for (int64_t m = 0; m < Mg; m++) {
-        const float *r = dys + m * P;
-        float part[16] = {0};
-        int64_t p = 0;
-        for (; p + 16 <= np; p += 16)
-            for (int l = 0; l < 16; l++) part[l] += r[p + l];
-        double s = 0;
-        for (int l = 0; l < 16; l++) s += part[l];
-        for (; p < np; p++) s += r[p];
-        db[m] += s;
-    }
+    sbk_rowsums(dys, P, Mg, np, db);
 }
 
 /* Vectors along K: colT[Q][Kp] (the column matrix transposed), dy rows
@@ -135,11 +136,51 @@ static void chunk_by_k(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t
     }
 }
 
+/* Vectors along pixels at the input's row pitch: dyp[Mg][Lp] holds the
+ * chunk's dy rows at pitch W (zero past Wo and past the chunk), xb[Cg][Xs]
+ * its input rows (zero past them), so tap (ci, ki, kj) of every pixel is
+ * xb[ci] shifted by ki*dh*W + kj*dw; partial: lane sums [G][Mg][K][16].
+ * Blocks: near-equal groups of at most SBK_PMB channels x SBK_PTB taps of
+ * one kernel row. */
+static void chunk_by_p(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t r1, const float *dys, float *buf,
+                       float *pt, double *db) {
+    const conv_geom *g = j->g;
+    const int64_t W = g->W, rows = r1 - r0;
+    const int64_t L = (rows - 1) * W + g->Wo, Lp = (L + 15) / 16 * 16, xrows = rows + (g->kh - 1) * g->dh;
+    float *dyp = buf, *xb = buf + g->Mg * j->Lp;
+    sbk_pitch_rows(dys, g->P, g->Mg, rows, g->Wo, W, Lp, dyp, j->Lp, db ? db + gr * g->Mg : NULL); /* + bias */
+    if (!j->want_dw) return;
+    /* Reads reach xrows*W + 14 at most (the last vector of the last tap). */
+    const float *xs = j->x + ((n * g->C + gr * g->Cg) * g->H + r0) * W;
+    for (int64_t c = 0; c < g->Cg; c++) {
+        memcpy(xb + c * j->Xs, xs + c * g->H * W, (size_t)(xrows * W) * sizeof(float));
+        memset(xb + c * j->Xs + xrows * W, 0, 16 * sizeof(float));
+    }
+    float *pg = pt + gr * g->Mg * g->K * 16;
+    const int64_t nk = g->kh * g->kw, nv = Lp / 16;
+    const int64_t nmb = (g->Mg + SBK_PMB - 1) / SBK_PMB, mbase = g->Mg / nmb, mext = g->Mg % nmb;
+    const int64_t ntb = (g->kw + SBK_PTB - 1) / SBK_PTB, tbase = g->kw / ntb, text = g->kw % ntb;
+    for (int64_t mbk = 0, m0 = 0; mbk < nmb; mbk++) {
+        int mb = (int)(mbase + (mbk < mext));
+        for (int64_t ci = 0; ci < g->Cg; ci++)
+            for (int64_t ki = 0; ki < g->kh; ki++)
+                for (int64_t tbk = 0, kj0 = 0; tbk < ntb; tbk++) {
+                    int tb = (int)(tbase + (tbk < text));
+                    int64_t k0 = ci * nk + ki * g->kw + kj0;
+                    sbk_dw_pitch(mb, tb, dyp + m0 * j->Lp, j->Lp, xb + ci * j->Xs + ki * g->dh * W + kj0 * g->dw,
+                                 g->dw, nv, pg + (m0 * g->K + k0) * 16, g->K * 16);
+                    kj0 += tb;
+                }
+        m0 += mb;
+    }
+}
+
 static void dw_range(void *arg, int64_t b, int64_t e) {
     sbdw *j = arg;
     const conv_geom *g = j->g;
     float *col = j->want_dw && !j->direct ? nn_alloc((uint64_t)(g->K * j->ldq) * sizeof(float)) : NULL;
-    float *dyT = nn_alloc((uint64_t)(j->ldq * (j->by_k ? j->Kp : j->Mgp)) * sizeof(float)); /* or colT */
+    float *dyT = nn_alloc((uint64_t)(j->by_p ? g->Mg * j->Lp + g->Cg * j->Xs : j->ldq * (j->by_k ? j->Kp : j->Mgp)) *
+                          sizeof(float)); /* or colT, or by_p's dyp and input rows */
     if (!dyT || (j->want_dw && !j->direct && !col)) { /* an item cannot return a status: the driver reports it */
         atomic_store(&j->no_memory, 1);
         nn_free(col);
@@ -157,7 +198,8 @@ static void dw_range(void *arg, int64_t b, int64_t e) {
             int64_t p0 = r0 * g->Wo;
             for (int64_t gr = 0; gr < g->G; gr++) {
                 const float *dys = j->dy + (n * g->M + gr * g->Mg) * g->P + p0;
-                if (j->by_k) chunk_by_k(j, n, gr, r0, r1, dys, col, dyT, pt, db);
+                if (j->by_p) chunk_by_p(j, n, gr, r0, r1, dys, dyT, pt, db);
+                else if (j->by_k) chunk_by_k(j, n, gr, r0, r1, dys, col, dyT, pt, db);
                 else chunk_by_m(j, n, gr, r0, r1, dys, col, dyT, pt, db);
             }
         }
@@ -181,6 +223,20 @@ static void sum_range(void *arg, int64_t b, int64_t e) {
     uint64_t psz = part_size(j);
     for (int64_t it = b; it < e; it++) {
         int64_t gr = it / s->nkb, k0 = (it % s->nkb) * s->kb, k1 = sb_min(g->K, k0 + s->kb);
+        if (j->by_p) { /* each part's 16 lanes, then the parts, in order */
+            for (int64_t m = 0; m < g->Mg; m++)
+                for (int64_t k = k0; k < k1; k++) {
+                    const float *src = j->part + ((gr * g->Mg + m) * g->K + k) * 16;
+                    float v = 0.0f;
+                    for (int64_t q = 0; q < j->nparts; q++) {
+                        float t = 0.0f;
+                        for (int l = 0; l < 16; l++) t += src[(uint64_t)q * psz + (uint64_t)l];
+                        v += t;
+                    }
+                    NN_STORE(s->req, s->dw[(gr * g->Mg + m) * g->K + k], v);
+                }
+            continue;
+        }
         if (j->by_k) {
             for (int64_t m = 0; m < g->Mg; m++) {
                 const float *src = j->part + (gr * g->Mg + m) * j->Kp;
@@ -205,8 +261,8 @@ static void sum_range(void *arg, int64_t b, int64_t e) {
 
 static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, const float *dy, float *dw,
                   int32_t req_dw, float *db, int32_t req_db) {
-    sbdw j = {g, x, dy, (g->Mg + 15) / 16 * 16, (g->K + 15) / 16 * 16, chunk_rows(g), chunk_ld(g), 0, 0, 0, 0, 0,
-              NULL, NULL, req_dw != MXP_REQ_NULL, 0};
+    sbdw j = {g, x, dy, (g->Mg + 15) / 16 * 16, (g->K + 15) / 16 * 16, chunk_rows(g), chunk_ld(g), 0, 0, 0, 0, 0, 0, 0,
+              0, NULL, NULL, req_dw != MXP_REQ_NULL, 0};
     /* Vectors along K when that wastes clearly fewer lanes (LeNet: conv2
      * 500/512 vs 50/64, conv1 25/32 vs 20/32); the transpose of the column
      * matrix it needs costs a few percent of the products. */
@@ -215,10 +271,25 @@ static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, con
      * vectors along M reading the input in place (LeNet's conv1 and conv2). */
     j.direct = g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
     if (j.direct) j.by_k = 0;
-    const char *force = getenv("MXP_STRIP_DW"); /* m, k or d (direct): tests and comparisons */
+    /* Vectors along pixels where that wastes clearly fewer lanes than along
+     * M (LeNet's conv1: 576 of 672 vs 20 of 32; conv2 stays along M: 64 of
+     * 96 vs 50 of 64) and the lane partials stay small.  A chunk's dy and
+     * input rows at pitch W fit SB_COL_BYTES. */
+    int64_t prow = sb_max(1, sb_min(g->Ho, SB_COL_BYTES / (int64_t)sizeof(float) / ((g->Mg + g->Cg) * g->W)));
+    int64_t plp = ((prow - 1) * g->W + g->Wo + 15) / 16 * 16, pmb = (g->Mg + SBK_PMB - 1) / SBK_PMB;
+    int p_ok = j.direct && g->Mg * g->K <= 4096;
+    double eff_p = (double)(prow * g->Wo) / (double)plp * (double)g->Mg / (double)(pmb * SBK_PMB);
+    j.by_p = p_ok && eff_p > (double)g->Mg / (double)j.Mgp + 0.1;
+    const char *force = getenv("MXP_STRIP_DW"); /* m, k, d (direct) or p (pixels): tests and comparisons */
     if (force && *force) {
         j.by_k = force[0] == 'k';
-        j.direct = j.direct && force[0] == 'd';
+        j.by_p = p_ok && force[0] == 'p';
+        j.direct = j.direct && (force[0] == 'd' || j.by_p);
+    }
+    if (j.by_p) {
+        j.rows = prow;
+        j.Lp = plp;
+        j.Xs = (prow + (g->kh - 1) * g->dh) * g->W + 16;
     }
     j.nq = (g->Ho + j.rows - 1) / j.rows;
     j.T = g->N * j.nq;
