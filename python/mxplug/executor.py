@@ -13,7 +13,7 @@ import numpy as np
 from . import _lib
 from ._lib import lib
 from .base import MXNetError, c_handle_array, c_str_array, check, shape_struct
-from .ndarray import NDArray, _wrap_borrowed, array as nd_array
+from .ndarray import NDArray, _wrap_borrowed, array as nd_array, zeros as nd_zeros
 
 _REQ = {"null": 0, "write": 1, "inplace": 2, "add": 3}
 
@@ -77,6 +77,37 @@ class Executor:
         check(lib.mxp_executor_simple_bind(symbol._h, ctx._device(), len(names), c_str_array(names), sh, req,
                                            len(no_grad), c_str_array(no_grad), ctypes.byref(out)))
         return Executor(out.value, symbol, ctx)
+
+    @staticmethod
+    def _simple_bind_typed(symbol, ctx, grad_req, type_dict, shapes):
+        """simple_bind with dtypes (MXNet's type_dict): the C simple_bind
+        allocates float32 only, so the arrays are made here, with the
+        inferred shapes and types (float32 where nothing decides), and
+        bound.  grad_req as in simple_bind."""
+        arg_names = symbol.list_arguments()
+        unknown = [k for k in type_dict if k not in arg_names]
+        if unknown:
+            raise MXNetError("simple_bind: type_dict names %s, not arguments of the symbol (arguments: %s)"
+                             % (", ".join(unknown), ", ".join(arg_names)))
+        arg_shapes, _, aux_shapes = symbol.infer_shape(**{k: v for k, v in shapes.items() if v is not None})
+        if arg_shapes is None:
+            raise MXNetError("simple_bind: the shapes given (%s) do not determine every argument's shape"
+                             % ", ".join(shapes))
+        arg_types, _, aux_types = symbol.infer_type(**type_dict)
+        arg_types = [t or np.float32 for t in (arg_types or [None] * len(arg_names))]
+        aux_types = [t or np.float32 for t in (aux_types or [None] * len(aux_shapes))]
+        if isinstance(grad_req, str):
+            if grad_req not in _REQ:
+                raise MXNetError("unknown grad_req %r (null, write, add)" % (grad_req,))
+            reqs = [grad_req] * len(arg_names)
+        elif isinstance(grad_req, dict):
+            reqs = [grad_req.get(k, "null") for k in arg_names]
+        else:
+            reqs = list(grad_req)
+        args = [nd_zeros(s, ctx, t) for s, t in zip(arg_shapes, arg_types)]
+        grads = [nd_zeros(s, ctx, t) if r != "null" else None for s, t, r in zip(arg_shapes, arg_types, reqs)]
+        aux = [nd_zeros(s, ctx, t) for s, t in zip(aux_shapes, aux_types)]
+        return Executor._bind(symbol, ctx, args, grads, reqs, aux)
 
     @staticmethod
     def _bind(symbol, ctx, args, args_grad, grad_req, aux_states):

@@ -204,6 +204,8 @@ class Symbol:
     # ------------------------------------------------------------ binding
     def simple_bind(self, ctx=None, grad_req="write", type_dict=None, **kwargs):
         from .executor import Executor
+        if type_dict:
+            return Executor._simple_bind_typed(self, ctx or Context.default_ctx, grad_req, type_dict, kwargs)
         return Executor._simple_bind(self, ctx or Context.default_ctx, grad_req, kwargs)
 
     def bind(self, ctx=None, args=None, args_grad=None, grad_req="write", aux_states=None, **kwargs):

@@ -88,3 +88,28 @@ def test_bind_errors():
     net = mlp()
     with pytest.raises(mx.MXNetError):
         net.bind(mx.cpu(), args={"data": mx.nd.ones((2, 5))})
+
+
+def test_simple_bind_type_dict():
+    # MXNet's type_dict: the arrays get the dtypes (it was ignored: float32)
+    x = mx.sym.Variable("data")
+    y = mx.sym.FullyConnected(x, num_hidden=2, name="fc")
+    ex = y.simple_bind(mx.cpu(), data=(1, 3), type_dict={"data": "float64"})
+    assert ex.arg_dict["data"].dtype == np.float64
+    assert ex.arg_dict["fc_weight"].dtype == np.float64
+    assert ex.grad_dict["fc_weight"].dtype == np.float64
+    xv = np.array([[1 + 1e-12, 2.0, 3.0]])
+    w = np.array([[1.0, 0.0, 0.0], [0.5, 0.25, 1.0]])
+    ex.arg_dict["data"][:] = xv
+    ex.arg_dict["fc_weight"][:] = w
+    ex.arg_dict["fc_bias"][:] = np.array([1e-12, -1.0])
+    out = ex.forward(is_train=True)[0]
+    assert out.dtype == np.float64
+    assert np.array_equal(out.asnumpy(), xv @ w.T + np.array([1e-12, -1.0]))  # float64 precision kept
+    ex.backward(mx.nd.ones((1, 2), dtype="float64"))
+    assert np.array_equal(ex.grad_dict["fc_weight"].asnumpy(), np.vstack([xv, xv]))
+    # grad_req per argument still holds; unknown names are refused
+    ex2 = y.simple_bind(mx.cpu(), grad_req={"fc_weight": "write"}, data=(1, 3), type_dict={"data": "float64"})
+    assert ex2.grad_dict.get("data") is None and ex2.grad_dict["fc_weight"].dtype == np.float64
+    with pytest.raises(mx.MXNetError, match="nosuch"):
+        y.simple_bind(mx.cpu(), data=(1, 3), type_dict={"nosuch": "float64"})
