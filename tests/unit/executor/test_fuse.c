@@ -19,14 +19,15 @@
 #define W 7 /* S = 35: two 16-float vectors and a tail */
 #define NEL (N * C * H * W)
 
-/* x -> bn1 -> relu1 -> conv -> bn2 -> relu2 = r2; x -> bn3 -> relu3;
+/* x -> bn1 -> relu1 -> conv -> bn2 (fix_gamma, use_global_stats) -> relu2 = r2;
+ * x -> bn3 -> relu3;
  * out = r2 + (bn3 + relu3): bn3's output has two readers. */
 static mxp_symbol *net(void) {
     mxp_symbol *x = gt_var("x");
     mxp_symbol *b1 = gt_op("BatchNorm", "bn1", 1, &x, "fix_gamma=False", "eps=1e-5", NULL);
     mxp_symbol *r1 = gt_op("Activation", "relu1", 1, &b1, "act_type=relu", NULL);
     mxp_symbol *cv = gt_op("Convolution", "conv", 1, &r1, "kernel=(3,3)", "pad=(1,1)", "num_filter=4", "no_bias=True", NULL);
-    mxp_symbol *b2 = gt_op("BatchNorm", "bn2", 1, &cv, "fix_gamma=False", NULL);
+    mxp_symbol *b2 = gt_op("BatchNorm", "bn2", 1, &cv, "fix_gamma=True", "use_global_stats=True", NULL);
     mxp_symbol *r2 = gt_op("Activation", "relu2", 1, &b2, "act_type=relu", NULL);
     mxp_symbol *b3 = gt_op("BatchNorm", "bn3", 1, &x, "fix_gamma=True", NULL);
     mxp_symbol *r3 = gt_op("Activation", "relu3", 1, &b3, "act_type=relu", NULL);
