@@ -34,6 +34,7 @@ typedef struct kvd_comm {
     int n_cache, cap_cache;
     int64_t cache_total;     /* bytes of all of them (a multiple of 8)     */
     int idle_cycles;         /* cycles in a row where no rank had work     */
+    long neg_cap_us;         /* MXP_KV_NEG_NAP_US (comm.c, wait_negotiation) */
     int misses;              /* cycles in a row whose block summed nothing */
     uint8_t *seen;           /* [cap_seen] cycles each key was agreed in, up to 2 */
     int cap_seen;
