@@ -7,7 +7,10 @@
 # Closing lines (the format other tools parse):
 #   kvstore pushpull_<size> mxplug_gbps=<x> mpi_gbps=<y>
 #   kvstore train_lenet workers=2 sps=<x> single_sps=<y>
-# GB/s are algorithm bandwidth (bytes of the array / seconds per call, 1e9).
+# GB/s are algorithm bandwidth (bytes of the array / seconds per call, 1e9);
+# each timed pushpull starts with the engine idle, as each raw allreduce
+# starts with MPI idle (bench.c); 4, 16 and 64 MiB are medians over
+# KV_BENCH_PAIRS (default 3) pushpull/raw pairs of runs.
 # The pushpull lines are on TCP loopback (both sides); 16 and 64 MiB are
 # also printed on the shared-memory transport (vader), both sides again.
 # Each rank is bound to its own core (--bind-to core, both sides): unbound,
@@ -45,15 +48,29 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 one() { MXP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c "$1" "$BIN" train "$DATA" "$NET" 0 "$BATCHES" | field sps; }
 echo "bench-kvstore: 2 ranks on $(hostname) ($(nproc) cores); pushpull on TCP loopback (and vader), median of $REPS; training over shared memory (vader)"
 lines=""
-# label:MiB:repetitions (small arrays are cheap: more repetitions)
-for case in 4KiB:0.00390625:$((REPS * 20)) 64KiB:0.0625:$((REPS * 10)) 4MiB:4:$REPS 16MiB:16:$REPS 64MiB:64:$REPS; do
-    label=${case%%:*}; rest=${case#*:}; mib=${rest%%:*}; reps=${rest#*:}
-    kv=$($MPI "$BIN" pushpull "$mib" "$reps")
-    raw=$($MPI "$BIN" raw "$mib" "$reps")
-    echo "  $kv"; echo "  $raw"
+# label:MiB:repetitions:pairs (small arrays are cheap: more repetitions).
+# The large sizes run PAIRS times as pushpull-then-raw pairs, and each side
+# is the median over its runs: the load of a shared machine moves within
+# seconds, and one run per side compared two different moments.
+PAIRS="${KV_BENCH_PAIRS:-3}"
+for case in 4KiB:0.00390625:$((REPS * 20)):1 64KiB:0.0625:$((REPS * 10)):1 4MiB:4:$REPS:$PAIRS 16MiB:16:$REPS:$PAIRS 64MiB:64:$REPS:$PAIRS; do
+    label=${case%%:*}; rest=${case#*:}; mib=${rest%%:*}; rest=${rest#*:}; reps=${rest%%:*}; pairs=${rest#*:}
+    kvs=""; raws=""
+    for p in $(seq "$pairs"); do
+        kv=$($MPI "$BIN" pushpull "$mib" "$reps")
+        raw=$($MPI "$BIN" raw "$mib" "$reps")
+        echo "  $kv"; echo "  $raw"
+        kvs="$kvs $(echo "$kv" | field gbps)"; raws="$raws $(echo "$raw" | field gbps)"
+    done
+    kvg=$(echo "$kvs" | tr ' ' '\n' | sed '/^$/d' | median); rawg=$(echo "$raws" | tr ' ' '\n' | sed '/^$/d' | median)
+    if [ "$pairs" -gt 1 ]; then echo "  $label: medians of $pairs pairs: pushpull $kvg GB/s, raw $rawg GB/s"; fi
     lines="$lines
-kvstore pushpull_${label} mxplug_gbps=$(echo "$kv" | field gbps) mpi_gbps=$(echo "$raw" | field gbps)"
+kvstore pushpull_${label} mxplug_gbps=$kvg mpi_gbps=$rawg"
 done
+# The same 16 MiB pushpull back to back (KV_BENCH_BACK_TO_BACK): the copy of
+# each sum into the store's own value, which runs after the result is
+# ready, then falls into the next timed pushpull.
+echo "  back to back: $(KV_BENCH_BACK_TO_BACK=1 $MPI -x KV_BENCH_BACK_TO_BACK "$BIN" pushpull 16 "$REPS")"
 for mib in 16 64; do
     kv=$($MPI_SHM "$BIN" pushpull "$mib" "$REPS")
     raw=$($MPI_SHM "$BIN" raw "$mib" "$REPS")
