@@ -19,6 +19,10 @@
  * names finds no node).  Fusion needs every fused output but the ReLU's
  * to have no other reader and not be a head, output_mean_var off, and a
  * CPU device (the fused ops have CPU implementations only).
+ * Nor does it fuse when the fused op is not registered, BatchNorm or
+ * Activation comes from another pack, or BatchNorm, Activation or
+ * elemwise_add has a CPU implementation added by another pack or a policy
+ * naming an implementation (fusion_allowed).
  * MXP_EXEC_FUSE=0 binds the user's graph unchanged.
  *
  * The user's symbol is never modified: unchanged nodes are shared (a
@@ -27,12 +31,38 @@
 #include "executor/fuse.h"
 #include "base/env.h"
 
+#include <mxplug/registry.h>
+
 #include <stdlib.h>
 #include <string.h>
 
 static const char FUSED_OP[] = "_mxp_BatchNormReLU", FUSED_ADD_OP[] = "_mxp_BatchNormAddReLU";
 
 static int is_op(const gnode *n, const char *op) { return n->op && !strcmp(n->op, op); }
+
+/* May the fused op stand in for ops `parts`?  Only when it is registered,
+ * the first n_own parts are defined by its pack, every part's CPU
+ * implementations come from the part's own defining pack (no other pack
+ * adds one), and no policy names an implementation of a part
+ * (`--impl BatchNorm=mine`, MXP_IMPL_Activation=...).  A pack of the
+ * user's that defines or overrides BatchNorm, or a chosen impl, keeps the
+ * user's graph as is rather than being bypassed by ours. */
+static int fusion_allowed(const char *fused, const char *const *parts, int n_parts, int n_own) {
+    const mxp_op *f = mxp_op_find(fused);
+    const char *pack = f ? mxp_op_pack(f) : NULL;
+    if (!pack) return 0;
+    for (int i = 0; i < n_parts; i++) {
+        const mxp_op *op = mxp_op_find(parts[i]);
+        const char *policy = NULL, *source = NULL, *own = op ? mxp_op_pack(op) : NULL;
+        if (!own || (i < n_own && strcmp(own, pack))) return 0;
+        if (mxp_op_policy(parts[i], &policy, &source) || (strcmp(policy, "auto") && strcmp(policy, "tune"))) return 0;
+        for (int k = 0, n = mxp_op_impl_count(op); k < n; k++) {
+            const char *dev = mxp_op_impl_device(op, k), *ip = mxp_op_impl_pack(op, k);
+            if (dev && !strcmp(dev, "cpu") && (!ip || strcmp(ip, own))) return 0;
+        }
+    }
+    return 1;
+}
 
 static int attr_is(const gnode *n, const char *key, const char *val) {
     const char *v = mxp__gnode_attr(n, key);
@@ -164,8 +194,11 @@ int mxp__exec_fuse(const mxp__igraph *g, mxp_device dev, mxp_symbol **out, int *
     for (int i = 0; !rc && i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_args + g->nodes[i].n_aux; k++) uses[g->nodes[i].in[k]]++;
     for (int h = 0; !rc && h < g->n_heads; h++) uses[g->heads[h]]++;
+    static const char *const relu_parts[] = {"BatchNorm", "Activation"};
+    static const char *const add_parts[] = {"BatchNorm", "Activation", "elemwise_add"};
+    const int relu_ok = fusion_allowed(FUSED_OP, relu_parts, 2, 2), add_ok = fusion_allowed(FUSED_ADD_OP, add_parts, 3, 2);
     for (int i = 0; !rc && i < g->n_nodes; i++) {
-        if (fusable(g, uses, i, &fu[i])) nf++;
+        if (fusable(g, uses, i, &fu[i]) && (fu[i].addend < 0 ? relu_ok : add_ok)) nf++;
         else fu[i].bn = -1;
     }
     if (!rc && !nf) goto done;

@@ -440,3 +440,24 @@ Test(fuse, reshape_keeps_fused_and_unfused_in_step) {
     free(y[1]);
     mxp_symbol_release(sym);
 }
+
+/* A policy that names an implementation of BatchNorm or Activation (the
+ * user chose what runs) keeps the user's graph: fusion would bypass it. */
+static int bns_fused_with(const char *op, const char *policy) {
+    mxp_symbol *sym = net();
+    cr_assert_eq(mxp_op_set_impl(op, policy), MXP_OK, "%s", mxp_last_error());
+    const char *names[] = {"x"};
+    mxp_executor *ex = et_bind(sym, MXP_DTYPE_F32, 1, names, &xshape, 11, MXP_REQ_WRITE, NULL, 0);
+    cr_assert_eq(mxp_op_set_impl(op, NULL), MXP_OK);
+    int fused = !mxp__executor_node(ex, "bn1") + !mxp__executor_node(ex, "bn2");
+    mxp_executor_free(ex);
+    mxp_symbol_release(sym);
+    return fused;
+}
+
+Test(fuse, a_chosen_implementation_is_not_bypassed) {
+    cr_expect_eq(bns_fused_with("BatchNorm", "default"), 0, "BatchNorm=default chosen: nothing fused");
+    cr_expect_eq(bns_fused_with("Activation", "default"), 0, "Activation=default chosen: nothing fused");
+    cr_expect_eq(bns_fused_with("BatchNorm", "auto"), 2, "auto: bn1 and bn2 fused");
+    cr_expect_eq(bns_fused_with("Activation", "tune"), 2, "tune: bn1 and bn2 fused");
+}
