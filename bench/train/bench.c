@@ -23,7 +23,10 @@
  * experiment; the timed fit then starts from those parameters.
  *
  * BENCH_INPUT pads the images (ResNet-20: 32 x 32), TRAIN_LIMIT trains on
- * the first N images only (input_side, make_iter).
+ * the first N images only (input_side, make_iter), LR_STEPS replaces the
+ * lr schedule's steps (updates, comma-separated; run.sh sets it for
+ * ResNet-20).  BENCH_DUMP=DIR writes the trained parameters and aux states
+ * to DIR/mxplug.{txt,bin} before scoring (diagnosis: compare_params.py).
  *
  * usage: bench NET.json DATA_DIR EPOCHS [SEED]
  * prints: mxplug sps=<x> acc=<a> time=<s> train_acc=<b> mem_planned=<B> mem_naive=<B> */
@@ -162,21 +165,28 @@ static void on_epoch(void *user, int epoch, const char *metric, double train_val
     ((timing *)user)->train_acc = train_value;
 }
 
-/* Write what the PyTorch side needs to run the identical experiment into
- * DIR: params.txt (name and shape per line) + params.bin (float32, the
- * initial values in that order) and order.bin (int32 sample indices of
- * every batch of every epoch, as the training iterator will produce them). */
-static void share_start(mxp_module *mod, const char *dir, int flat, const char *data_dir, uint64_t seed,
-                        int epochs) {
+/* Write the module's parameters to DIR/PREFIX.txt (name and shape per
+ * line) + DIR/PREFIX.bin (float32 values in that order); with_aux adds
+ * every BatchNorm's moving_mean / moving_var (named after its *_gamma). */
+static void write_params(mxp_module *mod, const char *dir, const char *prefix, int with_aux) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/params.txt", dir);
+    snprintf(path, sizeof path, "%s/%s.txt", dir, prefix);
     FILE *txt = fopen(path, "w");
-    snprintf(path, sizeof path, "%s/params.bin", dir);
+    snprintf(path, sizeof path, "%s/%s.bin", dir, prefix);
     FILE *bin = fopen(path, "wb");
     if (!txt || !bin) { fprintf(stderr, "bench-train: cannot write in %s\n", dir); exit(1); }
-    for (int i = 0; i < mxp_module_num_params(mod); i++) {
-        const char *name = mxp_module_param_name(mod, i);
+    int np = mxp_module_num_params(mod);
+    for (int i = 0; i < np * (with_aux ? 3 : 1); i++) {
+        const char *name = mxp_module_param_name(mod, i % np);
+        char aux[512];
+        if (i >= np) { /* the aux states of a *_gamma */
+            size_t l = strlen(name);
+            if (l < 6 || strcmp(name + l - 6, "_gamma")) continue;
+            snprintf(aux, sizeof aux, "%.*s_%s", (int)(l - 6), name, i < 2 * np ? "moving_mean" : "moving_var");
+            name = aux;
+        }
         mxp_ndarray *a = mxp_module_param(mod, name);
+        if (!a) { fprintf(stderr, "bench-train: no parameter or aux state '%s'\n", name); exit(1); }
         int64_t n = mxp_ndarray_size(a);
         float *v = malloc((size_t)n * sizeof *v);
         if (!v || mxp_ndarray_sync_copy_to(a, v, (size_t)n * sizeof *v)) die("reading a parameter");
@@ -184,13 +194,22 @@ static void share_start(mxp_module *mod, const char *dir, int flat, const char *
         for (int k = 0; k < mxp_ndarray_ndim(a); k++) fprintf(txt, " %lld", (long long)mxp_ndarray_shape(a)[k]);
         fprintf(txt, "\n");
         if (fwrite(v, sizeof *v, (size_t)n, bin) != (size_t)n) {
-            fprintf(stderr, "bench-train: writing %s/params.bin failed\n", dir);
+            fprintf(stderr, "bench-train: writing %s/%s.bin failed\n", dir, prefix);
             exit(1);
         }
         free(v);
     }
-    fclose(txt);
-    fclose(bin);
+    if (fclose(txt) || fclose(bin)) { fprintf(stderr, "bench-train: writing %s/%s failed\n", dir, prefix); exit(1); }
+}
+
+/* Write what the PyTorch side needs to run the identical experiment into
+ * DIR: params.txt / params.bin (write_params: the initial values) and
+ * order.bin (int32 sample indices of every batch of every epoch, as the
+ * training iterator will produce them). */
+static void share_start(mxp_module *mod, const char *dir, int flat, const char *data_dir, uint64_t seed,
+                        int epochs) {
+    char path[4096];
+    write_params(mod, dir, "params", 0);
     int64_t n;
     mxp_iter *it = make_iter(data_dir, "train", flat, 1, seed, MXP_LAST_BATCH_DISCARD, &n);
     snprintf(path, sizeof path, "%s/order.bin", dir);
@@ -280,13 +299,26 @@ int main(int argc, char **argv) {
     o.batch_cb = on_batch;
     o.epoch_cb = on_epoch;
     o.user = &t;
-    /* lr x0.1 from epoch LR_DECAY_EPOCH on (0-based), in updates. */
-    int64_t lr_step = (int64_t)LR_DECAY_EPOCH * (n_train / 64);
-    if (epochs > LR_DECAY_EPOCH) {
+    /* lr x0.1 from epoch LR_DECAY_EPOCH on (0-based), in updates, or at
+     * the updates LR_STEPS lists (comma-separated; torch_train.py reads it
+     * too). */
+    int64_t lr_steps[16] = {(int64_t)LR_DECAY_EPOCH * (n_train / 64)};
+    const char *ls = getenv("LR_STEPS");
+    if (ls && *ls) {
+        char *end = (char *)ls;
+        while (*end && o.n_lr_steps < 16) {
+            lr_steps[o.n_lr_steps++] = strtoll(end, &end, 10);
+            if (*end == ',') end++;
+            else if (*end) break;
+        }
+        if (*end || !o.n_lr_steps) {
+            fprintf(stderr, "bench-train: LR_STEPS=%s: want up to 16 comma-separated update counts\n", ls);
+            return 2;
+        }
+    } else if (epochs > LR_DECAY_EPOCH)
         o.n_lr_steps = 1;
-        o.lr_steps = &lr_step;
-        o.lr_factor = 0.1;
-    }
+    o.lr_steps = lr_steps;
+    o.lr_factor = 0.1;
     const char *share = getenv("BENCH_SHARE_DIR");
     if (share && *share) {
         /* Initialize (a fit of no epochs), then hand the start to PyTorch. */
@@ -300,6 +332,8 @@ int main(int argc, char **argv) {
     double el = t_end - t.t_first;
     double sps = el > 0 ? (double)((t.batches - 1) * 64) / el : 0;
     double acc = 0;
+    const char *dump = getenv("BENCH_DUMP"); /* diagnosis: the trained parameters and aux states */
+    if (dump && *dump) write_params(mod, dump, "mxplug", 1);
     if (mxp_iter_set_epoch(test, 0) || mxp_module_score(mod, test, "acc", &acc)) die("score");
     printf("mxplug sps=%.0f acc=%.4f time=%.1f train_acc=%.4f mem_planned=%llu mem_naive=%llu\n", sps, acc, el,
            t.train_acc, (unsigned long long)planned, (unsigned long long)naive);

@@ -6,9 +6,8 @@ conv5x5x50-relu-max2, fc500-relu, fc10; MLP: 784-128-64-10 with relu) on
 Fashion-MNIST held in memory, with the settings of the mxplug side
 (bench/train/bench.c): batch 64, SGD momentum 0.9, lr 0.01 (x0.1 for the
 epochs from LR_DECAY_EPOCH = 8 on, 0-based: bench.c's MultiFactorScheduler
-step at update 8 * batches-per-epoch; torch's momentum buffer holds
-gradients, not steps, so at the drop the pending momentum is scaled at once
-where MXNet's decays over ~10 updates — a negligible difference), mean
+step at update 8 * batches-per-epoch, or LR_STEPS; lr_drop keeps MXNet's
+momentum semantics across the drop), mean
 cross-entropy (= SoftmaxOutput with rescale_grad 1/batch), pixels / 256 as
 MNISTIter scales them, a fresh shuffle per epoch, the short last batch
 dropped, weights ~ N(0, 2/fan_in) (Kaiming normal = MXNet's
@@ -22,7 +21,10 @@ after training.
 
 ResNet-20 (examples/resnet): the class below, parameters matched by name
 to mxplug's; BENCH_INPUT=32 zero-pads the 28x28 images to 32x32 and
-TRAIN_LIMIT=N trains on the first N images, as bench.c does.
+TRAIN_LIMIT=N trains on the first N images, as bench.c does; LR_STEPS as
+bench.c.  BENCH_DUMP=DIR writes the trained parameters and BatchNorm
+statistics (under MXNet's names) to DIR/torch.{txt,bin}, for
+compare_params.py.
 
 usage: torch_train.py lenet|mlp|resnet20 DATA_DIR EPOCHS [SEED]
 prints: torch <net> sps=<samples/s> acc=<test accuracy> time=<s> train_acc=<last epoch>
@@ -75,7 +77,8 @@ class ResNet20(nn.Module):
     3 stages x 3 post-activation basic blocks (16, 32, 64 filters, stride 2
     and a 1x1 conv + BN shortcut at the first block of stages 2 and 3),
     global average pooling, fc 10.  BatchNorm eps 1e-5, momentum 0.1
-    (MXNet's 0.9).  mx_params() names every parameter as the symbol does,
+    (MXNet's 0.9); after training the running variances are made MXNet's
+    biased ones (mxnet_moving_var).  mx_params() names every parameter as the symbol does,
     so the shared initial weights are matched by name."""
 
     def __init__(self):
@@ -111,6 +114,38 @@ class ResNet20(nn.Module):
     def mx_params(self):
         return {self.names[p]: p for p in self.parameters()}
 
+    def mxnet_moving_var(self, x):
+        """Turn every running_var into MXNet's moving_var, exactly.
+        PyTorch's running_var averages the unbiased batch variance (n/(n-1)
+        times the biased one, n = batch x height x width of that layer),
+        MXNet's moving_var the biased one.  From 1 with momentum m after k
+        updates, running = m^k + (1-m) sum_i m^(k-1-i) n/(n-1) var_i, so
+        MXNet's value is m^k + (running - m^k) (n-1)/n.  n per layer from
+        one forward of x (a training batch) in eval mode, which changes no
+        statistics.  Run after training, outside the timed loop."""
+        bns = [m for m in self.modules() if isinstance(m, nn.BatchNorm2d)]
+        n = {}
+        hooks = [m.register_forward_pre_hook(lambda mod, inp: n.__setitem__(mod, inp[0].numel() // inp[0].shape[1]))
+                 for m in bns]
+        self.eval()
+        with torch.no_grad():
+            self(x)
+            for m in bns:
+                mk = (1.0 - m.momentum) ** int(m.num_batches_tracked)
+                m.running_var.copy_(mk + (m.running_var.double() - mk) * (n[m] - 1) / n[m])
+        for h in hooks:
+            h.remove()
+
+    def mx_aux(self):
+        """The BatchNorm running statistics under MXNet's aux names."""
+        out = {}
+        for m in self.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                base = self.names[m.weight][:-len("_gamma")]
+                out[base + "_moving_mean"] = m.running_mean
+                out[base + "_moving_var"] = m.running_var
+        return out
+
     def forward(self, x):
         x = torch.relu(self.bn0(self.conv0(x)))
         for b in self.blocks:
@@ -140,6 +175,36 @@ def net(name):
 
 
 LR_DECAY_EPOCH = 8
+LR_FACTOR = 0.1
+
+
+def lr_steps(epochs, nb):
+    """bench.c's MultiFactorScheduler steps, in updates: LR_STEPS (comma-
+    separated) if set, else LR_DECAY_EPOCH epochs when there are more.
+    MXNet takes lr x LR_FACTOR for every update whose 1-based count exceeds
+    a step, i.e. from the 0-based update index `step` on."""
+    v = os.environ.get("LR_STEPS")
+    if v:
+        return [int(x) for x in v.split(",")]
+    return [LR_DECAY_EPOCH * nb] if epochs > LR_DECAY_EPOCH else []
+
+
+def lr_drop(opt, lr):
+    """lr x LR_FACTOR from this update on, with MXNet's momentum semantics.
+    MXNet keeps the momentum in steps (mom = 0.9 mom - lr g; w += mom), so
+    what is pending at a drop still moves the weights at the old lr and
+    fades over ~10 updates; PyTorch keeps it in gradients (buf = 0.9 buf +
+    g; w -= lr buf), so the drop would scale the pending momentum at once.
+    Scaling every buffer by old/new lr once makes PyTorch's steps MXNet's
+    exactly from here on."""
+    new = lr * LR_FACTOR
+    for group in opt.param_groups:
+        group["lr"] = new
+        for p in group["params"]:
+            buf = opt.state.get(p, {}).get("momentum_buffer")
+            if buf is not None:
+                buf.mul_(lr / new)
+    return new
 
 
 def main():
@@ -196,17 +261,19 @@ def main():
     # linear, fp32 weights and optimizer), the peer of mxplug's --dtype bfloat16.
     bf16 = os.environ.get("TORCH_AUTOCAST") == "bf16"
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    steps = lr_steps(epochs, nb)
+    lr, si = 0.01, 0
     model.train()
     t0 = time.perf_counter()
     for ep in range(epochs):
-        for group in opt.param_groups:
-            group["lr"] = 0.01 * (0.1 if ep >= LR_DECAY_EPOCH else 1.0)
         if order is not None:
             perm = order[ep * nb * bs:(ep + 1) * nb * bs]
         else:
             perm = torch.randperm(len(xtr), generator=g)
         correct = torch.zeros((), dtype=torch.int64)
         for b in range(nb):
+            if si < len(steps) and ep * nb + b >= steps[si]:
+                lr, si = lr_drop(opt, lr), si + 1
             i = perm[b * bs:(b + 1) * bs]
             x, y = xtr[i], ytr[i]
             opt.zero_grad(set_to_none=True)
@@ -218,6 +285,17 @@ def main():
             correct += (out.argmax(1) == y).sum()
         train_acc = correct.item() / (nb * bs)
     t = time.perf_counter() - t0
+    if hasattr(model, "mxnet_moving_var"):
+        model.mxnet_moving_var(xtr[:bs])
+    dump = os.environ.get("BENCH_DUMP")  # diagnosis: bench.c's write_params, PyTorch's side
+    if dump and share:
+        named = list(zip([sp[0] for sp in specs], params))
+        if hasattr(model, "mx_aux"):
+            named += list(model.mx_aux().items())
+        with open(os.path.join(dump, "torch.txt"), "w") as ft, open(os.path.join(dump, "torch.bin"), "wb") as fb:
+            for pname, p in named:
+                ft.write("%s %s\n" % (pname, " ".join(str(d) for d in p.shape)))
+                fb.write(p.detach().numpy().astype(np.float32).tobytes())
     model.eval()
     with torch.no_grad():
         hit = 0
