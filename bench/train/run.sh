@@ -39,9 +39,10 @@
 # first steps but diverge chaotically (ResNet-20: ~10% relative parameter
 # distance after 100 steps, the same between two mxplug convolution impls
 # as between mxplug and PyTorch), and at a constant lr the test accuracy
-# after 300 batches moved over 2.3 points between runs that differ only in
-# float rounding (mxplug gemm / winograd / tune, PyTorch with its initial
-# weights scaled by 1 + 2^-22); the annealed end is far less sensitive.
+# after 300 batches moved by 1.4-2.3 points between runs that differ only
+# in float rounding (mxplug gemm / winograd / tune, PyTorch with its initial
+# weights scaled by 1 + 2^-22); with the drop such runs spanned 0.53
+# points (docs/bench-train-accuracy.md).
 # Diagnosis: BENCH_DUMP=DIR makes both sides write their trained
 # parameters and aux states there (mxplug.txt/.bin, torch.txt/.bin);
 # compare_params.py DIR mxplug DIR torch prints their relative distance.
