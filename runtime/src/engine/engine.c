@@ -41,8 +41,12 @@ static _Atomic int64_t wait_target = INT64_MAX;
 /* The fork gate: atfork_prepare closes it so no push starts between its
  * wait for idleness and the fork (another thread's push would leave the
  * child a var queued behind a block that no thread there will ever run).
- * g_pushing counts submits between gate_enter and gate_leave. */
+ * g_pushing counts submits between gate_enter and gate_leave (and direct
+ * runs, which hold the gate for their whole run: threaded.c run_direct);
+ * tl_gate_holds counts the calling thread's own, which a fork from inside
+ * a direct run's function must not wait for. */
 static atomic_int g_pushing;
+static _Thread_local int tl_gate_holds __attribute__((tls_model("initial-exec")));
 static atomic_bool g_gate_closed;
 static pthread_mutex_t g_gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_gate_cv = PTHREAD_COND_INITIALIZER;
@@ -321,7 +325,7 @@ static void atfork_child(void) {
     /* Threads waiting at the gate do not exist here. */
     pthread_mutex_init(&g_gate_mu, NULL);
     pthread_cond_init(&g_gate_cv, NULL);
-    atomic_store(&g_pushing, 0);
+    atomic_store(&g_pushing, tl_gate_holds); /* the forking thread's own holds live on here */
     atomic_store(&g_gate_closed, false);
     pthread_mutex_unlock(&g_mu);
 }
@@ -444,6 +448,7 @@ static int opr_fill(eng_opr *o, const mxp_engine_push_args *a, bool temporary) {
     o->kind = ENG_KIND_USER;
     o->temporary = temporary;
     atomic_init(&o->refs, 1);
+    atomic_init(&o->run_est, ENG_RUN_EST_UNKNOWN);
     o->lane_kind = lane_kind_of(a->prop);
     int total = a->n_const + a->n_mutate;
     o->vars = total <= OPR_INLINE_VARS ? o->vars_buf : malloc(sizeof *o->vars * (size_t)total);
@@ -490,7 +495,10 @@ void mxp__eng_opr_release(eng_engine *e, eng_opr *o) {
 void mxp__eng_gate_enter(void) {
     for (;;) {
         atomic_fetch_add(&g_pushing, 1); /* seq_cst: pairs with close_fork_gate */
-        if (!atomic_load(&g_gate_closed) || mxp__eng_in_function()) return;
+        if (!atomic_load(&g_gate_closed) || mxp__eng_in_function()) {
+            tl_gate_holds++;
+            return;
+        }
         atomic_fetch_sub(&g_pushing, 1);
         pthread_mutex_lock(&g_gate_mu);
         while (atomic_load(&g_gate_closed)) pthread_cond_wait(&g_gate_cv, &g_gate_mu);
@@ -498,11 +506,14 @@ void mxp__eng_gate_enter(void) {
     }
 }
 
-void mxp__eng_gate_leave(void) { atomic_fetch_sub(&g_pushing, 1); }
+void mxp__eng_gate_leave(void) {
+    tl_gate_holds--;
+    atomic_fetch_sub(&g_pushing, 1);
+}
 
 static void close_fork_gate(void) {
     atomic_store(&g_gate_closed, true);
-    while (atomic_load(&g_pushing) > 0) sched_yield();
+    while (atomic_load(&g_pushing) > tl_gate_holds) sched_yield();
 }
 
 static void open_fork_gate(void) {
@@ -651,6 +662,8 @@ static int push_op(mxp_engine_op *op, int priority, bool own_arg, void *arg, mxp
     eng_opr *o = (eng_opr *)op;
     eng_engine *e = mxp__eng_get();
     if (!e) return mxp__error_oom("engine");
+    void *run_arg = own_arg ? arg : o->arg;
+    if (mxp__eng_push_op_here(e, o, run_arg, own_arg ? release : NULL)) return MXP_OK;
     eng_lane *l;
     int rc = lane_for(e, o->device, o->lane_kind, &l);
     if (rc != MXP_OK) return rc;

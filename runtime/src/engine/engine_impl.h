@@ -113,7 +113,13 @@ struct eng_opr {
      * pusher and the workers write it on every push, while the fields above
      * are only read. */
     _Alignas(64) atomic_int refs;
+    /* Pre-created, synchronous: how long its function ran lately, in
+     * mxp__eng_ticks units (a running average, updated by every run;
+     * ENG_RUN_EST_UNKNOWN before the first).  The pusher runs a block whose
+     * op is measured tiny itself (threaded.c, mxp__eng_blk_decr_push). */
+    _Atomic uint32_t run_est;
 };
+#define ENG_RUN_EST_UNKNOWN UINT32_MAX
 
 typedef struct eng_vblk {
     struct eng_vblk *next;
@@ -126,8 +132,8 @@ struct mxp_var {
     int nreads;
     bool writing;
     eng_vblk *qhead, *qtail;
-    _Atomic uint64_t version;
-    _Atomic uint64_t writes_pushed; /* writes queued so far (autograd's in-place check) */
+    _Atomic uint64_t version;       /* changed only under lock; read without it */
+    _Atomic uint64_t writes_pushed; /* writes queued so far (autograd's in-place check); as version */
     _Atomic(err_rec *) err;  /* replaced only by a completing writer */
 };
 
@@ -223,6 +229,12 @@ eng_engine *mxp__eng_get(void);
 eng_engine *mxp__eng_peek(void);
 
 /* var.c */
+/* Count a write pushed on v; the caller holds v->lock (the only writers of
+ * the counter hold it, so no locked add is needed). */
+static inline void mxp__eng_var_count_write(mxp_var *v) {
+    atomic_store_explicit(&v->writes_pushed, atomic_load_explicit(&v->writes_pushed, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
 void mxp__eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e);
 void mxp__eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e);
 void mxp__eng_var_complete_read(mxp_var *v, eng_engine *e);
@@ -254,6 +266,10 @@ void mxp__eng_opr_release(eng_engine *e, eng_opr *o); /* temporary: back to pool
  * happened (the caller pushes). */
 enum { ENG_HERE_MAX_VARS = 16 };
 bool mxp__eng_run_here(eng_engine *e, const mxp_engine_push_args *a, mxp_var **vars, int n_mutate, int n_const);
+/* A pre-created op's push (push_op) run directly on the pushing thread when
+ * the rules for running on the pusher allow it and every var is free; arg
+ * and release as the push got them.  false: nothing happened. */
+bool mxp__eng_push_op_here(eng_engine *e, eng_opr *o, void *arg, mxp_engine_free_fn release);
 
 /* engine.c */
 void mxp__eng_pending_done(eng_engine *e);

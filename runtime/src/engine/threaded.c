@@ -3,15 +3,18 @@
  * A block whose wait counter reaches 0 is dispatched: internal kinds (delete
  * var, wait) run inline on the thread that made them ready; under the naive
  * engine every block runs inline on the pushing thread; a block ready at
- * its push runs on the pusher on a backlog or when pushed as tiny
- * (mxp__engine_push_here); otherwise the block goes to its lane.  A lane is
+ * its push runs on the pusher on a backlog, when pushed as tiny
+ * (mxp__engine_push_here) or when its pre-created op measured tiny (every
+ * run of a pre-created op is timed into op->run_est); otherwise the block
+ * goes to its lane.  A lane is
  * a queue plus worker threads for one (device, kind): normal (FIFO),
  * prioritized (max-heap on priority, then push order) or copy (FIFO).  Lanes and their threads are created on first use.
  * A worker that makes a block of its own FIFO lane ready keeps it in a
  * thread-local "next" slot and runs it right after the current one (a chain
  * of dependent ops never goes through the queue or wakes anybody).  Idle
  * workers spin briefly on the queue size before sleeping on the lane's
- * condition variable (waking a sleeper costs ~10 µs).  FIFO lanes use a
+ * condition variable (waking a sleeper costs ~10 µs), polling less when
+ * polling has not been paying (lane_pop).  FIFO lanes use a
  * lock-free bounded ring (Vyukov MPMC) with a spinlocked overflow list, so
  * pushers and workers do not share a lock.  Compute workers hold a
  * thread-budget slot (parallel.h) only while they have work, and not for
@@ -25,17 +28,99 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
-enum { SPIN_ROUNDS = 4000, SPIN_YIELD_EVERY = 256 };
+/* Idle workers poll before they sleep: at most SPIN_ROUNDS rounds, fewer
+ * when polling has not been paying (lane_pop). */
+enum { SPIN_ROUNDS = 4000, SPIN_MIN_ROUNDS = 64, SPIN_YIELD_EVERY = 256 };
+#define SPIN_WORTH_NS 200000u /* about what SPIN_ROUNDS rounds take */
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 static _Thread_local eng_lane *tl_lane TLS_IE; /* the lane this worker serves */
 static _Thread_local eng_blk *tl_next TLS_IE;  /* ready block of tl_lane to run next */
 static _Thread_local int tl_depth TLS_IE;      /* nesting of engine functions on this thread */
 static _Thread_local int tl_runs_ready TLS_IE; /* mxp__engine_pusher_runs_ready */
+static _Thread_local int tl_spin_limit TLS_IE; /* this worker's polling budget (lane_pop); 0: not set yet */
+
+/* ------------------------------------------------------------ run times */
+
+/* A cheap clock for measuring a function's run: the TSC where there is one
+ * (a few ns to read; the kernel's clock_gettime on these machines reads it
+ * too), else CLOCK_MONOTONIC in ns. */
+static inline uint64_t eng_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A function that runs for less than TINY_RUN_NS costs the pusher less
+ * than handing it to a worker does (a queued block moves ~6 cache lines
+ * between cores, each a few hundred cycles on a large server die, plus a
+ * wake-up when the worker sleeps), so the pusher runs such an op itself.
+ * tiny_ticks is TINY_RUN_NS in eng_ticks units, measured once against
+ * CLOCK_MONOTONIC when the first lane starts (both clocks count wall time,
+ * so a preemption during the measurement does not skew the ratio). */
+enum { TINY_RUN_NS = 500, CALIBRATE_NS = 100000 };
+static pthread_once_t tiny_once = PTHREAD_ONCE_INIT;
+static _Atomic uint32_t tiny_ticks; /* 0 until calibrated */
+
+static void calibrate_ticks(void) {
+    uint64_t n0 = mono_ns(), k0 = eng_ticks(), n1, k1;
+    do {
+        mxp__eng_cpu_relax();
+        n1 = mono_ns();
+        k1 = eng_ticks();
+    } while (n1 - n0 < CALIBRATE_NS);
+    double per_ns = (double)(k1 - k0) / (double)(n1 - n0);
+    double t = per_ns * TINY_RUN_NS;
+    atomic_store_explicit(&tiny_ticks, t < 1 ? 1 : t > 1e9 ? 1000000000u : (uint32_t)t, memory_order_relaxed);
+}
+
+/* Fold one run's duration into a pre-created op's estimate: a running
+ * average over about the last four runs, so one slow run (a preemption)
+ * sends the next few pushes to the workers and the estimate recovers.
+ * Concurrent runs of one op (readers only) may lose an update: harmless. */
+static inline void run_est_add(eng_opr *o, uint64_t ticks) {
+    uint32_t d = ticks >= ENG_RUN_EST_UNKNOWN ? ENG_RUN_EST_UNKNOWN - 1 : (uint32_t)ticks;
+    uint32_t old = atomic_load_explicit(&o->run_est, memory_order_relaxed);
+    uint32_t est = old == ENG_RUN_EST_UNKNOWN ? d : old - old / 4 + d / 4;
+    atomic_store_explicit(&o->run_est, est, memory_order_relaxed);
+}
+
+/* Which runs are timed: every run of an op not measured yet, and one in
+ * TIME_EVERY of the others per thread (reading the TSC twice costs ~20 ns
+ * on these machines, as much as the rest of a direct run's locked
+ * instructions together). */
+enum { TIME_EVERY = 8 };
+static _Thread_local unsigned tl_run_count TLS_IE;
+static inline bool time_this_run(const eng_opr *o) {
+    return !o->temporary && (++tl_run_count % TIME_EVERY == 0 ||
+                             atomic_load_explicit(&o->run_est, memory_order_relaxed) == ENG_RUN_EST_UNKNOWN);
+}
+
+static inline bool op_is_tiny(const eng_opr *o) {
+    uint32_t est = atomic_load_explicit(&o->run_est, memory_order_relaxed);
+    return !o->temporary &&
+           (est <= atomic_load_explicit(&tiny_ticks, memory_order_relaxed) || est == ENG_RUN_EST_UNKNOWN);
+}
+
+static bool is_cpu(int32_t type);
 
 bool mxp__eng_on_worker(void) { return tl_lane != NULL; }
 bool mxp__eng_in_function(void) { return tl_depth > 0; }
@@ -184,8 +269,18 @@ static eng_blk *lane_take(eng_lane *l) {
 }
 
 /* Next block for a worker; NULL when the lane stops.  Releases the worker's
- * budget slot while it has nothing to do. */
+ * budget slot while it has nothing to do.
+ * Polling adapts per worker: an idle spell that polling ended (work came
+ * within the budget) doubles the budget, up to SPIN_ROUNDS (~0.2 ms); one
+ * that ended in sleep halves it, down to SPIN_MIN_ROUNDS, unless the work
+ * came within SPIN_WORTH_NS of falling asleep (then polling the whole
+ * budget would have caught it: back to SPIN_ROUNDS).  So a worker
+ * polls while work keeps arriving in quick succession (the ops of a step)
+ * and stops burning a core when it does not: on a 2-core machine a worker
+ * polling for 4000 rounds after every step competed with the kvstore
+ * communication thread and with the pusher running tiny ops itself. */
 static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
+    if (tl_spin_limit == 0) tl_spin_limit = SPIN_ROUNDS;
     /* Counted in `spinners` while spinning; a spinner stops counting before
      * it re-checks the queue on its way to sleep, so a push that skipped
      * the wake-up because of it is seen there. */
@@ -194,6 +289,8 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
         eng_blk *b = lane_take(l);
         if (b) {
             atomic_fetch_sub(&l->spinners, 1);
+            if (spin > 0 && tl_spin_limit < SPIN_ROUNDS) /* polling paid off */
+                tl_spin_limit = tl_spin_limit * 2 < SPIN_ROUNDS ? tl_spin_limit * 2 : SPIN_ROUNDS;
             if (lane_nonempty(l)) wake_one(l); /* more queued: bring the next worker */
             return b;
         }
@@ -201,12 +298,14 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
             mxp__parallel_release(1);
             *have_slot = false;
         }
-        if (spin < SPIN_ROUNDS) {
+        if (spin < tl_spin_limit) {
             if (spin % SPIN_YIELD_EVERY == SPIN_YIELD_EVERY - 1) sched_yield();
             else if (!lane_nonempty(l)) mxp__eng_cpu_relax();
             continue;
         }
+        if (tl_spin_limit > SPIN_MIN_ROUNDS) tl_spin_limit /= 2; /* polled in vain */
         atomic_fetch_sub(&l->spinners, 1);
+        uint64_t slept_from = mono_ns();
         pthread_mutex_lock(&l->mu);
         atomic_fetch_add(&l->sleepers, 1); /* seq_cst: pairs with the pusher */
         l->n_sleeping++;
@@ -220,6 +319,9 @@ static eng_blk *lane_pop(eng_lane *l, bool *have_slot) {
         pthread_mutex_unlock(&l->mu);
         b = lane_take(l);
         if (b) {
+            /* Work came soon after: the full budget would have caught it
+             * without the sleep and wake-up. */
+            if (mono_ns() - slept_from < SPIN_WORTH_NS) tl_spin_limit = SPIN_ROUNDS;
             if (lane_nonempty(l)) wake_one(l); /* more queued: bring the next worker */
             return b;
         }
@@ -314,7 +416,10 @@ static void run_on_pusher(eng_blk *b, eng_engine *e) {
  * the pusher whenever its vars are free: mxp__eng_run_here below.)  A
  * thread that asked for it (mxp__engine_pusher_runs_ready, engine.h: a
  * training loop) runs every ready CPU compute block it pushes, on either
- * compute lane, under the same conditions. */
+ * compute lane, under the same conditions, and so does any thread for a
+ * pre-created op measured tiny (op_is_tiny; push_op takes such a push as a
+ * direct run first, mxp__eng_push_op_here below, and comes here only when
+ * a var was busy or profiling is on). */
 enum { PUSH_INLINE_BACKLOG = 64 };
 
 void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
@@ -331,7 +436,7 @@ void mxp__eng_blk_decr_push(eng_blk *b, eng_engine *e) {
         return;
     }
     if (tl_depth == 0 && l->counts_budget && o->sync_fn &&
-        ((tl_runs_ready && tl_lane == NULL && l->dev.type == MXP_DEV_CPU) ||
+        ((tl_lane == NULL && (tl_runs_ready || op_is_tiny(o))) ||
          (l->kind == LANE_NORMAL && lane_backlog(l) > (int64_t)PUSH_INLINE_BACKLOG * l->n_workers))) {
         run_on_pusher(b, e);
         return;
@@ -347,7 +452,8 @@ int mxp__engine_pusher_runs_ready(int on) {
 
 /* ------------------------------------------------------------ run here */
 
-/* A direct run (mxp__engine_push_here): the function runs now, on this
+/* A direct run (mxp__engine_push_here, and pushes of pre-created ops the
+ * pusher may run: mxp__eng_push_op_here): the function runs now, on this
  * thread, with no operator, block, queue or worker — but under the same
  * var protocol as any run.  Every var's lock is taken (in address order:
  * two direct runs never deadlock, and nothing else holds two var locks),
@@ -356,14 +462,31 @@ int mxp__engine_pusher_runs_ready(int on) {
  * writing, writes_pushed++), exactly as append_read / append_write grant a
  * free var.  A var that is not free leaves everything untouched (false:
  * the caller pushes as usual, and that push queues behind the pending
- * work).  The run is counted in pushed/completed, so wait_for_all and
- * the fork handler's wait for idleness cover it, and it passes the fork
- * gate like a push.  Then as blk_run: an input or output carrying an
+ * work).  The run holds the fork gate from before the locks until it has
+ * completed, so a fork waits for it (a fork from inside its function does
+ * not wait for its own thread's hold); it is not counted in pushed /
+ * completed (two locked adds, a sixth of a tiny direct run): a
+ * wait_for_all on another thread does not wait for a push that has not
+ * returned yet.  Then as blk_run: an input or output carrying an
  * unraised error poisons the run (skipped unless MXP_FN_NO_SKIP); a
  * failure makes an error record on every written var and in the global
  * list; completion releases the vars with complete_read / complete_write
- * (version bump, error record, dependants triggered), after free_arg. */
-bool mxp__eng_run_here(eng_engine *e, const mxp_engine_push_args *a, mxp_var **vars, int n_mutate, int n_const) {
+ * (version bump, error record, dependants triggered), after free_arg.
+ * What a direct run needs: the function and its argument, what releases
+ * the argument after the run (a plain push's free_arg, a push_op_arg's
+ * release; NULL for a pre-created op's own argument), the var lists, and
+ * the pre-created op whose run-time estimate the run updates (or NULL). */
+typedef struct direct_run {
+    mxp_engine_sync_fn fn;
+    void *arg;
+    mxp_engine_free_fn release;
+    int prop;
+    mxp_device dev;
+    const char *name;
+    eng_opr *opr;
+} direct_run;
+
+static bool run_direct(eng_engine *e, const direct_run *d, mxp_var **vars, int n_mutate, int n_const) {
     int n = n_mutate + n_const;
     mxp_var *sorted[ENG_HERE_MAX_VARS];
     for (int i = 0; i < n; i++) { /* insertion sort: a handful of vars */
@@ -381,16 +504,17 @@ bool mxp__eng_run_here(eng_engine *e, const mxp_engine_push_args *a, mxp_var **v
     if (free_all) {
         for (int i = 0; i < n_mutate; i++) {
             vars[i]->writing = true;
-            atomic_fetch_add_explicit(&vars[i]->writes_pushed, 1, memory_order_relaxed);
+            mxp__eng_var_count_write(vars[i]);
         }
         for (int i = n_mutate; i < n; i++) vars[i]->nreads++;
-        atomic_fetch_add_explicit(&e->pushed, 1, memory_order_relaxed);
     }
     for (int i = n; i-- > 0;) eng_spin_unlock(&sorted[i]->lock);
-    mxp__eng_gate_leave();
-    if (!free_all) return false;
+    if (!free_all) {
+        mxp__eng_gate_leave();
+        return false;
+    }
 
-    const char *name = a->name ? a->name : "unnamed";
+    const char *name = d->name ? d->name : "unnamed";
     err_rec *err = NULL;
     for (int i = 0; i < n && !err; i++) {
         err_rec *r = atomic_load_explicit(&vars[i]->err, memory_order_acquire);
@@ -399,15 +523,18 @@ bool mxp__eng_run_here(eng_engine *e, const mxp_engine_push_args *a, mxp_var **v
             err = r;
         }
     }
-    if (!err || a->prop == MXP_FN_NO_SKIP) {
+    if (!err || d->prop == MXP_FN_NO_SKIP) {
         pusher_mode m;
         pusher_enter(&m);
-        mxp_device dev = a->device;
+        mxp_device dev = d->dev;
         if (dev.type == 0) dev.type = MXP_DEV_CPU;
         mxp_run_ctx ctx = {sizeof(mxp_run_ctx), dev, NULL, -1, 0};
         tl_depth++;
         mxp__error_clear();
-        int rc = a->sync_fn(a->arg, &ctx);
+        bool timed = d->opr && time_this_run(d->opr);
+        uint64_t t0 = timed ? eng_ticks() : 0;
+        int rc = d->fn(d->arg, &ctx);
+        if (timed) run_est_add(d->opr, eng_ticks() - t0);
         if (rc != MXP_OK) {
             err_rec *r = mxp__eng_err_new(rc, name, mxp_last_error());
             if (r) {
@@ -422,12 +549,35 @@ bool mxp__eng_run_here(eng_engine *e, const mxp_engine_push_args *a, mxp_var **v
         tl_depth--;
         pusher_leave(&m);
     }
-    if (a->free_arg) a->free_arg(a->arg);
+    if (d->release) d->release(d->arg);
     for (int i = n_mutate; i < n; i++) mxp__eng_var_complete_read(vars[i], e);
     for (int i = 0; i < n_mutate; i++) mxp__eng_var_complete_write(vars[i], err, e);
     mxp__eng_err_unref(err);
-    mxp__eng_pending_done(e);
+    mxp__eng_gate_leave();
     return true;
+}
+
+bool mxp__eng_run_here(eng_engine *e, const mxp_engine_push_args *a, mxp_var **vars, int n_mutate, int n_const) {
+    direct_run d = {a->sync_fn, a->arg, a->free_arg, a->prop, a->device, a->name, NULL};
+    return run_direct(e, &d, vars, n_mutate, n_const);
+}
+
+/* A push of a pre-created op that the pusher may run itself (measured
+ * tiny, or the thread runs its ready work: mxp__eng_blk_decr_push's rules)
+ * runs directly when its vars are free: no block, wait counter, reference
+ * or lane.  false: not taken (the caller pushes as usual). */
+bool mxp__eng_push_op_here(eng_engine *e, eng_opr *o, void *arg, mxp_engine_free_fn release) {
+    /* The CPU compute lanes only (what counts_budget marks), as the rules
+     * in mxp__eng_blk_decr_push; no lane is needed for a direct run. */
+    if (e->type != ENGINE_THREADED || tl_depth != 0 || tl_lane != NULL || !o->sync_fn ||
+        o->kind != ENG_KIND_USER || o->lane_kind == LANE_COPY || !is_cpu(o->device.type) ||
+        o->n_mutate + o->n_const > ENG_HERE_MAX_VARS || !(tl_runs_ready || op_is_tiny(o)) ||
+        mxp__prof_on(MXP__PROF_API))
+        return false;
+    if (__builtin_expect(atomic_load_explicit(&tiny_ticks, memory_order_relaxed) == 0, 0))
+        pthread_once(&tiny_once, calibrate_ticks);
+    direct_run d = {o->sync_fn, arg, release, o->prop, o->device, o->name, o};
+    return run_direct(e, &d, o->vars, o->n_mutate, o->n_const);
 }
 
 /* ------------------------------------------------------------ run */
@@ -460,7 +610,10 @@ static inline __attribute__((always_inline)) void run_function(eng_blk *b, eng_e
     tl_depth++;
     if (o->sync_fn) {
         mxp__error_clear();
+        bool timed = time_this_run(o);
+        uint64_t t0 = timed ? eng_ticks() : 0;
         int rc = o->sync_fn(b->arg, ctx);
+        if (timed) run_est_add(o, eng_ticks() - t0);
         if (rc != MXP_OK) set_failure(b, rc, mxp_last_error());
         tl_depth--;
         if (t_ready) mxp__prof_engine(o->name, o->lane_kind == LANE_COPY, t_ready, t_run, mxp__prof_now());
@@ -642,6 +795,7 @@ static eng_lane *lane_create(eng_engine *e, mxp_device dev, int kind) {
         l->mask = RING_CAP - 1;
     }
     l->dev = dev;
+    pthread_once(&tiny_once, calibrate_ticks);
     int n;
     if (is_cpu(dev.type)) {
         n = kind == LANE_NORMAL ? e->budget : 1;

@@ -75,8 +75,8 @@ void mxp__eng_var_append_read(mxp_var *v, eng_blk *b, eng_engine *e) {
 }
 
 void mxp__eng_var_append_write(mxp_var *v, eng_blk *b, eng_engine *e) {
-    atomic_fetch_add_explicit(&v->writes_pushed, 1, memory_order_relaxed);
     eng_spin_lock(&v->lock);
+    mxp__eng_var_count_write(v);
     if (!v->writing && v->nreads == 0 && !v->qhead) {
         v->writing = true;
         eng_spin_unlock(&v->lock);
@@ -122,7 +122,9 @@ void mxp__eng_var_complete_write(mxp_var *v, err_rec *err, eng_engine *e) {
     eng_spin_lock(&v->lock);
     MXP_ASSERT(v->writing);
     v->writing = false;
-    atomic_fetch_add_explicit(&v->version, 1, memory_order_release);
+    /* Changed only under the lock: a plain store, not a locked add. */
+    atomic_store_explicit(&v->version, atomic_load_explicit(&v->version, memory_order_relaxed) + 1,
+                          memory_order_release);
     /* Only a completing writer replaces the record, and no reader of this
      * var runs now, so readers may load it without the lock. */
     old = atomic_load_explicit(&v->err, memory_order_relaxed);
