@@ -101,7 +101,11 @@ MXP_API int mxp_engine_push(const mxp_engine_push_args *args);
 /* Pre-created operators: vars and properties fixed once, no allocation per
  * push.  args->arg is passed at every run; free_arg runs at delete (after
  * the op's in-flight pushes).  A pre-created op may be pushed again before
- * its previous pushes completed; the var rules order them. */
+ * its previous pushes completed; the var rules order them.  A push of an
+ * op whose runs so far were tiny (under 0.5 us on average) or that never
+ * ran, with all its vars free, runs the function on the pushing thread
+ * before the push returns (docs/engine.md); a function must not assume it
+ * runs on an engine worker. */
 MXP_API int mxp_engine_new_op(const mxp_engine_push_args *args, mxp_engine_op **out);
 MXP_API int mxp_engine_push_op(mxp_engine_op *op, int priority);
 /* Push a pre-created op with an argument of this push's own: the function
