@@ -304,18 +304,25 @@ static void relu_put_f64(const double *t, double *y, int64_t n, int32_t req) {
     for (int64_t i = 0; i < n; i++) { double v = t[i] > 0 ? t[i] : 0.0; NN_STORE(req, y[i], v); }
 }
 
-static int bnr_forward(const mxp_forward_args *a) {
+/* Forward of both fused ops: BatchNorm with max(., 0) (and, when
+ * n_in == 4, the addend in[3] added first) in its affine pass for float32;
+ * float64 runs BatchNorm into scratch and adds/clips after. */
+static int fused_forward(const mxp_forward_args *a, const char *name, uint32_t n_in) {
     const bn_params *p = a->params; int32_t dt; int st;
-    if ((st = nn_check_float("_mxp_BatchNormReLU", a->in, 3, &dt)) < 0) return st;
+    const int has_res = n_in == 4;
+    if ((st = nn_check_float(name, a->in, n_in, &dt)) < 0) return st;
+    /* the addend is read as a flat array on both paths */
+    if (has_res && ((st = nn_check_contig(name, a->in, n_in)) < 0 || (st = nn_check_contig(name, a->out, a->n_out)) < 0))
+        return st;
     if (dt == MXP_DTYPE_F32 || a->req[0] == MXP_REQ_NULL) {
-        /* bn_forward with the ReLU in its affine pass */
-        if ((st = nn_check_contig("_mxp_BatchNormReLU", a->in, 3)) < 0 ||
-            (st = nn_check_contig("_mxp_BatchNormReLU", a->out, a->n_out)) < 0) return st;
+        if (!has_res && ((st = nn_check_contig(name, a->in, n_in)) < 0 ||
+                         (st = nn_check_contig(name, a->out, a->n_out)) < 0)) return st;
         bnjob j; memset(&j, 0, sizeof j);
-        j.p = p; j.dt = dt; j.req = a->req[0]; j.relu = 1;
+        j.p = p; j.dt = dt; j.req = a->req[0]; j.relu = !has_res;
         if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
         j.batch_stats = a->ctx->is_train && !p->use_global_stats;
         j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.beta = nn_ptr(&a->in[2]);
+        if (has_res) j.res = nn_ptr(&a->in[3]);
         j.y = nn_ptr(&a->out[0]);
         j.mean = a->n_out > 1 && a->req[1] != MXP_REQ_NULL ? nn_ptr(&a->out[1]) : NULL;
         j.var = a->n_out > 2 && a->req[2] != MXP_REQ_NULL ? nn_ptr(&a->out[2]) : NULL;
@@ -323,20 +330,27 @@ static int bnr_forward(const mxp_forward_args *a) {
         if (dt == MXP_DTYPE_F32) return bn_forward_f32(a->ctx, &j);
         return nn_parallel(a->ctx, j.C, 1, bn_fwd_range, &j);
     }
-    /* float64: BatchNorm into scratch, then the ReLU */
     int64_t n = mxp_tensor_numel(&a->out[0]);
     double *t = nn_alloc((uint64_t)(n > 0 ? n : 1) * sizeof(double));
-    if (!t) return NN_ERR(MXP_ENOMEM, "_mxp_BatchNormReLU: out of memory (%lld values)", (long long)n);
+    if (!t) return NN_ERR(MXP_ENOMEM, "%s: out of memory (%lld values)", name, (long long)n);
     mxp_tensor out[3]; int32_t req[3];
     for (uint32_t i = 0; i < a->n_out && i < 3; i++) out[i] = a->out[i], req[i] = a->req[i];
     out[0].data = t; out[0].byte_offset = 0; out[0].strides = NULL; req[0] = MXP_REQ_WRITE;
     mxp_forward_args b = *a;
     b.out = out; b.req = req;
     st = bn_forward(&b);
-    if (st >= 0) relu_put_f64(t, nn_ptr(&a->out[0]), n, a->req[0]);
+    if (st >= 0) {
+        if (has_res) {
+            const double *r = nn_ptr(&a->in[3]);
+            for (int64_t i = 0; i < n; i++) t[i] += r[i];
+        }
+        relu_put_f64(t, nn_ptr(&a->out[0]), n, a->req[0]);
+    }
     nn_free(t);
     return st;
 }
+
+static int bnr_forward(const mxp_forward_args *a) { return fused_forward(a, "_mxp_BatchNormReLU", 3); }
 
 static int bnr_backward(const mxp_backward_args *a) {
     const bn_params *p = a->params; int st;
@@ -411,42 +425,7 @@ static int bnar_infer_shape(mxp_infer_shape_args *a) {
     return s2 < 0 ? s2 : st;
 }
 
-static int bnar_forward(const mxp_forward_args *a) {
-    const bn_params *p = a->params; int32_t dt; int st;
-    if ((st = nn_check_float("_mxp_BatchNormAddReLU", a->in, 4, &dt)) < 0) return st;
-    if ((st = nn_check_contig("_mxp_BatchNormAddReLU", a->in, 4)) < 0 ||
-        (st = nn_check_contig("_mxp_BatchNormAddReLU", a->out, a->n_out)) < 0) return st;
-    if (dt == MXP_DTYPE_F32 || a->req[0] == MXP_REQ_NULL) {
-        bnjob j; memset(&j, 0, sizeof j);
-        j.p = p; j.dt = dt; j.req = a->req[0];
-        if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
-        j.batch_stats = a->ctx->is_train && !p->use_global_stats;
-        j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.beta = nn_ptr(&a->in[2]); j.res = nn_ptr(&a->in[3]);
-        j.y = nn_ptr(&a->out[0]);
-        j.mean = a->n_out > 1 && a->req[1] != MXP_REQ_NULL ? nn_ptr(&a->out[1]) : NULL;
-        j.var = a->n_out > 2 && a->req[2] != MXP_REQ_NULL ? nn_ptr(&a->out[2]) : NULL;
-        j.mm = nn_ptr(&a->aux[0]); j.mv = nn_ptr(&a->aux[1]);
-        if (dt == MXP_DTYPE_F32) return bn_forward_f32(a->ctx, &j);
-        return nn_parallel(a->ctx, j.C, 1, bn_fwd_range, &j);
-    }
-    /* float64: BatchNorm into scratch, then add and clip */
-    int64_t n = mxp_tensor_numel(&a->out[0]);
-    double *t = nn_alloc((uint64_t)(n > 0 ? n : 1) * sizeof(double));
-    if (!t) return NN_ERR(MXP_ENOMEM, "_mxp_BatchNormAddReLU: out of memory (%lld values)", (long long)n);
-    mxp_tensor out[3]; int32_t req[3];
-    for (uint32_t i = 0; i < a->n_out && i < 3; i++) out[i] = a->out[i], req[i] = a->req[i];
-    out[0].data = t; out[0].byte_offset = 0; out[0].strides = NULL; req[0] = MXP_REQ_WRITE;
-    mxp_forward_args b = *a;
-    b.out = out; b.req = req;
-    st = bn_forward(&b);
-    const double *r = nn_ptr(&a->in[3]);
-    if (st >= 0) {
-        for (int64_t i = 0; i < n; i++) t[i] += r[i];
-        relu_put_f64(t, nn_ptr(&a->out[0]), n, a->req[0]);
-    }
-    nn_free(t);
-    return st;
-}
+static int bnar_forward(const mxp_forward_args *a) { return fused_forward(a, "_mxp_BatchNormAddReLU", 4); }
 
 static int bnar_backward(const mxp_backward_args *a) {
     const bn_params *p = a->params; int st;
