@@ -352,32 +352,42 @@ static int fused_forward(const mxp_forward_args *a, const char *name, uint32_t n
 
 static int bnr_forward(const mxp_forward_args *a) { return fused_forward(a, "_mxp_BatchNormReLU", 3); }
 
-static int bnr_backward(const mxp_backward_args *a) {
+/* Backward of both fused ops (n_in 4: with the addend): float32 in
+ * BatchNorm's two passes with the mask (from x for the ReLU pair, from the
+ * output with the addend, whose gradient is the masked dy); float64 masks
+ * dy by the output, writes it as the addend's gradient, then runs
+ * BatchNorm's backward on it. */
+static int fused_backward(const mxp_backward_args *a, const char *name, uint32_t n_in) {
     const bn_params *p = a->params; int st;
-    if ((st = nn_check_contig("_mxp_BatchNormReLU", a->in, 3)) < 0 ||
-        (st = nn_check_contig("_mxp_BatchNormReLU", a->in_grad, 3)) < 0 ||
-        (st = nn_check_contig("_mxp_BatchNormReLU", a->out_grad, 1)) < 0) return st;
+    const int has_res = n_in == 4;
+    if ((st = nn_check_contig(name, a->in, n_in)) < 0 || (st = nn_check_contig(name, a->in_grad, n_in)) < 0 ||
+        (st = nn_check_contig(name, a->out_grad, 1)) < 0) return st;
     int32_t dt = a->out_grad[0].dtype;
+    const void *yout = nn_ptr(&a->out[0]);
+    if (!yout && (has_res || dt != MXP_DTYPE_F32)) return NN_ERR(MXP_EINVAL, "%s: backward needs the output", name);
     if (dt == MXP_DTYPE_F32) {
         bnjob j; memset(&j, 0, sizeof j);
-        j.p = p; j.dt = dt; j.req = a->req[0]; j.req_g = a->req[1]; j.req_b = a->req[2]; j.relu = 1;
+        j.p = p; j.dt = dt; j.req = a->req[0]; j.req_g = a->req[1]; j.req_b = a->req[2]; j.relu = !has_res;
         if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
         j.batch_stats = a->ctx->is_train && !p->use_global_stats;
         j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.beta = nn_ptr(&a->in[2]);
         j.dy = nn_ptr(&a->out_grad[0]);
+        if (has_res) { j.req_r = a->req[3]; j.yout = yout; j.dres = nn_ptr(&a->in_grad[3]); }
         if (j.batch_stats) { j.mean = nn_ptr(&a->out[1]); j.var = nn_ptr(&a->out[2]); }
         else { j.mean = nn_ptr(&a->aux[0]); j.var = nn_ptr(&a->aux[1]); }
-        if (!j.mean || !j.var || !j.beta) return NN_ERR(MXP_EINVAL, "_mxp_BatchNormReLU: backward needs the saved mean/var");
+        if (!j.mean || !j.var || (!has_res && !j.beta)) return NN_ERR(MXP_EINVAL, "%s: backward needs the saved mean/var", name);
         j.dx = nn_ptr(&a->in_grad[0]); j.dg = nn_ptr(&a->in_grad[1]); j.db = nn_ptr(&a->in_grad[2]);
         return bn_backward_f32(a->ctx, &j);
     }
-    /* float64: dy masked by the output (y > 0), then BatchNorm's backward */
-    const double *y = nn_ptr(&a->out[0]), *dy = nn_ptr(&a->out_grad[0]);
-    if (!y) return NN_ERR(MXP_EINVAL, "_mxp_BatchNormReLU: backward needs the output");
+    const double *y = yout, *dy = nn_ptr(&a->out_grad[0]);
     int64_t n = mxp_tensor_numel(&a->out_grad[0]);
     double *g = nn_alloc((uint64_t)(n > 0 ? n : 1) * sizeof(double));
-    if (!g) return NN_ERR(MXP_ENOMEM, "_mxp_BatchNormReLU: out of memory (%lld values)", (long long)n);
+    if (!g) return NN_ERR(MXP_ENOMEM, "%s: out of memory (%lld values)", name, (long long)n);
     for (int64_t i = 0; i < n; i++) g[i] = y[i] > 0 ? dy[i] : 0.0;
+    if (has_res && a->req[3] != MXP_REQ_NULL) {
+        double *dr = nn_ptr(&a->in_grad[3]);
+        for (int64_t i = 0; i < n; i++) NN_STORE(a->req[3], dr[i], g[i]);
+    }
     mxp_tensor og = a->out_grad[0];
     og.data = g; og.byte_offset = 0; og.strides = NULL;
     mxp_backward_args b = *a;
@@ -386,6 +396,8 @@ static int bnr_backward(const mxp_backward_args *a) {
     nn_free(g);
     return st;
 }
+
+static int bnr_backward(const mxp_backward_args *a) { return fused_backward(a, "_mxp_BatchNormReLU", 3); }
 
 /* As BatchNorm's, but the backward also reads the output (the float64
  * path masks with it; float32 recomputes the mask). */
@@ -427,45 +439,7 @@ static int bnar_infer_shape(mxp_infer_shape_args *a) {
 
 static int bnar_forward(const mxp_forward_args *a) { return fused_forward(a, "_mxp_BatchNormAddReLU", 4); }
 
-static int bnar_backward(const mxp_backward_args *a) {
-    const bn_params *p = a->params; int st;
-    if ((st = nn_check_contig("_mxp_BatchNormAddReLU", a->in, 4)) < 0 ||
-        (st = nn_check_contig("_mxp_BatchNormAddReLU", a->in_grad, 4)) < 0 ||
-        (st = nn_check_contig("_mxp_BatchNormAddReLU", a->out_grad, 1)) < 0) return st;
-    if (!nn_ptr(&a->out[0])) return NN_ERR(MXP_EINVAL, "_mxp_BatchNormAddReLU: backward needs the output");
-    int32_t dt = a->out_grad[0].dtype;
-    if (dt == MXP_DTYPE_F32) {
-        bnjob j; memset(&j, 0, sizeof j);
-        j.p = p; j.dt = dt; j.req = a->req[0]; j.req_g = a->req[1]; j.req_b = a->req[2]; j.req_r = a->req[3];
-        if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
-        j.batch_stats = a->ctx->is_train && !p->use_global_stats;
-        j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.beta = nn_ptr(&a->in[2]);
-        j.dy = nn_ptr(&a->out_grad[0]); j.yout = nn_ptr(&a->out[0]); j.dres = nn_ptr(&a->in_grad[3]);
-        if (j.batch_stats) { j.mean = nn_ptr(&a->out[1]); j.var = nn_ptr(&a->out[2]); }
-        else { j.mean = nn_ptr(&a->aux[0]); j.var = nn_ptr(&a->aux[1]); }
-        if (!j.mean || !j.var) return NN_ERR(MXP_EINVAL, "_mxp_BatchNormAddReLU: backward needs the saved mean/var");
-        j.dx = nn_ptr(&a->in_grad[0]); j.dg = nn_ptr(&a->in_grad[1]); j.db = nn_ptr(&a->in_grad[2]);
-        return bn_backward_f32(a->ctx, &j);
-    }
-    /* float64: g = dy masked by the output is the addend's gradient, and
-     * BatchNorm's backward runs on it */
-    const double *y = nn_ptr(&a->out[0]), *dy = nn_ptr(&a->out_grad[0]);
-    int64_t n = mxp_tensor_numel(&a->out_grad[0]);
-    double *g = nn_alloc((uint64_t)(n > 0 ? n : 1) * sizeof(double));
-    if (!g) return NN_ERR(MXP_ENOMEM, "_mxp_BatchNormAddReLU: out of memory (%lld values)", (long long)n);
-    for (int64_t i = 0; i < n; i++) g[i] = y[i] > 0 ? dy[i] : 0.0;
-    if (a->req[3] != MXP_REQ_NULL) {
-        double *dr = nn_ptr(&a->in_grad[3]);
-        for (int64_t i = 0; i < n; i++) NN_STORE(a->req[3], dr[i], g[i]);
-    }
-    mxp_tensor og = a->out_grad[0];
-    og.data = g; og.byte_offset = 0; og.strides = NULL;
-    mxp_backward_args b = *a;
-    b.out_grad = &og;
-    st = bn_backward(&b);
-    nn_free(g);
-    return st;
-}
+static int bnar_backward(const mxp_backward_args *a) { return fused_backward(a, "_mxp_BatchNormAddReLU", 4); }
 
 /* The addend is not read by the backward (the output gives the mask). */
 static int bnar_declare_backward(mxp_backward_deps_args *a) {
