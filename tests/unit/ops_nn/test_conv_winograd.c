@@ -2,7 +2,8 @@
  * float32) against an independent float64 plain-loop reference: forward,
  * backward (data, weight, bias) with req write / add / null, on shapes that
  * exercise its tiling (ragged 4x4 tiles, several chunks of tiles, pads 0-2
- * with ph != pw, groups, channel counts that are not multiples of 8 or 16).
+ * with ph != pw, groups, channel counts that are not multiples of 8 or 16,
+ * maps 32 and 48 wide, whose 8-tile runs take the row-kernel transforms).
  * The reference's own gradients are checked against central finite
  * differences in float64, so a wrong reference cannot pass wrong code.
  * Also: which configurations `supports` refuses, and that it says why.
@@ -188,6 +189,11 @@ Test(conv_winograd, agrees_with_reference, .init = setup, .fini = teardown, .tim
                                             the lanes, chunks of many tiles)     */
         {5, 64, 32, 32, 8, 1, 1, 1, 0},  /* 320 tiles: 5 chunks re-cut into 7 of 48
                                             (wino_plan_make's multiple-of-4 rule)  */
+        {2, 5, 10, 48, 6, 1, 1, 1, 0},   /* rows of 12 tiles: runs of 8 adjacent
+                                            tiles by the row kernels
+                                            (wino_in_tf16_rows8 / dy_tf16_rows8),
+                                            the groups that straddle tile rows by
+                                            the 16-pointer gathers             */
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) check_cfg(&cfgs[i], 100 + i);
 }

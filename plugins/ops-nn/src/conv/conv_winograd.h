@@ -100,6 +100,11 @@ void wino_wt_tf8(const float *k, float *dst, int64_t xs);
  * d[i][j] = src[l][i*rs + j]; each src[l] + i*rs must have 8 readable
  * floats. */
 void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os);
+/* wino_in_tf16 with src[l] = a + 4*l and src[8 + l] = b + 4*l (l < 8):
+ * two runs of 8 horizontally adjacent tiles; rows a + i*rs and b + i*rs
+ * (i < 6) must have 36 readable floats.  Same results as wino_in_tf16,
+ * with about a third of its shuffles. */
+void wino_in_tf16_rows8(const float *a, const float *b, int64_t rs, float *out, int64_t os);
 /* out[r*64 + l*4 + c] = (Aᵀ M A)[r][c] for lanes l < 16, M[xi] =
  * in[xi*is + l]: row-major, so row r of 16 consecutive tiles is
  * contiguous. */
@@ -108,6 +113,9 @@ void wino_out_tf16r(const float *in, int64_t is, float *out);
  * (8 floats readable per row), storing lanes 0-7 of frequency xi at
  * lo[xi*os], lanes 8-15 at lo[hi + xi*os]. */
 void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, int64_t os);
+/* wino_dy_tf16 with src[l] = a + 4*l and src[8 + l] = b + 4*l (l < 8);
+ * rows a + r*rs, b + r*rs (r < 4) must have 32 readable floats. */
+void wino_dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *lo, int64_t hi, int64_t os);
 /* dU[i*ldu + j] += Σ_{t<ld} D[i*ld + t] V[j*ld + t] for i < Mb, j < Cb
  * (both multiples of 4, ld of 16): tiles in the lanes
  * (conv_winograd_tlkern.c). */

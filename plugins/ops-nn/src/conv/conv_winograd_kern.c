@@ -101,6 +101,45 @@ TC static void in_tf16(const float *const *src, int64_t rs, float *out, int64_t 
     }
 }
 
+/* The transform of in_tf16 for two runs of 8 horizontally adjacent tiles:
+ * lane l < 8 is the tile at a + 4*l, lane 8 + l the one at b + 4*l (rows
+ * rs apart, 36 floats readable per row).  The columns come from whole-row
+ * loads by stride-4 permutes (phase j of 8 tiles = columns 4*l + j): per
+ * row 6 permutes and 6 half-swaps, 72 shuffles for the 16 tiles against
+ * in_tf16's ~228 (one pair of lanes per load, then transposes), which on
+ * ResNet-20's 32x32 layers left the shuffle port the bottleneck of the
+ * input side.  Same arithmetic as in_tf16, so the same results. */
+#define P4(o) 0 + (o), 4 + (o), 8 + (o), 12 + (o), 16 + (o), 20 + (o), 24 + (o), 28 + (o)
+TC static void in_tf16_rows8(const float *a, const float *b, int64_t rs, float *out, int64_t os) {
+    v16 d[36];
+    _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
+        const float *ra = a + i * rs, *rb = b + i * rs;
+        v16 a0 = LD(ra), a1 = LD(ra + 16), a2 = LD(ra + 4), a3 = LD(ra + 20);
+        v16 b0 = LD(rb), b1 = LD(rb + 16), b2 = LD(rb + 4), b3 = LD(rb + 20);
+        /* lanes 0-7: phase j, 8-15: phase j+1, of a's or b's 8 tiles */
+        v16 xa01 = __builtin_shufflevector(a0, a1, P4(0), P4(1)), xb01 = __builtin_shufflevector(b0, b1, P4(0), P4(1));
+        v16 xa23 = __builtin_shufflevector(a0, a1, P4(2), P4(3)), xb23 = __builtin_shufflevector(b0, b1, P4(2), P4(3));
+        v16 xa45 = __builtin_shufflevector(a2, a3, P4(0), P4(1)), xb45 = __builtin_shufflevector(b2, b3, P4(0), P4(1));
+        d[i * 6 + 0] = __builtin_shufflevector(xa01, xb01, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        d[i * 6 + 1] = __builtin_shufflevector(xa01, xb01, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        d[i * 6 + 2] = __builtin_shufflevector(xa23, xb23, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        d[i * 6 + 3] = __builtin_shufflevector(xa23, xb23, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        d[i * 6 + 4] = __builtin_shufflevector(xa45, xb45, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        d[i * 6 + 5] = __builtin_shufflevector(xa45, xb45, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    }
+    v16 t[36];
+    _Pragma("GCC unroll 16") for (int j = 0; j < 6; j++)
+        BT6(d[0 * 6 + j], d[1 * 6 + j], d[2 * 6 + j], d[3 * 6 + j], d[4 * 6 + j], d[5 * 6 + j],
+            t[0 * 6 + j], t[1 * 6 + j], t[2 * 6 + j], t[3 * 6 + j], t[4 * 6 + j], t[5 * 6 + j]);
+    _Pragma("GCC unroll 16") for (int i = 0; i < 6; i++) {
+        v16 r0, r1, r2, r3, r4, r5;
+        BT6(t[i * 6 + 0], t[i * 6 + 1], t[i * 6 + 2], t[i * 6 + 3], t[i * 6 + 4], t[i * 6 + 5], r0, r1, r2, r3, r4, r5);
+        float *o = out + (int64_t)(i * 6) * os;
+        ST(o, r0); ST(o + os, r1); ST(o + 2 * os, r2); ST(o + 3 * os, r3); ST(o + 4 * os, r4); ST(o + 5 * os, r5);
+    }
+}
+#undef P4
+
 /* Output transform with a row-major result: out[r*64 + l*4 + c] =
  * (Aᵀ M A)[r][c] of lane l, so row r of 16 consecutive tiles is 64
  * contiguous floats (two zip rounds per row instead of the four of a full
@@ -156,7 +195,43 @@ TC static void dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t h
     }
 }
 
+/* dy_tf16 for two runs of 8 horizontally adjacent 4x4 tiles (lane l < 8
+ * at a + 4*l, lane 8 + l at b + 4*l; rows rs apart, 32 floats readable
+ * per row): the columns by stride-4 permutes of whole rows, 32 shuffles
+ * for the 16 tiles against dy_tf16's ~144.  Same arithmetic. */
+#define P4(o) 0 + (o), 4 + (o), 8 + (o), 12 + (o), 16 + (o), 20 + (o), 24 + (o), 28 + (o)
+TC static void dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *lo, int64_t hi, int64_t os) {
+    v16 d[16];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        const float *ra = a + i * rs, *rb = b + i * rs;
+        v16 a0 = LD(ra), a1 = LD(ra + 16), b0 = LD(rb), b1 = LD(rb + 16);
+        v16 xa01 = __builtin_shufflevector(a0, a1, P4(0), P4(1)), xb01 = __builtin_shufflevector(b0, b1, P4(0), P4(1));
+        v16 xa23 = __builtin_shufflevector(a0, a1, P4(2), P4(3)), xb23 = __builtin_shufflevector(b0, b1, P4(2), P4(3));
+        d[i * 4 + 0] = __builtin_shufflevector(xa01, xb01, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        d[i * 4 + 1] = __builtin_shufflevector(xa01, xb01, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        d[i * 4 + 2] = __builtin_shufflevector(xa23, xb23, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        d[i * 4 + 3] = __builtin_shufflevector(xa23, xb23, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    }
+    v16 t[24];
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+        A6(d[0 * 4 + c], d[1 * 4 + c], d[2 * 4 + c], d[3 * 4 + c],
+           t[0 * 4 + c], t[1 * 4 + c], t[2 * 4 + c], t[3 * 4 + c], t[4 * 4 + c], t[5 * 4 + c]);
+    _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
+        v16 o[6];
+        A6(t[i * 4 + 0], t[i * 4 + 1], t[i * 4 + 2], t[i * 4 + 3], o[0], o[1], o[2], o[3], o[4], o[5]);
+        _Pragma("GCC unroll 6") for (int j = 0; j < 6; j++) {
+            float *dst = lo + (int64_t)(i * 6 + j) * os;
+            *(v8u *)(void *)dst = __builtin_shufflevector(o[j], o[j], 0, 1, 2, 3, 4, 5, 6, 7);
+            *(v8u *)(void *)(dst + hi) = __builtin_shufflevector(o[j], o[j], 8, 9, 10, 11, 12, 13, 14, 15);
+        }
+    }
+}
+#undef P4
+
 void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, int64_t os) { dy_tf16(src, rs, lo, hi, os); }
+void wino_dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *lo, int64_t hi, int64_t os) {
+    dy_tf16_rows8(a, b, rs, lo, hi, os);
+}
 /* u = G g for 3 values: rows [1/4 0 0] [-1/6 -1/6 -1/6] [-1/6 1/6 -1/6]
  * [1/24 1/12 1/6] [1/24 -1/12 1/6] [0 0 1] */
 #define G6(g0, g1, g2, u0, u1, u2, u3, u4, u5) do { \
@@ -175,6 +250,9 @@ TC static void wt_tf8(const float *k, float *dst, int64_t xs) {
 
 void wino_wt_tf8(const float *k, float *dst, int64_t xs) { wt_tf8(k, dst, xs); }
 void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os) { in_tf16(src, rs, out, os); }
+void wino_in_tf16_rows8(const float *a, const float *b, int64_t rs, float *out, int64_t os) {
+    in_tf16_rows8(a, b, rs, out, os);
+}
 void wino_out_tf16r(const float *in, int64_t is, float *out) { out_tf16r(in, is, out); }
 void wino_gemm8(int64_t K, const float *A, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t n, int acc) {
     gemm8(K, A, B, ldb, C, ldc, n, acc);
