@@ -8,7 +8,8 @@
  * data for the values.  Max pooling with non-overlapping windows inside the
  * data (2x2 stride 2 and the like) has a fast path with the same results.
  * The op definition here also accepts 1-D (NCW) and 3-D (NCDHW) kernels and
- * data; those run on pooling_nd.c's impl, and this impl refuses them. */
+ * data; those run on pooling_nd.c's impl, and this impl refuses them.
+ * Also _mxp_ReLUPooling, max pooling of relu(data) (the fusion pass's). */
 #include "pooling.h"
 #include "nn_simd.h"
 #include <float.h>
@@ -111,7 +112,9 @@ static int pool_infer_shape(mxp_infer_shape_args *a) {
     return nn_shape_assign("Pooling", "output", &a->out[0], &o);
 }
 
-typedef struct pjob { pgeom g; int32_t dt, req; const void *x, *dy; void *y, *dx; } pjob;
+/* relu: _mxp_ReLUPooling, max pooling of max(x, 0) (the input read
+ * through a ReLU; its gradient gated by x > 0). */
+typedef struct pjob { pgeom g; int32_t dt, req; int relu; const void *x, *dy; void *y, *dx; } pjob;
 
 /* window [hs,he) x [ws,we) clipped to data; divisor per MXNet */
 #define WINDOW(g, oh, ow) \
@@ -135,7 +138,7 @@ static void pool_fwd_range(void *arg, int64_t b, int64_t e) {
             WINDOW(g, oh, ow)
             T v;
             if (g->type == POOL_MAX) {
-                v = j->dt == MXP_DTYPE_F32 ? (T)-FLT_MAX : (T)-DBL_MAX;
+                v = j->relu ? (T)0 : j->dt == MXP_DTYPE_F32 ? (T)-FLT_MAX : (T)-DBL_MAX; /* max(relu(x)) = max(0, x...) */
                 for (int64_t h = hs; h < he; h++) for (int64_t w = ws; w < we; w++) if (x[h * g->W + w] > v) v = x[h * g->W + w];
             } else {
                 T s = 0;
@@ -159,8 +162,10 @@ static void pool_bwd_range(void *arg, int64_t b, int64_t e) {
             T gv = dy[oh * g->Wo + ow];
             if (g->type == POOL_MAX) {
                 int64_t best = -1; T v = 0;
+                /* with relu: the first maximum of relu(x) when it is > 0
+                 * (the first x equal to it), else none (relu's gradient is 0) */
                 for (int64_t h = hs; h < he; h++) for (int64_t w = ws; w < we; w++)
-                    if (best < 0 || x[h * g->W + w] > v) { v = x[h * g->W + w]; best = h * g->W + w; }
+                    if ((best < 0 && !j->relu) || x[h * g->W + w] > v) { v = x[h * g->W + w]; best = h * g->W + w; }
                 if (best >= 0) dx[best] += gv;
             } else {
                 T s = g->type == POOL_AVG ? (psize > 0 ? gv / (T)psize : 0) : gv;
@@ -207,11 +212,18 @@ typedef float v4fu __attribute__((vector_size(16), aligned(4), may_alias));
 /* 2x2/2 max pooling backward over `planes` consecutive float32 planes: the
  * window's gradient dy goes to its first maximum (order r0[2ow], r0[2ow+1],
  * r1[2ow], r1[2ow+1]), the other three get 0 (write) or nothing (add).
- * Rows and columns no window covers are left alone (the caller clears). */
+ * Rows and columns no window covers are left alone (the caller clears).
+ * relu (_mxp_ReLUPooling): the scan starts from 0 with no index (k = 4),
+ * so dy goes to the first maximum only when it is > 0 (the first maximum
+ * of relu(x) is then the first x equal to it) and nowhere otherwise
+ * (relu's gradient there is 0): max pooling's backward of relu(x)
+ * followed by relu's, exactly. */
 TC static void max2x2_bwd_f32(const float *x, const float *dy, float *dx, int64_t planes, int64_t H,
-                              int64_t W, int64_t Ho, int64_t Wo, int add) {
+                              int64_t W, int64_t Ho, int64_t Wo, int add, int relu) {
     const v8i swap = {1, 0, 3, 2, 5, 4, 7, 6}, dup_even = {0, 0, 2, 2, 4, 4, 6, 6};
     const v8i col = {0, 1, 0, 1, 0, 1, 0, 1}, one = col - col + 1, two = one + one, three = two + one;
+    const v8i none = three + one;
+    const v8f zero = {0};
     for (int64_t pl = 0; pl < planes; pl++)
         for (int64_t oh = 0; oh < Ho; oh++) {
             const float *r0 = x + pl * H * W + 2 * oh * W, *r1 = r0 + W, *dyr = dy + (pl * Ho + oh) * Wo;
@@ -220,10 +232,12 @@ TC static void max2x2_bwd_f32(const float *x, const float *dy, float *dx, int64_
             for (; ow + 4 <= Wo; ow += 4) {
                 v8f a = LD8(r0 + 2 * ow), c = LD8(r1 + 2 * ow);
                 v8f b = __builtin_shuffle(a, swap), d = __builtin_shuffle(c, swap);
-                /* even lanes: the scalar chain v = a, k = 0; b > v -> k = 1; ... */
-                v8i gt = b > a;
-                v8f v = SEL8(gt, b, a);
-                v8i k = gt & one;
+                /* even lanes: the scalar chain v = a, k = 0; b > v -> k = 1; ...
+                 * (relu: v = 0, k = none; a > v -> k = 0; ...) */
+                v8f v = a;
+                v8i k = one - one, gt;
+                if (relu) { gt = a > zero; v = SEL8(gt, a, zero); k = ~gt & none; }
+                gt = b > v; v = SEL8(gt, b, v); k = (gt & one) | (~gt & k);
                 gt = c > v; v = SEL8(gt, c, v); k = (gt & two) | (~gt & k);
                 gt = d > v; k = (gt & three) | (~gt & k);
                 k = __builtin_shuffle(k, dup_even);          /* each window's k on both its lanes */
@@ -235,7 +249,9 @@ TC static void max2x2_bwd_f32(const float *x, const float *dy, float *dx, int64_
             }
             for (; ow < Wo; ow++) {
                 float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1], gv = dyr[ow];
-                int k = b > a; float v = k ? b : a;
+                int k = 0; float v = a;
+                if (relu) { k = a > 0 ? 0 : 4; v = a > 0 ? a : 0; }
+                k = b > v ? 1 : k; v = b > v ? b : v;
                 k = c > v ? 2 : k; v = c > v ? c : v;
                 k = d > v ? 3 : k;
                 float z0 = add ? d0[2 * ow] : 0, z1 = add ? d0[2 * ow + 1] : 0;
@@ -256,7 +272,8 @@ TC static void max2x2_bwd_f32(const float *x, const float *dy, float *dx, int64_
  * leaves LeNet's 12- and 4-wide rows in the scalar remainder; 4 windows a
  * step fit both (~1.3x faster on both LeNet pools, single thread). */
 TC static void max2x2_fwd_f32(const float *x, float *y, int64_t planes, int64_t H, int64_t W,
-                              int64_t Ho, int64_t Wo, int add) {
+                              int64_t Ho, int64_t Wo, int add, int relu) {
+    const float lowest = relu ? 0.0f : -FLT_MAX; /* relu: max(0, x...) = max(relu(x)) */
     const v8i swap = {1, 0, 3, 2, 5, 4, 7, 6};
     for (int64_t pl = 0; pl < planes; pl++)
         for (int64_t oh = 0; oh < Ho; oh++) {
@@ -266,7 +283,7 @@ TC static void max2x2_fwd_f32(const float *x, float *y, int64_t planes, int64_t 
             for (; ow + 4 <= Wo; ow += 4) {
                 v8f a = LD8(r0 + 2 * ow), c = LD8(r1 + 2 * ow);
                 v8f b = __builtin_shuffle(a, swap), d = __builtin_shuffle(c, swap);
-                v8f v = (v8f){0} - FLT_MAX;
+                v8f v = (v8f){0} + lowest;
                 v = SEL8(a > v, a, v); v = SEL8(b > v, b, v);
                 v = SEL8(c > v, c, v); v = SEL8(d > v, d, v);
                 v4f m = __builtin_shufflevector(v, v, 0, 2, 4, 6);
@@ -274,7 +291,7 @@ TC static void max2x2_fwd_f32(const float *x, float *y, int64_t planes, int64_t 
                 ST4(yr + ow, m);
             }
             for (; ow < Wo; ow++) {
-                float v = -FLT_MAX, a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+                float v = lowest, a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
                 v = a > v ? a : v; v = b > v ? b : v; v = c > v ? c : v; v = d > v ? d : v;
                 yr[ow] = add ? yr[ow] + v : v;
             }
@@ -285,13 +302,13 @@ static void pool_fwd_disjoint_range(void *arg, int64_t b, int64_t e) {
     const pjob *j = arg; const pgeom *g = &j->g;
     if (g->kh == 2 && g->kw == 2 && j->dt == MXP_DTYPE_F32) {
         max2x2_fwd_f32((const float *)j->x + b * g->H * g->W, (float *)j->y + b * g->Ho * g->Wo, e - b,
-                       g->H, g->W, g->Ho, g->Wo, j->req == MXP_REQ_ADD);
+                       g->H, g->W, g->Ho, g->Wo, j->req == MXP_REQ_ADD, j->relu);
         return;
     }
     NN_TYPED(j->dt, T, for (int64_t pl = b; pl < e; pl++) {
         const T *x = (const T *)j->x + pl * g->H * g->W;
         T *y = (T *)j->y + pl * g->Ho * g->Wo;
-        T lowest = j->dt == MXP_DTYPE_F32 ? (T)-FLT_MAX : (T)-DBL_MAX;
+        T lowest = j->relu ? (T)0 : j->dt == MXP_DTYPE_F32 ? (T)-FLT_MAX : (T)-DBL_MAX;
         for (int64_t oh = 0; oh < g->Ho; oh++) {
             T *yr = y + oh * g->Wo;
             if (g->kh == 2 && g->kw == 2) {
@@ -321,7 +338,7 @@ static void pool_bwd_disjoint_range(void *arg, int64_t b, int64_t e) {
     if (g->kh == 2 && g->kw == 2 && j->dt == MXP_DTYPE_F32) {
         if (!add && partial) memset((float *)j->dx + b * g->H * g->W, 0, (size_t)((e - b) * g->H * g->W) * sizeof(float));
         max2x2_bwd_f32((const float *)j->x + b * g->H * g->W, (const float *)j->dy + b * g->Ho * g->Wo,
-                       (float *)j->dx + b * g->H * g->W, e - b, g->H, g->W, g->Ho, g->Wo, add);
+                       (float *)j->dx + b * g->H * g->W, e - b, g->H, g->W, g->Ho, g->Wo, add, j->relu);
         return;
     }
     NN_TYPED(j->dt, T, for (int64_t pl = b; pl < e; pl++) {
@@ -335,7 +352,9 @@ static void pool_bwd_disjoint_range(void *arg, int64_t b, int64_t e) {
                 T *d0 = dx + 2 * oh * g->W, *d1 = d0 + g->W;
                 for (int64_t ow = 0; ow < g->Wo; ow++) {
                     T a = r0[2 * ow], bb = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1], gv = dyr[ow];
-                    int k = bb > a; T v = k ? bb : a;   /* first maximum in window order a, bb, c, d */
+                    int k = 0; T v = a;   /* first maximum in window order a, bb, c, d (relu: > 0, else none) */
+                    if (j->relu) { k = a > 0 ? 0 : 4; v = a > 0 ? a : 0; }
+                    k = bb > v ? 1 : k; v = bb > v ? bb : v;
                     k = c > v ? 2 : k; v = c > v ? c : v;
                     k = d > v ? 3 : k;
                     T z0 = add ? d0[2 * ow] : 0, z1 = add ? d0[2 * ow + 1] : 0;
@@ -347,19 +366,19 @@ static void pool_bwd_disjoint_range(void *arg, int64_t b, int64_t e) {
             continue;
         }
         for (int64_t oh = 0; oh < g->Ho; oh++) for (int64_t ow = 0; ow < g->Wo; ow++) {
-            int64_t h0 = oh * g->kh, w0 = ow * g->kw, best = h0 * g->W + w0;
-            T v = x[best];
+            int64_t h0 = oh * g->kh, w0 = ow * g->kw, best = j->relu ? -1 : h0 * g->W + w0;
+            T v = j->relu ? (T)0 : x[best];
             for (int64_t h = h0; h < h0 + g->kh; h++) for (int64_t w = w0; w < w0 + g->kw; w++)
                 if (x[h * g->W + w] > v) { v = x[h * g->W + w]; best = h * g->W + w; }
             T gv = dy[oh * g->Wo + ow];
-            if (add) { dx[best] += gv; continue; }
+            if (add) { if (best >= 0) dx[best] += gv; continue; }
             for (int64_t h = h0; h < h0 + g->kh; h++) for (int64_t w = w0; w < w0 + g->kw; w++) dx[h * g->W + w] = 0;
-            dx[best] = gv;
+            if (best >= 0) dx[best] = gv;
         }
     });
 }
 
-static int pool_forward(const mxp_forward_args *a) {
+static int pool_run_forward(const mxp_forward_args *a, int relu) {
     int32_t dt; int st;
     if ((st = nn_check_float("Pooling", a->in, 1, &dt)) < 0) return st;
     if ((st = nn_check_contig("Pooling", a->in, 1)) < 0 || (st = nn_check_contig("Pooling", a->out, 1)) < 0) return st;
@@ -367,21 +386,24 @@ static int pool_forward(const mxp_forward_args *a) {
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     pjob j; memset(&j, 0, sizeof j);
     pool_geom(a->params, a->in[0].shape, &j.g, 0);
-    j.dt = dt; j.req = a->req[0]; j.x = nn_ptr(&a->in[0]); j.y = nn_ptr(&a->out[0]);
+    j.dt = dt; j.req = a->req[0]; j.relu = relu; j.x = nn_ptr(&a->in[0]); j.y = nn_ptr(&a->out[0]);
     return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_disjoint_max(&j.g) ? pool_fwd_disjoint_range : pool_fwd_range, &j);
 }
 
-static int pool_backward(const mxp_backward_args *a) {
+static int pool_run_backward(const mxp_backward_args *a, int relu) {
     int st;
     if ((st = nn_check_contig("Pooling", a->in_grad, 1)) < 0 || (st = nn_check_contig("Pooling", a->out_grad, 1)) < 0) return st;
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     pjob j; memset(&j, 0, sizeof j);
     pool_geom(a->params, a->in_grad[0].shape, &j.g, 0);
-    j.dt = a->out_grad[0].dtype; j.req = a->req[0]; j.x = nn_ptr(&a->in[0]);
+    j.dt = a->out_grad[0].dtype; j.req = a->req[0]; j.relu = relu; j.x = nn_ptr(&a->in[0]);
     j.dy = nn_ptr(&a->out_grad[0]); j.dx = nn_ptr(&a->in_grad[0]);
     if (j.g.type == POOL_MAX && !j.x) return NN_ERR(MXP_EINVAL, "Pooling: max backward needs data");
     return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_disjoint_max(&j.g) ? pool_bwd_disjoint_range : pool_bwd_range, &j);
 }
+
+static int pool_forward(const mxp_forward_args *a) { return pool_run_forward(a, 0); }
+static int pool_backward(const mxp_backward_args *a) { return pool_run_backward(a, 0); }
 
 static int pool_declare_backward(mxp_backward_deps_args *a) {
     const pool_params *p = a->params;
@@ -411,8 +433,44 @@ static const mxp_op_impl pool_impl = {
     .rank = MXP_RANK_PRIMARY, .supports = pool_supports, .forward = pool_forward, .backward = pool_backward,
 };
 
+/* ------------------------------------------------- _mxp_ReLUPooling */
+/* Pooling(relu(x)) for max pooling on 2-D (NCHW) data: the executor's
+ * fusion pass (runtime/src/executor/fuse.c) puts it in place of a ReLU
+ * read only by a max Pooling (LeNet's conv -> relu -> pool), so the ReLU
+ * costs no pass of its own, forward or backward, and its output is no
+ * longer stored.  Pooling's params and data; results equal the two ops'
+ * exactly (no arithmetic, only the same compares): the forward's scan
+ * starts from 0 instead of the lowest value, and the backward routes dy to
+ * the first maximum only when it is > 0 (pjob.relu). */
+static int relu_pool_check_params(mxp_check_params_args *a) {
+    int st = pool_check_params(a);
+    const pool_params *p = a->params;
+    if (st < 0) return st;
+    if (p->pool_type != POOL_MAX) return NN_ERR(MXP_EUNSUPPORTED, "_mxp_ReLUPooling: pool_type max only");
+    if (!p->global_pool && p->kernel.ndim != 2)
+        return NN_ERR(MXP_EUNSUPPORTED, "_mxp_ReLUPooling: 2-D kernels only (got %d-D)", p->kernel.ndim);
+    return MXP_OK;
+}
+static int relu_pool_forward(const mxp_forward_args *a) { return pool_run_forward(a, 1); }
+static int relu_pool_backward(const mxp_backward_args *a) { return pool_run_backward(a, 1); }
+
+static const mxp_op_def relu_pool_def = {
+    .hdr = MXP_HEADER(mxp_op_def), .name = "_mxp_ReLUPooling",
+    .doc = "Max Pooling of max(data, 0) in one op (made by the executor's fusion pass from Activation relu + Pooling).",
+    .params = pool_schema, .n_params = NN_COUNT(pool_schema), .params_size = sizeof(pool_params),
+    .arg_names = pool_args, .infer_shape = pool_infer_shape,
+    .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA,
+    .check_params = relu_pool_check_params,
+};
+static const mxp_op_impl relu_pool_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "_mxp_ReLUPooling", .impl_name = "default", .device = "cpu",
+    .rank = MXP_RANK_PRIMARY, .supports = pool_supports, .forward = relu_pool_forward, .backward = relu_pool_backward,
+};
+
 int nn_register_pooling(mxp_registrar *r) {
     int st = r->add_op(r, &pool_def);
     if (st >= 0) st = r->add_impl(r, &pool_impl);
-    return st < 0 ? st : r->add_impl(r, &pool_nd_impl);
+    if (st >= 0) st = r->add_impl(r, &pool_nd_impl);
+    if (st >= 0) st = r->add_op(r, &relu_pool_def);
+    return st < 0 ? st : r->add_impl(r, &relu_pool_impl);
 }

@@ -1,9 +1,10 @@
-/* fuse.c — the executor's fusion pass: before binding, two patterns of a
+/* fuse.c — the executor's fusion pass: before binding, three patterns of a
  * CNN become one op each in a rewritten symbol the executor binds instead
  * of the user's:
  *   relu(BatchNorm(x))                   -> _mxp_BatchNormReLU
  *   relu(elemwise_add(BatchNorm(x), r))  -> _mxp_BatchNormAddReLU (x, r)
- * (ops-nn batchnorm.c).  These ops are memory-bound on a CNN (ResNet-20:
+ *   Pooling(relu(x)), max, 2-D           -> _mxp_ReLUPooling (x)
+ * (ops-nn batchnorm.c, pooling.c).  These ops are memory-bound on a CNN (ResNet-20:
  * passes over 1-4 MB tensors); fused, the ReLU and the add cost no pass
  * of their own (docs/architecture.md, *Fusion*).
  *
@@ -13,7 +14,10 @@
  * residual pattern is fused only when r's node comes before the
  * BatchNorm in topological order, so the variables are visited in the
  * same order — and the ReLU's name, so the output entry keeps the ReLU's
- * name ("relu0_output") for heads and the monitor.
+ * name ("relu0_output") for heads and the monitor.  _mxp_ReLUPooling is
+ * the Pooling node (its name, params and output) reading the ReLU's input;
+ * the ReLU's output must have no other reader and not be a head, and the
+ * ReLU must not be fused with a BatchNorm itself.
  * What changes: the BatchNorm's (and the add's) own output is no longer a
  * value (the monitor does not see it; mxp_executor_set_impl on their node
  * names finds no node).  Fusion needs every fused output but the ReLU's
@@ -37,6 +41,7 @@
 #include <string.h>
 
 static const char FUSED_OP[] = "_mxp_BatchNormReLU", FUSED_ADD_OP[] = "_mxp_BatchNormAddReLU";
+static const char POOL_OP[] = "_mxp_ReLUPooling";
 
 static int is_op(const gnode *n, const char *op) { return n->op && !strcmp(n->op, op); }
 
@@ -87,9 +92,10 @@ static int lone_bn(const mxp__igraph *g, const int *uses, int e) {
 }
 
 /* What node r (an Activation relu) fuses with: f->bn the BatchNorm node,
- * f->addend the residual entry (-1 for BatchNorm + ReLU).  0: nothing. */
+ * f->addend the residual entry (-1 for BatchNorm + ReLU).  0: nothing.
+ * For a Pooling node (f->pool): f->bn is the ReLU whose input it takes. */
 typedef struct fusion {
-    int bn, addend;
+    int bn, addend, pool;
 } fusion;
 
 static int fusable(const mxp__igraph *g, const int *uses, int r, fusion *f) {
@@ -109,6 +115,27 @@ static int fusable(const mxp__igraph *g, const int *uses, int r, fusion *f) {
     if ((f->bn = lone_bn(g, uses, an->in[0])) < 0) return 0;
     f->addend = an->in[1];
     return g->entry_node[f->addend] < f->bn;
+}
+
+/* Pooling node p (max, a 2-D kernel, channel-first) reading only the
+ * output of an unfused Activation relu that nothing else reads: that
+ * ReLU's node, else -1.  fu: the fusions of the nodes before p. */
+static int relu_pool(const mxp__igraph *g, const int *uses, const fusion *fu, int p) {
+    const mxp__inode *pn = &g->nodes[p];
+    if (pn->is_var || !is_op(pn->g, "Pooling") || pn->n_args != 1 || mxp__gnode_attr(pn->g, "__impl__")) return -1;
+    const char *type = mxp__gnode_attr(pn->g, "pool_type"), *kernel = mxp__gnode_attr(pn->g, "kernel");
+    const char *layout = mxp__gnode_attr(pn->g, "layout");
+    if ((type && strcmp(type, "max")) || attr_true(pn->g, "global_pool") || !kernel) return -1;
+    if (layout && strcmp(layout, "NCHW") && strcmp(layout, "None")) return -1;
+    int commas = 0, digits = 0; /* "(2, 2)": two sizes */
+    for (const char *c = kernel; *c; c++) commas += *c == ',', digits += *c >= '0' && *c <= '9';
+    if (commas != 1 || !digits) return -1;
+    int e = pn->in[0], r = g->entry_node[e];
+    const mxp__inode *rn = &g->nodes[r];
+    if (rn->is_var || !is_op(rn->g, "Activation") || !attr_is(rn->g, "act_type", "relu") || rn->n_args != 1 ||
+        e != rn->entry0 || uses[e] != 1 || fu[r].bn >= 0 || mxp__gnode_attr(rn->g, "__impl__"))
+        return -1;
+    return r;
 }
 
 /* A copy of n (params, attributes, metadata) with inputs `in`. */
@@ -150,7 +177,8 @@ static int clone_node(const gnode *n, const gentry *in, gnode **out) {
 }
 
 /* The fused node for BatchNorm bn (inputs `in`: bn's, with the addend
- * after its arguments for op FUSED_ADD_OP) named after relu. */
+ * after its arguments for op FUSED_ADD_OP) named after relu; for POOL_OP
+ * bn and relu are both the Pooling node (its params and name). */
 static int fused_node(const char *op, const gnode *bn, const gnode *relu, const gentry *in, int n_in, gnode **out) {
     *out = NULL;
     /* params go through the op's schema; "__x__" attributes are set as is */
@@ -164,7 +192,7 @@ static int fused_node(const char *op, const gnode *bn, const gnode *relu, const 
     for (int i = 0; i < bn->n_attrs && !rc; i++)
         if (!strncmp(bn->keys[i], "__", 2)) rc = mxp__gnode_set_attr(f, bn->keys[i], bn->vals[i]);
     if (!rc && f->n_args + f->n_aux != n_in)
-        rc = mxp__error(MXP_EINTERNAL, "fusion: %s has %d inputs, BatchNorm '%s' gives %d", op, f->n_args + f->n_aux,
+        rc = mxp__error(MXP_EINTERNAL, "fusion: %s has %d inputs, '%s' gives %d", op, f->n_args + f->n_aux,
                         bn->name, n_in);
     if (!rc && !(f->inputs = calloc((size_t)n_in, sizeof *f->inputs))) rc = mxp__error_oom("fusion");
     for (int i = 0; !rc && i < n_in; i++) {
@@ -196,9 +224,12 @@ int mxp__exec_fuse(const mxp__igraph *g, mxp_device dev, mxp_symbol **out, int *
     for (int h = 0; !rc && h < g->n_heads; h++) uses[g->heads[h]]++;
     static const char *const relu_parts[] = {"BatchNorm", "Activation"};
     static const char *const add_parts[] = {"BatchNorm", "Activation", "elemwise_add"};
+    static const char *const pool_parts[] = {"Pooling", "Activation"};
     const int relu_ok = fusion_allowed(FUSED_OP, relu_parts, 2, 2), add_ok = fusion_allowed(FUSED_ADD_OP, add_parts, 3, 2);
+    const int pool_ok = fusion_allowed(POOL_OP, pool_parts, 2, 2);
     for (int i = 0; !rc && i < g->n_nodes; i++) {
         if (fusable(g, uses, i, &fu[i]) && (fu[i].addend < 0 ? relu_ok : add_ok)) nf++;
+        else if (pool_ok && (fu[i].bn = relu_pool(g, uses, fu, i)) >= 0) fu[i] = (fusion){fu[i].bn, -1, 1}, nf++;
         else fu[i].bn = -1;
     }
     if (!rc && !nf) goto done;
@@ -228,6 +259,7 @@ int mxp__exec_fuse(const mxp__igraph *g, mxp_device dev, mxp_symbol **out, int *
             in[sn->n_args].version = add->inputs[1].version;
         }
         if (!changed) nn[i] = mxp__gnode_retain(in_i->g);
+        else if (fused && fu[i].pool) rc = fused_node(POOL_OP, in_i->g, in_i->g, in, n_in, &nn[i]);
         else if (fused) rc = fused_node(n_in > k_in ? FUSED_ADD_OP : FUSED_OP, sn, in_i->g, in, n_in, &nn[i]);
         else rc = clone_node(in_i->g, in, &nn[i]);
     }
@@ -246,3 +278,4 @@ done:
     free(fu);
     return rc;
 }
+

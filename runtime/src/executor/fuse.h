@@ -1,7 +1,7 @@
 /* executor/fuse.h — the executor's fusion pass (fuse.c): BatchNorm +
- * ReLU and BatchNorm + residual add + ReLU become _mxp_BatchNormReLU and
- * _mxp_BatchNormAddReLU nodes in a rewritten symbol bound in place of the
- * user's.  MXP_EXEC_FUSE=0 turns it off. */
+ * ReLU, BatchNorm + residual add + ReLU and ReLU + max Pooling become
+ * _mxp_BatchNormReLU, _mxp_BatchNormAddReLU and _mxp_ReLUPooling nodes in
+ * a rewritten symbol bound in place of the user's.  MXP_EXEC_FUSE=0 turns it off. */
 #ifndef MXP_EXECUTOR_FUSE_H
 #define MXP_EXECUTOR_FUSE_H
 
