@@ -185,6 +185,13 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
         {3, 24, 6, 11, 36, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1},
         {2, 70, 13, 13, 80, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
         {5, 16, 30, 31, 8, 1, 1, 1, 1, 1, 0, 0, 2, 2, 0},
+        /* pointwise, items of several wide-packed strip groups (the next
+         * group, or the next item's first, prefetched meanwhile): 277
+         * strips in 16 items of 18 (two groups of 9) and a ragged last
+         * item; groups with 35-strip items (3 groups) and a 26-pixel last
+         * strip, no_bias */
+        {1, 20, 94, 94, 13, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
+        {1, 12, 90, 97, 14, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1},
         /* pointwise, strided (gathered subsample, scattered data
          * gradient): ResNet's 1x1 stride-2 shortcut at small size, odd
          * sizes, unequal strides, groups, bias */

@@ -16,6 +16,10 @@
  * group, block of pixels); each strip of 32 pixels of the input is packed
  * contiguous (so it stays in L1 while every block of 12 output rows runs
  * on it), then the 12x32 register kernel writes the output in place.
+ * Strips are packed in groups of up to PW_WIDE_STRIPS, row by row (long
+ * runs along each input row, which the hardware prefetchers follow), and
+ * the next group is prefetched into L2 a line at a time from inside the
+ * kernels while the current one computes.
  *
  * The weight gradient transposes dY a chunk of pixels at a time to
  * pixel-major (its row sums are the bias gradient) so that the kernel
@@ -36,7 +40,6 @@
 #define PW_ITEMS 16             /* target number of gemm items            */
 #define PW_PARTS 8              /* weight-gradient parts (fixed)          */
 #define PW_DYT_BYTES (32 << 10) /* one chunk of transposed dy: L1-sized   */
-#define PW_PF_ROWS 128          /* prefetch strips ahead from this many input rows */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -129,22 +132,56 @@ typedef struct pwjob {
     atomic_int no_memory;
 } pwjob;
 
+/* The first group of strips of item it (pixels [*q0, ...), *w of them). */
+static const float *first_group(const pwjob *j, int64_t it, int64_t *w) {
+    int64_t blk = it % j->nblk, q0 = blk * j->pb, q1 = min64(j->P, (blk + 1) * j->pb);
+    int64_t strips = (q1 - q0 + PW_STRIP - 1) / PW_STRIP, ngrp = (strips + PW_WIDE_STRIPS - 1) / PW_WIDE_STRIPS;
+    *w = min64(q1 - q0, (strips + ngrp - 1) / ngrp * PW_STRIP);
+    return j->src + it / j->nblk * j->K * j->P + q0;
+}
+
 static void gemm_range(void *arg, int64_t b, int64_t e) {
     pwjob *j = arg;
-    float *panel = nn_alloc((uint64_t)(j->K * PW_STRIP) * sizeof(float));
+    float *panel = nn_alloc((uint64_t)(j->K * PW_STRIP * PW_WIDE_STRIPS) * sizeof(float));
     if (!panel) { /* an item cannot return a status: the driver reports it */
         atomic_store(&j->no_memory, 1);
         return;
     }
     float tmp[PW_MB * PW_STRIP];
+    int64_t nrb = (j->R + PW_MB - 1) / PW_MB;
     for (int64_t it = b; it < e; it++) {
         int64_t blk = it % j->nblk, ng = it / j->nblk, gr = ng % j->G;
         const float *src = j->src + ng * j->K * j->P;
         float *out = j->out + ng * j->R * j->P;
-        int64_t p1 = min64(j->P, (blk + 1) * j->pb);
-        for (int64_t p = blk * j->pb; p < p1; p += PW_STRIP) {
+        /* The item's strips in near-equal groups of at most PW_WIDE_STRIPS,
+         * each packed row by row (pwk_pack_wide); while a group computes,
+         * the next one (of this item, or the first of the next item in
+         * this range) is prefetched into L2 through the kernels (pwk_pf). */
+        int64_t p0 = blk * j->pb, p1 = min64(j->P, (blk + 1) * j->pb), grp;
+        first_group(j, it, &grp);
+        int64_t gbeg = p0, gend = p0;
+        pwk_pf pf = {0};
+        for (int64_t p = p0; p < p1; p += PW_STRIP) {
             int64_t np = min64(PW_STRIP, p1 - p);
-            pwk_pack(src + p, j->P, j->K, np, panel, j->K >= PW_PF_ROWS && p + 3 * PW_STRIP <= p1);
+            if (p == gend) {
+                gbeg = p;
+                gend = min64(p1, p + grp);
+                pwk_pack_wide(src + p, j->P, j->K, gend - p, panel);
+                pf = (pwk_pf){0};
+                int64_t nw = 0;
+                if (gend < p1) pf.row = src + gend, nw = min64(p1, gend + grp) - gend;
+                else if (it + 1 < e) pf.row = first_group(j, it + 1, &nw);
+                if (pf.row) {
+                    /* one line every 1 << shift kernel iterations, all of
+                     * them within the group's iterations */
+                    int64_t slots = (gend - p + PW_STRIP - 1) / PW_STRIP * nrb * j->K;
+                    pf.ncol = nw;
+                    pf.ld = j->P;
+                    pf.left = j->K * ((nw + 15) / 16);
+                    while (pf.shift < 4 && (slots >> (pf.shift + 1)) >= pf.left) pf.shift++;
+                }
+            }
+            const float *pan = panel + (p - gbeg) / PW_STRIP * j->K * PW_STRIP;
             for (int64_t r0 = 0; r0 < j->R; r0 += PW_MB) {
                 int mbs = (int)min64(PW_MB, j->R - r0);
                 const float *a = j->apk + (gr * j->R + r0) * j->K;
@@ -152,10 +189,10 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
                 if (np == PW_STRIP) {
                     float *o = out + r0 * j->P + p;
                     int mode = j->add ? 1 : (j->stream && (uintptr_t)o % 64 == 0) ? 2 : 0;
-                    pwk_gemm(mbs, a, panel, j->K, o, j->P, bias, mode);
+                    pwk_gemm_pf(mbs, a, pan, j->K, o, j->P, bias, mode, &pf);
                     continue;
                 }
-                pwk_gemm(mbs, a, panel, j->K, tmp, PW_STRIP, bias, 0); /* ragged last strip */
+                pwk_gemm_pf(mbs, a, pan, j->K, tmp, PW_STRIP, bias, 0, &pf); /* ragged last strip */
                 for (int i = 0; i < mbs; i++) {
                     float *o = out + (r0 + i) * j->P + p;
                     if (j->add) for (int64_t l = 0; l < np; l++) o[l] += tmp[i * PW_STRIP + l];

@@ -15,11 +15,27 @@
  * pf: also prefetch the same rows two strips on (a hint; the caller says
  * whether those pixels exist). */
 void pwk_pack(const float *src, int64_t lds, int64_t K, int64_t np, float *dst, int pf);
+/* np (<= PW_WIDE_STRIPS * PW_STRIP) pixels of K rows as ceil(np / PW_STRIP)
+ * panels of pwk_pack's layout one after another: panel t at dst + t*K*PW_STRIP
+ * holds pixels t*PW_STRIP.. (zero past np). */
+#define PW_WIDE_STRIPS 16
+void pwk_pack_wide(const float *src, int64_t lds, int64_t K, int64_t np, float *dst);
 /* c[i*ldc + l] (= or +=) bias[i] + sum_{k<K} a[k*mb + i] * b[k*PW_STRIP + l]
  * for i < mb (1..PW_MB), l < PW_STRIP; bias may be NULL.  add: 0 store,
  * 1 add, 2 store bypassing the cache (only when pwk_have_stream(), c
  * 64-byte aligned and ldc a multiple of 16). */
 void pwk_gemm(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add);
+/* A prefetch cursor for pwk_gemm_pf: `left` more lines, walking rows of
+ * ncol floats (row stride ld) from (row, col) in 16-float lines, one every
+ * 1 << shift iterations of the kernel's K loop (hints only: any address). */
+typedef struct pwk_pf {
+    const float *row;
+    int64_t col, ncol, ld, left;
+    int shift;
+} pwk_pf;
+/* pwk_gemm, also prefetching into L2 and advancing pf (may be NULL). */
+void pwk_gemm_pf(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add,
+                 pwk_pf *pf);
 /* 1 when pwk_gemm's streaming stores (add 2) are available: AVX-512F. */
 int pwk_have_stream(void);
 /* Orders the streaming stores made so far before later stores (sfence):

@@ -56,9 +56,54 @@ void pwk_pack(const float *src, int64_t lds, int64_t K, int64_t np, float *dst, 
     pack_any(src, lds, K, np, dst, pf);
 }
 
+/* Strips side by side, copied row by row: each of the K rows is one
+ * contiguous run of up to PW_WIDE_STRIPS * 32 pixels, which the hardware
+ * prefetchers follow (a strip at a time, each row is two lines 12 KiB
+ * from the next and every line waits its full memory latency). */
+TC static void pack_wide_any(const float *src, int64_t lds, int64_t K, int64_t np, float *dst) {
+    int64_t whole = np / PW_STRIP, rem = np - whole * PW_STRIP;
+    for (int64_t k = 0; k < K; k++) {
+        const float *s = src + k * lds;
+        if (k + 4 < K) { /* the start of a later row: the prefetchers restart on each row */
+            __builtin_prefetch(s + 4 * lds, 0, 3);
+            __builtin_prefetch(s + 4 * lds + 16, 0, 3);
+        }
+        float *d = dst + k * PW_STRIP;
+        for (int64_t t = 0; t < whole; t++, s += PW_STRIP, d += K * PW_STRIP) {
+            st16(d, ld16(s));
+            st16(d + 16, ld16(s + 16));
+        }
+        if (rem) {
+            int64_t l = 0;
+            for (; l < rem; l++) d[l] = s[l];
+            for (; l < PW_STRIP; l++) d[l] = 0.0f;
+        }
+    }
+}
+
+void pwk_pack_wide(const float *src, int64_t lds, int64_t K, int64_t np, float *dst) {
+    pack_wide_any(src, lds, K, np, dst);
+}
+
 /* ------------------------------------------------------------ gemm */
+/* One line of the next packed group into L2 every 1 << shift iterations,
+ * row by row along each row's run (the L2 streamer then runs ahead along
+ * the row, so most of these find their line already on its way), spread
+ * over the kernels' FMAs: x is read from memory while the kernels compute
+ * instead of while pwk_pack_wide waits on it. */
+AI void pf_step(pwk_pf *pf, int64_t k) {
+    if ((k & ((1 << pf->shift) - 1)) || !pf->left) return;
+    __builtin_prefetch(pf->row + pf->col, 0, 2);
+    pf->left--;
+    pf->col += 16;
+    if (pf->col >= pf->ncol) {
+        pf->col = 0;
+        pf->row += pf->ld;
+    }
+}
+
 AI void gemm_body(const int MB, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias,
-                  int add) {
+                  int add, pwk_pf *pf) {
     v16 acc[PW_MB][2];
 #pragma GCC unroll 12
     for (int i = 0; i < MB; i++) {
@@ -67,6 +112,7 @@ AI void gemm_body(const int MB, const float *a, const float *b, int64_t K, float
         acc[i][1] = (v16){0} + bv;
     }
     for (int64_t k = 0; k < K; k++) {
+        if (pf) pf_step(pf, k);
         v16 v0 = ld16(b + k * PW_STRIP), v1 = ld16(b + k * PW_STRIP + 16);
         const float *w = a + k * MB;
 #pragma GCC unroll 12
@@ -89,10 +135,10 @@ AI void gemm_body(const int MB, const float *a, const float *b, int64_t K, float
     }
 }
 
-#define G1(MB) case MB: gemm_body(MB, a, b, K, c, ldc, bias, add); break;
+#define G1(MB) case MB: gemm_body(MB, a, b, K, c, ldc, bias, add, pf); break;
 
 TC static void gemm_any(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias,
-                        int add) {
+                        int add, pwk_pf *pf) {
     switch (mb) {
         G1(1) G1(2) G1(3) G1(4) G1(5) G1(6) G1(7) G1(8) G1(9) G1(10) G1(11) G1(12)
         default: break;
@@ -109,7 +155,8 @@ TC static void gemm_any(int mb, const float *a, const float *b, int64_t K, float
 #define PW_HAVE_NT 1
 __attribute__((target("avx512f"), always_inline)) static inline void gemm_nt_body(const int MB, const float *a,
                                                                                  const float *b, int64_t K, float *c,
-                                                                                 int64_t ldc, const float *bias) {
+                                                                                 int64_t ldc, const float *bias,
+                                                                                 pwk_pf *pf) {
     __m512 acc[PW_MB][2];
 #pragma GCC unroll 12
     for (int i = 0; i < MB; i++) {
@@ -118,6 +165,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void gemm_nt_bod
         acc[i][1] = bv;
     }
     for (int64_t k = 0; k < K; k++) {
+        if (pf) pf_step(pf, k);
         __m512 v0 = _mm512_loadu_ps(b + k * PW_STRIP), v1 = _mm512_loadu_ps(b + k * PW_STRIP + 16);
         const float *w = a + k * MB;
 #pragma GCC unroll 12
@@ -134,10 +182,10 @@ __attribute__((target("avx512f"), always_inline)) static inline void gemm_nt_bod
     }
 }
 
-#define N1(MB) case MB: gemm_nt_body(MB, a, b, K, c, ldc, bias); break;
+#define N1(MB) case MB: gemm_nt_body(MB, a, b, K, c, ldc, bias, pf); break;
 
 __attribute__((target("avx512f"))) static void gemm_nt(int mb, const float *a, const float *b, int64_t K, float *c,
-                                                       int64_t ldc, const float *bias) {
+                                                       int64_t ldc, const float *bias, pwk_pf *pf) {
     switch (mb) {
         N1(1) N1(2) N1(3) N1(4) N1(5) N1(6) N1(7) N1(8) N1(9) N1(10) N1(11) N1(12)
         default: break;
@@ -161,14 +209,20 @@ int pwk_have_stream(void) {
 #endif
 }
 
-void pwk_gemm(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add) {
+void pwk_gemm_pf(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add,
+                 pwk_pf *pf) {
+    if (pf && !pf->left) pf = NULL;
 #ifdef PW_HAVE_NT
     if (add == 2) {
-        gemm_nt(mb, a, b, K, c, ldc, bias);
+        gemm_nt(mb, a, b, K, c, ldc, bias, pf);
         return;
     }
 #endif
-    gemm_any(mb, a, b, K, c, ldc, bias, add != 0);
+    gemm_any(mb, a, b, K, c, ldc, bias, add != 0, pf);
+}
+
+void pwk_gemm(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add) {
+    pwk_gemm_pf(mb, a, b, K, c, ldc, bias, add, NULL);
 }
 
 /* ------------------------------------------------------- transpose */
