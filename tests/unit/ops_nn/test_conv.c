@@ -205,6 +205,9 @@ Test(conv, impls_agree_with_reference, .init = setup, .fini = teardown, .timeout
         {2, 6, 11, 12, 13, 1, 3, 3, 1, 1, 1, 0, 1, 1, 0},
         {2, 5, 17, 15, 7, 1, 5, 5, 2, 2, 1, 1, 1, 1, 1},
         {1, 4, 5, 34, 6, 1, 3, 3, 1, 1, 0, 0, 1, 1, 0},
+        /* strip's weight gradient along M with more than 64 output
+         * channels (its part sums run 64 channels at a time: 64 + 6) */
+        {2, 6, 12, 12, 70, 1, 5, 5, 1, 1, 0, 0, 1, 1, 0},
         /* stride 2 along W (im2col's phase-row path): ResNet's
          * downsampling 3x3 shapes (16 -> 8 and 32 -> 16 px rows, in
          * registers; rows pad 2 on 7 rows), an odd width of 37 (one 16-pair vector

@@ -248,12 +248,21 @@ static void sum_range(void *arg, int64_t b, int64_t e) {
             }
             continue;
         }
+        /* Along M: each part's row of Mg sums is contiguous, so the sums
+         * of up to 64 m at a time run as vectors (parts still added in
+         * order, from 0, per element: the same bits as one m at a time),
+         * then go to dW's column k. */
         for (int64_t k = k0; k < k1; k++) {
             const float *src = j->part + (gr * g->K + k) * j->Mgp;
-            for (int64_t m = 0; m < g->Mg; m++) {
-                float v = 0.0f;
-                for (int64_t q = 0; q < j->nparts; q++) v += src[(uint64_t)q * psz + m];
-                NN_STORE(s->req, s->dw[(gr * g->Mg + m) * g->K + k], v);
+            for (int64_t m0 = 0; m0 < g->Mg; m0 += 64) {
+                int64_t nm = sb_min(64, g->Mg - m0);
+                float v[64];
+                for (int64_t i = 0; i < nm; i++) v[i] = 0.0f;
+                for (int64_t q = 0; q < j->nparts; q++) {
+                    const float *sq = src + (uint64_t)q * psz + m0;
+                    for (int64_t i = 0; i < nm; i++) v[i] += sq[i];
+                }
+                for (int64_t i = 0; i < nm; i++) NN_STORE(s->req, s->dw[(gr * g->Mg + m0 + i) * g->K + k], v[i]);
             }
         }
     }
