@@ -312,3 +312,34 @@ Test(tune, a_candidate_with_fast_runs_is_timed_again_despite_a_slow_median) {
     free(text);
     free(rep);
 }
+
+/* A close call gets more passes over the two closest: slow with
+ * PSEL_SLOW_NOISE=2 does mid's work.  Extra passes only ever lower a
+ * time, and without them the saved times are those of the two passes, so
+ * whenever the saved times are within 15% of each other the note must
+ * say that more passes ran (the times themselves are not asserted). */
+Test(tune, a_close_call_gets_more_passes_over_the_two_closest) {
+    setenv("PSEL_SLOW_NOISE", "2", 1);
+    char *rep = NULL;
+    const char *shapes[] = {"data=20000"};
+    const char *k[] = {"factor"}, *v[] = {"2"};
+    unsigned long t0 = mxp__tune_timing_runs();
+    int rc = mxp_op_explain("psel_scale", "cpu", shapes, 1, k, v, 1, &rep);
+    unsigned long runs = mxp__tune_timing_runs() - t0;
+    unsetenv("PSEL_SLOW_NOISE");
+    cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
+    char *text = slurp(g_file);
+    double mid = 0, slow = 0;
+    char choice[64] = "";
+    cr_assert(text && read_times(text, &mid, &slow, choice) == 0, "%s", text ? text : "(no cache file)");
+    cr_assert(mid > 0 && slow > 0, "mid %g ms, slow %g ms", mid, slow);
+    double ratio = mid > slow ? mid / slow : slow / mid;
+    if (ratio <= 1.15) {
+        cr_expect(strstr(rep, "more pass") && strstr(rep, "over the two closest"), "ratio %g: %s", ratio, rep);
+        /* 2 candidates x 2 passes + 2 x (1 or 2) more, each a warm-up and >= 5 runs */
+        cr_expect(runs >= 6 * 6, "%lu timing runs", runs);
+    }
+    cr_expect(!strcmp(choice, mid <= slow ? "mid" : "slow"), "mid %g ms, slow %g ms, choice %s", mid, slow, choice);
+    free(text);
+    free(rep);
+}
