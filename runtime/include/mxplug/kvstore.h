@@ -113,7 +113,12 @@ MXP_API int mxp_kvstore_push_str(mxp_kvstore *kv, int n, const char *const *keys
 MXP_API int mxp_kvstore_pull(mxp_kvstore *kv, int n, const int64_t *keys, mxp_ndarray *const *outs, int priority);
 MXP_API int mxp_kvstore_pull_str(mxp_kvstore *kv, int n, const char *const *keys, mxp_ndarray *const *outs,
                                  int priority);
-/* push(keys, vals) then pull(keys, outs): outs may be vals (in place). */
+/* push(keys, vals) then pull(keys, outs): outs may be vals (in place).
+ * dist_sync without an updater sums in outs, and the store keeps that sum
+ * copy-on-write: it holds a reference to each out array and copies it
+ * before the next write on it (any engine write, mxp_ndarray_wait_to_write
+ * included: write through mxp_ndarray_data only after it, as always), or
+ * at the key's next push or pull. */
 MXP_API int mxp_kvstore_pushpull(mxp_kvstore *kv, int n, const int64_t *keys, mxp_ndarray *const *vals,
                                  mxp_ndarray *const *outs, int priority);
 MXP_API int mxp_kvstore_pushpull_str(mxp_kvstore *kv, int n, const char *const *keys, mxp_ndarray *const *vals,

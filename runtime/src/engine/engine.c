@@ -527,6 +527,7 @@ static void open_fork_gate(void) {
  * release the push guard (which dispatches it if every var was free). */
 static void submit(eng_engine *e, eng_opr *o, eng_blk *b, int priority, eng_lane *l, void *arg,
                    mxp_engine_free_fn release) {
+    mxp__eng_fire_write_hooks(o->vars, o->n_mutate);
     b->opr = o;
     b->arg = arg;
     b->release = release;

@@ -50,6 +50,24 @@ void mxp__engine_run_worker_init(void);
  * about to be) overwritten since.  Autograd checks recorded inputs with it. */
 uint64_t mxp__engine_var_writes_pushed(const mxp_var *v);
 
+/* A var's write hook: work that must run before the var's next write —
+ * the KVStore's copy-on-write of a sum it left in the caller's array
+ * (kvstore.c, lazy store).  An armed hook fires once, on the thread that
+ * pushes the next write on the var (any push path, wait_to_write and the
+ * free of the array's chunk included), before that write is registered:
+ * whatever fire() pushes orders before the write.  fire() may push but
+ * must not wait; it owns nothing of the hook (the armer frees it).
+ * One hook per var. */
+typedef struct mxp__var_write_hook mxp__var_write_hook;
+struct mxp__var_write_hook {
+    void (*fire)(mxp__var_write_hook *self);
+};
+/* Arm h on v; a hook armed there before is fired first. */
+void mxp__engine_var_arm_write_hook(mxp_var *v, mxp__var_write_hook *h);
+/* Take h back off v if it is still armed there: true; false when a write
+ * took it (fire() has run or is running on that thread). */
+bool mxp__engine_var_disarm_write_hook(mxp_var *v, mxp__var_write_hook *h);
+
 /* mxp_engine_push (args at this library's size), for work the caller
  * judged tiny — smaller than handing it to a worker and back (a 1-element
  * imperative op, freeing an array): when the push finds every var free

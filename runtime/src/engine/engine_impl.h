@@ -135,7 +135,19 @@ struct mxp_var {
     _Atomic uint64_t version;       /* changed only under lock; read without it */
     _Atomic uint64_t writes_pushed; /* writes queued so far (autograd's in-place check); as version */
     _Atomic(err_rec *) err;  /* replaced only by a completing writer */
+    _Atomic(mxp__var_write_hook *) write_hook; /* fired once by the next write pushed (engine.h) */
 };
+
+/* Before a push registers its writes: fire each written var's armed write
+ * hook (one relaxed load per written var when none is armed).  The hook
+ * pushes its own work first, so that work orders before this write. */
+static inline void mxp__eng_fire_write_hooks(mxp_var *const *vars, int n_mutate) {
+    for (int i = 0; i < n_mutate; i++) {
+        if (__builtin_expect(atomic_load_explicit(&vars[i]->write_hook, memory_order_relaxed) == NULL, 1)) continue;
+        mxp__var_write_hook *h = atomic_exchange_explicit(&vars[i]->write_hook, NULL, memory_order_acq_rel);
+        if (h) h->fire(h);
+    }
+}
 
 /* ------------------------------------------------------------ pools */
 enum { POOL_OPR = 0, POOL_BLK = 1, POOL_VBLK = 2, POOL_COUNT = 3 };

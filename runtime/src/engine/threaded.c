@@ -494,6 +494,7 @@ static bool run_direct(eng_engine *e, const direct_run *d, mxp_var **vars, int n
         for (; j > 0 && (uintptr_t)sorted[j - 1] > (uintptr_t)vars[i]; j--) sorted[j] = sorted[j - 1];
         sorted[j] = vars[i];
     }
+    mxp__eng_fire_write_hooks(vars, n_mutate);
     mxp__eng_gate_enter();
     for (int i = 0; i < n; i++) eng_spin_lock(&sorted[i]->lock);
     bool free_all = true;

@@ -202,6 +202,17 @@ void mxp__eng_var_free(mxp_var *v) {
     free(v);
 }
 
+void mxp__engine_var_arm_write_hook(mxp_var *v, mxp__var_write_hook *h) {
+    mxp__var_write_hook *old = atomic_exchange_explicit(&v->write_hook, h, memory_order_acq_rel);
+    if (old) old->fire(old);
+}
+
+bool mxp__engine_var_disarm_write_hook(mxp_var *v, mxp__var_write_hook *h) {
+    mxp__var_write_hook *want = h;
+    return atomic_compare_exchange_strong_explicit(&v->write_hook, &want, NULL, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
 uint64_t mxp__engine_var_writes_pushed(const mxp_var *v) {
     return v ? atomic_load_explicit(&((mxp_var *)v)->writes_pushed, memory_order_relaxed) : 0;
 }

@@ -207,6 +207,7 @@ int mxp_kvstore_create(const char *type, int n_opts, const char *const *opt_keys
 void mxp_kvstore_free(mxp_kvstore *kv) {
     if (!kv) return;
     /* Pending pushes use the entries' arrays and the transport's store. */
+    for (int i = 0; i < kv->n_entries; i++) mxp__kv_lazy_settle(kv->entries[i], 0);
     for (int i = 0; i < kv->n_entries; i++) {
         mxp_ndarray_wait_to_read(kv->entries[i]->merged);
         mxp_ndarray_wait_to_read(kv->entries[i]->stored);
@@ -419,6 +420,8 @@ static int push_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *val
     for (int i = 0; rc == MXP_OK && i < kl->n; i++) {
         if (done[i]) continue;
         kv_entry *e = ent[i];
+        rc = mxp__kv_lazy_settle(e, 1); /* an updater reads stored */
+        if (rc) break;
         int ng = 0;
         for (int j = i; j < kl->n; j++)
             if (ent[j] == e) {
@@ -461,7 +464,8 @@ static int pull_keys(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *out
         /* A key repeated in one call is fetched from the servers once. */
         int first = 1;
         for (int j = 0; kv->server_side && j < i; j++) first &= ent[j] != ent[i];
-        if (kv->server_side && first) rc = mxp__kv_push_transport(kv, ent[i], MXP__KV_PULL, priority);
+        rc = mxp__kv_lazy_settle(ent[i], 1);
+        if (rc == MXP_OK && kv->server_side && first) rc = mxp__kv_push_transport(kv, ent[i], MXP__KV_PULL, priority);
         if (rc == MXP_OK) rc = mxp__kv_push_copy(ent[i], ent[i]->stored, outs[i], priority, "pull");
     }
     free(ent);
@@ -488,19 +492,22 @@ int mxp_kvstore_pull_str(mxp_kvstore *kv, int n, const char *const *keys, mxp_nd
 /* A worker-side sum (dist_sync) with nothing to run on the sum and every
  * key given once: the sum runs on the out array itself (one transport op
  * instead of reduce, transport, store and pull: two copies of the key
- * fewer), then out is copied to the stored value for later pulls.  The
- * same values and bits as the general path: a single array's local "sum"
- * is a copy. */
+ * fewer), and out is the key's value until the next write on out or the
+ * next push or pull of the key copies it to stored (lazy_store.c): out is
+ * readable as soon as the sum is.  The same values and bits as the
+ * general path: a single array's local "sum" is a copy. */
 static int pushpull_in_place(mxp_kvstore *kv, const keylist *kl, mxp_ndarray *const *vals, mxp_ndarray *const *outs,
                              kv_entry **ent, int priority) {
     int rc = MXP_OK;
     for (int i = 0; rc == MXP_OK && i < kl->n; i++) {
         kv_entry *e = ent[i];
+        rc = mxp__kv_lazy_settle(e, 0); /* this sum replaces it */
+        if (rc) break;
         if (mxp_ndarray_var(vals[i]) != mxp_ndarray_var(outs[i]) ||
             mxp__ndarray_dptr(vals[i]) != mxp__ndarray_dptr(outs[i]))
             rc = mxp__kv_push_copy(e, vals[i], outs[i], priority, "pushpull copy");
         if (rc == MXP_OK) rc = mxp__kv_push_transport_on(kv, e, MXP__KV_PUSHPULL, outs[i], priority);
-        if (rc == MXP_OK) rc = mxp__kv_push_copy(e, outs[i], e->stored, priority, "store");
+        if (rc == MXP_OK) rc = mxp__kv_lazy_arm(e, outs[i], priority);
     }
     return rc;
 }

@@ -14,7 +14,8 @@
  * then the copy stored -> out.
  * A dist_sync pushpull of one array per key with no updater skips merged:
  * copy val -> out (unless they are one array), transport on out in place,
- * copy out -> stored (kvstore.c, pushpull_in_place).  mxp_module_fit's sum
+ * and the copy out -> stored deferred until something needs it
+ * (kvstore.c pushpull_in_place, lazy_store.c).  mxp_module_fit's sum
  * (kvstore_fit.h) is the transport on the gradient alone. */
 #ifndef MXP_KVSTORE_KVSTORE_IMPL_H
 #define MXP_KVSTORE_KVSTORE_IMPL_H
@@ -33,6 +34,7 @@ typedef struct kv_entry {
     int index;               /* position in init order (optimizer index)    */
     mxp_ndarray *stored;
     mxp_ndarray *merged;
+    struct kv_lazy *lazy;    /* stored's value still in an out array (lazy_store.c) */
     int ndim, dtype;
     int64_t shape[MXP_MAX_NDIM];
 } kv_entry;
@@ -69,6 +71,13 @@ int mxp__kv_push_transport(mxp_kvstore *kv, const kv_entry *e, int kind, int pri
 /* The same call on another array of e's shape and dtype (PUSHPULL: the
  * caller's own array, summed in place). */
 int mxp__kv_push_transport_on(mxp_kvstore *kv, const kv_entry *e, int kind, mxp_ndarray *target, int priority);
+/* lazy_store.c.  Arm: e's value is now out's (after the transport on out
+ * was pushed); the copy out -> stored waits for the next write on out or
+ * the next settle.  Settle: end a pending copy, pushing it when copy is 1
+ * (a push or pull of the key reads stored next) or dropping it when 0 (a
+ * new sum replaces stored, or the store goes away). */
+int mxp__kv_lazy_arm(kv_entry *e, mxp_ndarray *out, int priority);
+int mxp__kv_lazy_settle(kv_entry *e, int copy);
 /* Fill a tensor view of nd (shape points into e). */
 void mxp__kv_tensor(const kv_entry *e, mxp_ndarray *nd, mxp_tensor *out);
 

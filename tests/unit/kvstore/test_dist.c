@@ -68,6 +68,91 @@ static void *wdata(mxp_ndarray *a) {
     return mxp_ndarray_data(a);
 }
 
+/* A fresh float array holding rank me's values of (key, round), written
+ * through the engine. */
+static mxp_ndarray *wvals(int64_t n, int me, int key, int round) {
+    mxp_ndarray *a = warr(n, MXP_DTYPE_F32);
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = fval(me, key, 0, round, i);
+    WOK(mxp_ndarray_sync_copy_from(a, v, (size_t)n * sizeof *v));
+    free(v);
+    return a;
+}
+
+/* got must hold the sum over the n ranks of (key, round) exactly. */
+static void check_sum(mxp_ndarray *got, int n, int key, int round, int64_t cnt, const char *what) {
+    const float *g = wdata(got);
+    for (int64_t i = 0; i < cnt; i++) {
+        float exact = fval(0, key, 0, round, i);
+        for (int r = 1; r < n; r++) exact += fval(r, key, 0, round, i);
+        WCHECK(g[i] == exact, "%s [%lld]: %.9g, expected the sum %.9g", what, (long long)i, g[i], exact);
+        if (g[i] != exact) return;
+    }
+}
+
+/* The store's copy of an in-place pushpull's sum is deferred until the
+ * out array is written again or the key is pulled (lazy_store.c): a pull
+ * must return that sum whatever happens to out in between. */
+static void lazy_store_cases(mxp_kvstore *kv, const int64_t *ikeys, int me, int n) {
+    int64_t n3 = int_sizes[3], n4 = int_sizes[4];
+    mxp_ndarray *p3 = warr(n3, MXP_DTYPE_F32), *p4 = warr(n4, MXP_DTYPE_F32);
+    /* Overwritten by an engine op right after, without waiting. */
+    mxp_ndarray *a = wvals(n3, me, 80, 0);
+    WOK(mxp_kvstore_pushpull(kv, 1, &ikeys[3], &a, &a, 0));
+    WOK(mxp_ndarray_fill(a, -7.0));
+    WOK(mxp_kvstore_pull(kv, 1, &ikeys[3], &p3, 0));
+    check_sum(p3, n, 80, 0, n3, "pull after the out array was filled");
+    WCHECK(((const float *)wdata(a))[n3 - 1] == -7.0f, "the fill after pushpull was lost");
+    /* Overwritten by a host copy, then by a write after wait_to_write. */
+    for (int how = 0; how < 2; how++) {
+        WOK(mxp_ndarray_sync_copy_from(a, wdata(p4), (size_t)n3 * sizeof(float)));
+        mxp_ndarray *b = wvals(n3, me, 81, how);
+        WOK(mxp_kvstore_pushpull(kv, 1, &ikeys[3], &b, &a, 0));
+        if (how == 0) {
+            float *junk = calloc((size_t)n3, sizeof *junk);
+            WOK(mxp_ndarray_sync_copy_from(a, junk, (size_t)n3 * sizeof *junk));
+            free(junk);
+        } else {
+            WOK(mxp_ndarray_wait_to_write(a));
+            float *d = mxp_ndarray_data(a);
+            for (int64_t i = 0; i < n3; i++) d[i] = 1e6f;
+        }
+        WOK(mxp_kvstore_pull(kv, 1, &ikeys[3], &p3, 0));
+        check_sum(p3, n, 81, how, n3, how ? "pull after wait_to_write and a direct write" : "pull after sync_copy_from");
+        const float *bd = wdata(b);
+        for (int64_t i = 0; i < n3; i++)
+            WCHECK(bd[i] == fval(me, 81, 0, how, i), "pushpull into another array changed the pushed one [%lld]",
+                   (long long)i);
+        mxp_ndarray_release(b);
+    }
+    mxp_ndarray_release(a);
+    /* Another key summed into the same memory: key 3 into a slice of an
+     * array, then key 4 into the whole array. */
+    mxp_ndarray *big = warr(n4, MXP_DTYPE_F32), *s3 = NULL;
+    WOK(mxp_ndarray_slice(big, 0, n3, &s3));
+    mxp_ndarray *v3 = wvals(n3, me, 83, 0), *v4 = wvals(n4, me, 84, 0);
+    WOK(mxp_kvstore_pushpull(kv, 1, &ikeys[3], &v3, &s3, 0));
+    WOK(mxp_kvstore_pushpull(kv, 1, &ikeys[4], &v4, &big, 0));
+    WOK(mxp_kvstore_pull(kv, 1, &ikeys[3], &p3, 0));
+    WOK(mxp_kvstore_pull(kv, 1, &ikeys[4], &p4, 0));
+    check_sum(p3, n, 83, 0, n3, "pull of a key whose out array another key's sum overwrote");
+    check_sum(p4, n, 84, 0, n4, "pull of the key summed over it");
+    /* Two sums, the out array released by the caller, then a pull: the last. */
+    for (int round = 0; round < 2; round++) {
+        mxp_ndarray *c = wvals(n3, me, 85, round);
+        WOK(mxp_kvstore_pushpull(kv, 1, &ikeys[3], &c, &c, 0));
+        mxp_ndarray_release(c);
+    }
+    WOK(mxp_kvstore_pull(kv, 1, &ikeys[3], &p3, 0));
+    check_sum(p3, n, 85, 1, n3, "pull after two pushpulls into released arrays");
+    mxp_ndarray_release(v3);
+    mxp_ndarray_release(v4);
+    mxp_ndarray_release(s3);
+    mxp_ndarray_release(big);
+    mxp_ndarray_release(p3);
+    mxp_ndarray_release(p4);
+}
+
 static int worker_sums(FILE *out) {
     mxp_kvstore *kv = NULL;
     WOK(mxp_kvstore_create("dist_sync", 0, NULL, NULL, &kv));
@@ -183,6 +268,7 @@ static int worker_sums(FILE *out) {
         WCHECK(((const float *)wdata(store[2]))[i] == exact, "pull after pushpull [%lld]: %.9g, expected %.9g",
                (long long)i, ((const float *)wdata(store[2]))[i], exact);
     }
+    lazy_store_cases(kv, ikeys, me, n);
     /* SGD on every worker from identical sums: weights stay bit-identical. */
     const char *ok[] = {"learning_rate", "momentum", "wd", "rescale_grad"};
     const char *ov[] = {"0.05", "0.9", "0.001", "0.5"};
