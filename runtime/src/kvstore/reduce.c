@@ -225,7 +225,11 @@ int mxp__kv_push_transport_on(mxp_kvstore *kv, const kv_entry *e, int kind, mxp_
     }
     /* A pull lands in stored; it also takes merged's var so it runs after
      * this process's earlier push of the key has been sent (the servers
-     * then see the push first). */
+     * then see the push first).  An in-place pushpull takes it too: two
+     * pushpulls of one key into different arrays share no other var, and
+     * unordered they reached the transport in different orders on
+     * different ranks, which then summed one rank's first array with
+     * another's second. */
     mxp__kv_tensor(e, target, &a->t);
     memcpy(a->shape, e->shape, sizeof a->shape);
     a->t.shape = a->shape;
@@ -234,7 +238,7 @@ int mxp__kv_push_transport_on(mxp_kvstore *kv, const kv_entry *e, int kind, mxp_
     snprintf(name, sizeof name, "kvstore %s %s %s", kv->type,
              kind == MXP__KV_PUSH ? "push" : kind == MXP__KV_PULL ? "pull" : "pushpull", e->label);
     mxp_engine_push_args p = {.async_fn = run_transport, .arg = a, .free_arg = free_transport,
-                              .mutate_vars = mv, .n_mutate = kind == MXP__KV_PULL ? 2 : 1,
+                              .mutate_vars = mv, .n_mutate = target == e->merged ? 1 : 2,
                               .prop = MXP_FN_PRIORITIZED, .priority = priority, .name = name};
     int rc = mxp_engine_push(&p);
     if (rc) free_transport(a);
