@@ -220,6 +220,19 @@ int mxp__executor_setup(mxp_executor *ex, int keep_plan) {
     for (int i = 0; i < g->n_nodes; i++) ex->bwd_step[i] = -1;
     for (int s = 0; s < prog->n_steps; s++)
         if (prog->steps[s].kind == MXP_STEP_BWD) ex->bwd_step[prog->steps[s].node] = s;
+    /* Tell each node which input gradients its backward will be asked
+     * for (none without a backward step), so `tune` times that backward. */
+    for (int i = 0; i < g->n_nodes && !rc; i++) {
+        if (!ex->nodes[i]) continue;
+        int n_in = mxp__node_num_inputs(ex->nodes[i]), b = ex->bwd_step[i];
+        uint8_t *need = calloc((size_t)n_in + 1, 1);
+        if (!need) return mxp__error_oom("executor");
+        for (int k = 0; b >= 0 && k < n_in && k < prog->steps[b].n_in; k++)
+            need[k] = prog->steps[b].ig[k] >= 0 && prog->steps[b].req[k] > MXP_REQ_NULL; /* -1: absent */
+        rc = mxp__node_set_in_grad(ex->nodes[i], need, n_in);
+        free(need);
+    }
+    if (rc) return rc;
     ex->arr = calloc((size_t)prog->n_values + 1, sizeof *ex->arr);
     ex->outs = calloc((size_t)g->n_heads + 1, sizeof *ex->outs);
     ex->ones = calloc((size_t)g->n_heads + 1, sizeof *ex->ones);

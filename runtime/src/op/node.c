@@ -48,6 +48,9 @@ struct mxp__node {
     char *policy;              /* own impl policy (__impl__), NULL: the op's */
     char *pending_policy;      /* set_policy: applied at the next bind       */
     int policy_pending;
+    uint8_t *in_grad;          /* [n_in] gradients backward is asked for, or
+                                  NULL: unknown, all (mxp__node_set_in_grad) */
+    int n_in_grad;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -211,6 +214,7 @@ void mxp__node_free(mxp__node *n) {
     free_kwargs(n);
     free(n->policy);
     free(n->pending_policy);
+    free(n->in_grad);
     free(n->names);
     free(n->shapes);
     free(n->dtypes);
@@ -221,6 +225,17 @@ void mxp__node_set_bound(mxp__node *n) {
     if (!n || n->bound) return;
     n->bound = 1;
     mxp__op_bound_add(n->op, 1);
+}
+
+int mxp__node_set_in_grad(mxp__node *n, const uint8_t *need, int n_in) {
+    if (!n) return MXP_OK;
+    uint8_t *c = NULL;
+    if (need && n_in > 0 && !(c = malloc((size_t)n_in))) return mxp__error_oom("node in_grad");
+    for (int i = 0; c && i < n_in; i++) c[i] = need[i] ? 1 : 0;
+    free(n->in_grad);
+    n->in_grad = c;
+    n->n_in_grad = c ? n_in : 0;
+    return MXP_OK;
 }
 
 void mxp__node_freeze(mxp__node *n) {
@@ -419,6 +434,7 @@ int mxp__node_bind(mxp__node *n, mxp_device dev, int is_train) {
     mxp__opdef_query(&q, n->params, dev, is_train, (uint32_t)n->n_in, (uint32_t)n->n_out, (uint32_t)n->n_aux,
                      n->shapes, n->dtypes);
     q.policy = n->policy;
+    if (n->in_grad && n->n_in_grad == n->n_in) q.in_grad = n->in_grad;
     mxp__inst *in;
     int rc = mxp__inst_bind(&n->od, &q, (const char *const *)n->keys, (const char *const *)n->vals, n->n_kwargs, &in);
     if (rc) return rc;

@@ -54,6 +54,13 @@ void mxp__node_free(mxp__node *n);
  * its op is refused (plugin/reload_ops.c).  Once per node. */
 void mxp__node_set_bound(mxp__node *n);
 
+/* Which input gradients the backward of this node will be asked for
+ * ([n_in], nonzero: wanted; NULL: unknown, all), set by an owner that
+ * knows (a bound executor, from its grad reqs) before the first bind:
+ * `tune` then times the backward the step runs (plugin.h in_grad).
+ * Instances already bound keep their impl. */
+int mxp__node_set_in_grad(mxp__node *n, const uint8_t *need, int n_in);
+
 /* Freeze a node whose signature never changes again (the invoke cache's,
  * shared with the tape): infer and bind no longer refresh it when the
  * registry generation moves, so a backward always finds the instance its

@@ -87,6 +87,10 @@ typedef struct mxp_select_query {
     const mxp_shape *in_shapes, *out_shapes, *aux_shapes;
     const int32_t *in_dtypes, *out_dtypes, *aux_dtypes;
     const char *policy;           /* a node's own policy, or NULL: the op's  */
+    /* Training: [n_in] 1 where the backward will be asked for input i's
+     * gradient (a bound executor knows from its grad reqs), so `tune`
+     * times the backward the step runs; NULL: unknown, all of them. */
+    const uint8_t *in_grad;
 } mxp_select_query;
 
 /* ------------------------------------------------------------ pins and holders */

@@ -112,6 +112,14 @@ static char *make_signature(const char *op_name, const mxp_select_query *q, mxp_
     add_tensors(&s, "in", q->n_in, q->in_shapes, q->in_dtypes);
     add_tensors(&s, "out", q->n_out, q->out_shapes, q->out_dtypes);
     add_tensors(&s, "aux", q->n_aux, q->aux_shapes, q->aux_dtypes);
+    /* Only a known subset of input gradients is part of the key: with all
+     * (or unknown) the signature is the one older caches hold. */
+    int all = 1;
+    for (uint32_t i = 0; q->is_train && q->in_grad && i < q->n_in; i++) all &= q->in_grad[i] != 0;
+    if (!all) {
+        mxp__strbuf_addf(&s, "|in_grad=");
+        for (uint32_t i = 0; i < q->n_in; i++) mxp__strbuf_addf(&s, "%s%d", i ? "," : "", q->in_grad[i] ? 1 : 0);
+    }
     for (char *p = s.buf; p && *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
     return s.buf;

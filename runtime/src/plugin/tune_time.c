@@ -121,10 +121,15 @@ int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_
         rc = mxp__tune_dev_move(&td, &t[i].data, (size_t)numel * es + 64);
     }
     for (uint32_t i = 0; i < n_out && req; i++) req[i] = MXP_REQ_WRITE;
-    /* Training signature: time forward + backward (all gradients), since
-     * that is what a training step pays for.  Backward's tensors are laid
-     * out as the node runtime's: [out_grad | in | out | in_grad | aux]. */
-    int bwd = q->is_train && mxp__inst_has_backward(inst) && !(def->flags & MXP_OP_NO_GRADIENT);
+    /* Training signature: time forward + backward, since that is what a
+     * training step pays for; the backward writes the input gradients the
+     * step asks for (q->in_grad; NULL: all), the others get MXP_REQ_NULL
+     * and no buffer, and with none asked for there is no backward.
+     * Backward's tensors are laid out as the node runtime's:
+     * [out_grad | in | out | in_grad | aux]. */
+    int any_grad = !q->in_grad;
+    for (uint32_t i = 0; q->in_grad && i < n_in; i++) any_grad |= q->in_grad[i] != 0;
+    int bwd = q->is_train && any_grad && mxp__inst_has_backward(inst) && !(def->flags & MXP_OP_NO_GRADIENT);
     uint32_t nb = 2 * n_out + 2 * n_in + n_aux;
     mxp_tensor *bt = bwd && !rc ? calloc((size_t)nb + 1, sizeof *bt) : NULL;
     int32_t *breq = bwd && !rc ? calloc((size_t)n_in + 1, sizeof *breq) : NULL;
@@ -137,11 +142,15 @@ int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_
         mxp_tensor *g = i < n_out ? &bt[i] : &bt[2 * n_out + n_in + (i - n_out)];
         size_t bytes = (size_t)mxp_tensor_numel(like) * mxp_dtype_size(like->dtype);
         *g = *like;
+        if (i >= n_out && q->in_grad && !q->in_grad[i - n_out]) {
+            g->data = NULL; /* not asked for: no buffer, req NULL */
+            continue;
+        }
         if (!(g->data = scratch_zalloc(bytes + 64))) rc = mxp__error_oom("tune scratch");
         else if (i < n_out) fill_values(g->data, like->dtype, mxp_tensor_numel(like), -1, 100 + i);
         if (g->data && !rc) rc = mxp__tune_dev_move(&td, &g->data, bytes + 64);
     }
-    for (uint32_t i = 0; breq && i < n_in; i++) breq[i] = MXP_REQ_WRITE;
+    for (uint32_t i = 0; breq && i < n_in; i++) breq[i] = !q->in_grad || q->in_grad[i] ? MXP_REQ_WRITE : MXP_REQ_NULL;
     void *ws = NULL;
     uint64_t ws_bytes = inst->workspace_bytes;
     if (!rc && ws_bytes && !(ws = aligned_alloc(64, (ws_bytes + 63) / 64 * 64))) rc = mxp__error_oom("tune workspace");

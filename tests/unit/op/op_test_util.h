@@ -59,7 +59,11 @@ static inline void opx_setup(void) {
             "        - name: psel_badd\n"
             "          impls: [{name: default, device: cpu, rank: 256}]\n"
             "        - name: psel_mul_scalar\n"
-            "          impls: [{name: default, device: cpu, rank: 256}]\n",
+            "          impls: [{name: default, device: cpu, rank: 256}]\n"
+            "        - name: psel_wmul\n"
+            "          impls:\n"
+            "            - {name: dgrad_slow, device: cpu, rank: 200}\n"
+            "            - {name: fwd_slow, device: cpu, rank: 100}\n",
             OPX_SO, PSEL_SO);
     fclose(f);
     char env[512];

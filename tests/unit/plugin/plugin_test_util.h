@@ -54,7 +54,11 @@ static inline void tu_rmrf(const char *dir) {
     "        - name: psel_badd\n"                                             \
     "          impls: [{name: default, device: cpu, rank: 256}]\n"            \
     "        - name: psel_mul_scalar\n"                                       \
-    "          impls: [{name: default, device: cpu, rank: 256}]\n"
+    "          impls: [{name: default, device: cpu, rank: 256}]\n"            \
+    "        - name: psel_wmul\n"                                             \
+    "          impls:\n"                                                      \
+    "            - {name: dgrad_slow, device: cpu, rank: 200}\n"              \
+    "            - {name: fwd_slow, device: cpu, rank: 100}\n"
 
 static inline char *tu_psel_manifest(const char *dir) {
     return tu_write(dir, "psel.yaml", "manifest_version: 1\npacks:\n" PSEL_ENTRY("plugin-sel", PSEL_SO));

@@ -162,7 +162,7 @@ Test(discover, load_and_manifest_gen) {
     }
     mxp_manifest *mf;
     cr_assert_eq(mxp__manifest_parse_mem(doc, strlen(doc), MXP_BUILD_DIR "/tests/fixtures/gen.yaml", &mf), MXP_OK, "%s\n%s", mxp_last_error(), doc);
-    cr_expect_eq(mf->packs[0].n_ops, 3);
+    cr_expect_eq(mf->packs[0].n_ops, 4); /* psel_scale, psel_badd, psel_mul_scalar, psel_wmul */
     cr_expect_str_eq(mf->packs[0].library, PSEL_SO);
     mxp__manifest_free(mf);
     free(yaml);

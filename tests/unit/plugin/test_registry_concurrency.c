@@ -27,7 +27,7 @@ static void *worker(void *arg) {
         mxp_shape in = {1, 0, {4}};
         int32_t dt = MXP_DTYPE_F32;
         double params[2] = {3.0, 0};
-        mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &in, NULL, &dt, &dt, NULL, NULL};
+        mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &in, NULL, &dt, &dt, NULL, NULL, NULL};
         mxp_impl_ref *ref;
         if (mxp__select_impl(op, &q, &ref, NULL)) continue;
         mxp_tensor ti = {MXP_HEADER(mxp_tensor), x, 0, MXP_DTYPE_F32, 1, shape, NULL, {1, 0}, 0};

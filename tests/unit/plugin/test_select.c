@@ -35,7 +35,7 @@ static const char *choose(int64_t n, const char *factor, int *rc_out) {
     cr_assert_eq(mxp__op_params_new(def, k, v, 1, &params), MXP_OK, "%s", mxp_last_error());
     mxp_shape in = {1, 0, {n}}, out = in;
     int32_t dt = MXP_DTYPE_F32;
-    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL, NULL};
+    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL, NULL, NULL};
     mxp_impl_ref *ref = NULL;
     int rc = mxp__select_impl(op, &q, &ref, NULL);
     mxp__op_params_free(def, params);

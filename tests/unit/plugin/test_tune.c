@@ -6,10 +6,16 @@
  * MXP_TUNE_NO_TIMING=1) reads the choice from the file; the file is the
  * source of truth (an edited choice is obeyed); a corrupt file is ignored
  * with a warning naming file:line and rewritten; explain shows the result.
+ * A training configuration is timed with only the input gradients the
+ * step asks for (psel_wmul: the pick flips when the data gradient is not
+ * wanted, and the key carries the mask), which a bound executor sets.
  * Timing values themselves are never asserted. */
 #include "plugin_test_util.h"
 
 #include "plugin/plugin_impl.h"
+
+#include <mxplug/executor.h>
+#include <mxplug/symbol.h>
 
 #include <sys/stat.h>
 
@@ -52,7 +58,7 @@ static const char *choose(int64_t n) {
     cr_assert_eq(mxp__op_params_new(def, k, v, 1, &params), MXP_OK, "%s", mxp_last_error());
     mxp_shape in = {1, 0, {n}}, out = in;
     int32_t dt = MXP_DTYPE_F32;
-    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL, NULL};
+    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL, NULL, NULL};
     mxp_impl_ref *ref = NULL;
     int rc = mxp__select_impl(op, &q, &ref, NULL);
     mxp__op_params_free(def, params);
@@ -342,4 +348,86 @@ Test(tune, a_close_call_gets_more_passes_over_the_two_closest) {
     cr_expect(!strcmp(choice, mid <= slow ? "mid" : "slow"), "mid %g ms, slow %g ms, choice %s", mid, slow, choice);
     free(text);
     free(rep);
+}
+
+/* ------------------------------------------------------------ input-gradient mask
+ * psel_wmul's "dgrad_slow" (cheap forward and weight gradient, data
+ * gradient 32x the work) against "fwd_slow" (forward 8x, cheap gradients):
+ * forward + every gradient costs about 34 vs 10 passes, forward + the
+ * weight gradient only 2 vs 9.  A training step that never needs the data
+ * gradient (a first layer) must be tuned on the latter. */
+static const char *choose_wmul(int64_t n, const uint8_t *in_grad) {
+    struct mxp_op *op = mxp__registry_find_op("psel_wmul");
+    cr_assert(op);
+    const mxp_op_def *def;
+    cr_assert_eq(mxp__op_ensure_def(op, &def), MXP_OK, "%s", mxp_last_error());
+    void *params = NULL;
+    cr_assert_eq(mxp__op_params_new(def, NULL, NULL, 0, &params), MXP_OK, "%s", mxp_last_error());
+    mxp_shape sh[2] = {{1, 0, {n}}, {1, 0, {n}}};
+    int32_t dt[2] = {MXP_DTYPE_F32, MXP_DTYPE_F32};
+    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 2, 1, 0, 1, sh, sh, NULL, dt, dt, NULL, NULL, in_grad};
+    mxp_impl_ref *ref = NULL;
+    int rc = mxp__select_impl(op, &q, &ref, NULL);
+    mxp__op_params_free(def, params);
+    cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
+    static char name[64];
+    snprintf(name, sizeof name, "%s", ref->impl->impl_name);
+    mxp__impl_ref_release(ref);
+    return name;
+}
+
+static int count_of(const char *text, const char *what) {
+    int c = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++) c++;
+    return c;
+}
+
+Test(tune, training_is_timed_with_only_the_input_gradients_the_step_asks_for) {
+    cr_assert_eq(mxp_op_set_impl("psel_wmul", "tune"), MXP_OK, "%s", mxp_last_error());
+    const uint8_t all[2] = {1, 1}, weight_only[2] = {0, 1};
+    char with_all[64], without_data[64];
+    snprintf(with_all, sizeof with_all, "%s", choose_wmul(16384, NULL));
+    snprintf(without_data, sizeof without_data, "%s", choose_wmul(16384, weight_only));
+    cr_expect_str_eq(with_all, "fwd_slow", "forward + both gradients: 34 vs 10 passes of work");
+    cr_expect_str_eq(without_data, "dgrad_slow", "forward + weight gradient: 2 vs 9 passes of work");
+    char *text = slurp(g_file);
+    cr_assert(text, "no cache file at %s", g_file);
+    /* Two entries; only the reduced one carries the mask in its key. */
+    cr_expect_eq(count_of(text, "psel_wmul|cpu:0|train=1|"), 2, "%s", text);
+    cr_expect_eq(count_of(text, "|in_grad="), 1, "%s", text);
+    cr_expect(strstr(text, "|aux=|in_grad=0,1"), "%s", text);
+    free(text);
+    /* "All" spelled out is the unmasked key: answered from the cache. */
+    unsigned long t0 = mxp__tune_timing_runs();
+    cr_expect_str_eq(choose_wmul(16384, all), with_all);
+    cr_expect_eq(mxp__tune_timing_runs(), t0, "an all-gradients mask must hit the unmasked entry");
+}
+
+/* A bound executor whose `data` has no gradient tells the node before its
+ * first bind: the tune entry is the reduced one. */
+Test(tune, the_executor_tells_tune_which_input_gradients_backward_writes) {
+    cr_assert_eq(mxp_op_set_impl("psel_wmul", "tune"), MXP_OK, "%s", mxp_last_error());
+    const char *json = "{\"nodes\": ["
+                       "{\"op\": \"null\", \"name\": \"data\", \"inputs\": []},"
+                       "{\"op\": \"null\", \"name\": \"w\", \"inputs\": []},"
+                       "{\"op\": \"psel_wmul\", \"name\": \"m\", \"inputs\": [[0, 0, 0], [1, 0, 0]]}"
+                       "], \"arg_nodes\": [0, 1], \"heads\": [[2, 0, 0]]}";
+    mxp_symbol *s = NULL;
+    cr_assert_eq(mxp_symbol_load_json(json, &s), MXP_OK, "%s", mxp_last_error());
+    const char *names[] = {"data"};
+    mxp_shape shapes[1] = {{.ndim = 1, .dims = {4096}}};
+    mxp_executor *ex = NULL;
+    cr_assert_eq(mxp_executor_simple_bind(s, (mxp_device){MXP_DEV_CPU, 0}, 1, names, shapes, MXP_REQ_WRITE, 1, names,
+                                          &ex),
+                 MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_executor_forward(ex, 1), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_executor_backward(ex, 0, NULL), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_executor_wait(ex), MXP_OK, "%s", mxp_last_error());
+    char *text = slurp(g_file);
+    cr_assert(text, "no cache file at %s", g_file);
+    cr_expect_eq(count_of(text, "psel_wmul|cpu:0|train=1|"), 1, "%s", text);
+    cr_expect(strstr(text, "in=float32(4096);float32(4096)|out=float32(4096)|aux=|in_grad=0,1"), "%s", text);
+    free(text);
+    mxp_executor_free(ex);
+    mxp_symbol_release(s);
 }
