@@ -70,6 +70,29 @@ TC static void gemm8(int64_t K, const float *A, const float *B, int64_t ldb, flo
  * in-register transposes below (vpermt2ps on AVX-512). */
 #define ZLO(a, b) __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
 #define ZHI(a, b) __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
+/* The low (high) 8 lanes of a and of b, side by side; P4(o): lanes o,
+ * o+4, ..., o+28 of a vector pair (a stride-4 phase of 32 floats). */
+#define HALVES_LO(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+#define HALVES_HI(a, b) __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)
+#define P4(o) 0 + (o), 4 + (o), 8 + (o), 12 + (o), 16 + (o), 20 + (o), 24 + (o), 28 + (o)
+
+/* The input transform's arithmetic once the 6x6 tiles are gathered into
+ * d (d[i*6 + j]: row i, column j, one lane per tile): Bᵀ d B, frequency
+ * f stored at out + f*os.  Shared by the two gathers below. */
+#define IN_TF_FINISH(d, out, os) do {                                                                              \
+    v16 t_[36];                                                                                                    \
+    _Pragma("GCC unroll 16") for (int j_ = 0; j_ < 6; j_++)                                                        \
+        BT6(d[0 * 6 + j_], d[1 * 6 + j_], d[2 * 6 + j_], d[3 * 6 + j_], d[4 * 6 + j_], d[5 * 6 + j_],              \
+            t_[0 * 6 + j_], t_[1 * 6 + j_], t_[2 * 6 + j_], t_[3 * 6 + j_], t_[4 * 6 + j_], t_[5 * 6 + j_]);        \
+    _Pragma("GCC unroll 16") for (int i_ = 0; i_ < 6; i_++) {                                                      \
+        v16 r0_, r1_, r2_, r3_, r4_, r5_;                                                                          \
+        BT6(t_[i_ * 6 + 0], t_[i_ * 6 + 1], t_[i_ * 6 + 2], t_[i_ * 6 + 3], t_[i_ * 6 + 4], t_[i_ * 6 + 5],        \
+            r0_, r1_, r2_, r3_, r4_, r5_);                                                                         \
+        float *o_ = (out) + (int64_t)(i_ * 6) * (os);                                                              \
+        ST(o_, r0_); ST(o_ + (os), r1_); ST(o_ + 2 * (os), r2_);                                                   \
+        ST(o_ + 3 * (os), r3_); ST(o_ + 4 * (os), r4_); ST(o_ + 5 * (os), r5_);                                    \
+    }                                                                                                              \
+} while (0)
 
 /* Gather + transform: row i of lane l's 6x6 tile is src[l] + i*rs (8
  * floats readable).  Per row: two lanes per vector, then three zip rounds
@@ -89,16 +112,7 @@ TC static void in_tf16(const float *const *src, int64_t rs, float *out, int64_t 
         }
         _Pragma("GCC unroll 16") for (int k = 0; k < 3; k++) { d[i * 6 + 2 * k] = ZLO(r[k], r[k + 4]); d[i * 6 + 2 * k + 1] = ZHI(r[k], r[k + 4]); }
     }
-    v16 t[36];
-    _Pragma("GCC unroll 16") for (int j = 0; j < 6; j++)
-        BT6(d[0 * 6 + j], d[1 * 6 + j], d[2 * 6 + j], d[3 * 6 + j], d[4 * 6 + j], d[5 * 6 + j],
-            t[0 * 6 + j], t[1 * 6 + j], t[2 * 6 + j], t[3 * 6 + j], t[4 * 6 + j], t[5 * 6 + j]);
-    _Pragma("GCC unroll 16") for (int i = 0; i < 6; i++) {
-        v16 r0, r1, r2, r3, r4, r5;
-        BT6(t[i * 6 + 0], t[i * 6 + 1], t[i * 6 + 2], t[i * 6 + 3], t[i * 6 + 4], t[i * 6 + 5], r0, r1, r2, r3, r4, r5);
-        float *o = out + (int64_t)(i * 6) * os;
-        ST(o, r0); ST(o + os, r1); ST(o + 2 * os, r2); ST(o + 3 * os, r3); ST(o + 4 * os, r4); ST(o + 5 * os, r5);
-    }
+    IN_TF_FINISH(d, out, os);
 }
 
 /* The transform of in_tf16 for two runs of 8 horizontally adjacent tiles:
@@ -109,7 +123,6 @@ TC static void in_tf16(const float *const *src, int64_t rs, float *out, int64_t 
  * in_tf16's ~228 (one pair of lanes per load, then transposes), which on
  * ResNet-20's 32x32 layers left the shuffle port the bottleneck of the
  * input side.  Same arithmetic as in_tf16, so the same results. */
-#define P4(o) 0 + (o), 4 + (o), 8 + (o), 12 + (o), 16 + (o), 20 + (o), 24 + (o), 28 + (o)
 TC static void in_tf16_rows8(const float *a, const float *b, int64_t rs, float *out, int64_t os) {
     v16 d[36];
     _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
@@ -120,25 +133,15 @@ TC static void in_tf16_rows8(const float *a, const float *b, int64_t rs, float *
         v16 xa01 = __builtin_shufflevector(a0, a1, P4(0), P4(1)), xb01 = __builtin_shufflevector(b0, b1, P4(0), P4(1));
         v16 xa23 = __builtin_shufflevector(a0, a1, P4(2), P4(3)), xb23 = __builtin_shufflevector(b0, b1, P4(2), P4(3));
         v16 xa45 = __builtin_shufflevector(a2, a3, P4(0), P4(1)), xb45 = __builtin_shufflevector(b2, b3, P4(0), P4(1));
-        d[i * 6 + 0] = __builtin_shufflevector(xa01, xb01, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-        d[i * 6 + 1] = __builtin_shufflevector(xa01, xb01, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-        d[i * 6 + 2] = __builtin_shufflevector(xa23, xb23, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-        d[i * 6 + 3] = __builtin_shufflevector(xa23, xb23, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-        d[i * 6 + 4] = __builtin_shufflevector(xa45, xb45, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-        d[i * 6 + 5] = __builtin_shufflevector(xa45, xb45, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        d[i * 6 + 0] = HALVES_LO(xa01, xb01);
+        d[i * 6 + 1] = HALVES_HI(xa01, xb01);
+        d[i * 6 + 2] = HALVES_LO(xa23, xb23);
+        d[i * 6 + 3] = HALVES_HI(xa23, xb23);
+        d[i * 6 + 4] = HALVES_LO(xa45, xb45);
+        d[i * 6 + 5] = HALVES_HI(xa45, xb45);
     }
-    v16 t[36];
-    _Pragma("GCC unroll 16") for (int j = 0; j < 6; j++)
-        BT6(d[0 * 6 + j], d[1 * 6 + j], d[2 * 6 + j], d[3 * 6 + j], d[4 * 6 + j], d[5 * 6 + j],
-            t[0 * 6 + j], t[1 * 6 + j], t[2 * 6 + j], t[3 * 6 + j], t[4 * 6 + j], t[5 * 6 + j]);
-    _Pragma("GCC unroll 16") for (int i = 0; i < 6; i++) {
-        v16 r0, r1, r2, r3, r4, r5;
-        BT6(t[i * 6 + 0], t[i * 6 + 1], t[i * 6 + 2], t[i * 6 + 3], t[i * 6 + 4], t[i * 6 + 5], r0, r1, r2, r3, r4, r5);
-        float *o = out + (int64_t)(i * 6) * os;
-        ST(o, r0); ST(o + os, r1); ST(o + 2 * os, r2); ST(o + 3 * os, r3); ST(o + 4 * os, r4); ST(o + 5 * os, r5);
-    }
+    IN_TF_FINISH(d, out, os);
 }
-#undef P4
 
 /* Output transform with a row-major result: out[r*64 + l*4 + c] =
  * (Aᵀ M A)[r][c] of lane l, so row r of 16 consecutive tiles is 64
@@ -163,6 +166,26 @@ TC static void out_tf16r(const float *in, int64_t is, float *out) {
     }
 }
 
+/* The dy transform's arithmetic once the 4x4 tiles are gathered into d
+ * (d[i*4 + c]: row i, column c, one lane per tile): A d Aᵀ, lanes 0-7 of
+ * frequency f to lo + f*os, lanes 8-15 to lo + hi + f*os.  Shared by the
+ * two gathers below. */
+#define DY_TF_FINISH(d, lo, hi, os) do {                                                                           \
+    v16 t_[24];                                                                                                    \
+    _Pragma("GCC unroll 4") for (int c_ = 0; c_ < 4; c_++)                                                         \
+        A6(d[0 * 4 + c_], d[1 * 4 + c_], d[2 * 4 + c_], d[3 * 4 + c_],                                             \
+           t_[0 * 4 + c_], t_[1 * 4 + c_], t_[2 * 4 + c_], t_[3 * 4 + c_], t_[4 * 4 + c_], t_[5 * 4 + c_]);        \
+    _Pragma("GCC unroll 6") for (int i_ = 0; i_ < 6; i_++) {                                                       \
+        v16 o_[6];                                                                                                 \
+        A6(t_[i_ * 4 + 0], t_[i_ * 4 + 1], t_[i_ * 4 + 2], t_[i_ * 4 + 3], o_[0], o_[1], o_[2], o_[3], o_[4], o_[5]); \
+        _Pragma("GCC unroll 6") for (int j_ = 0; j_ < 6; j_++) {                                                   \
+            float *dst_ = (lo) + (int64_t)(i_ * 6 + j_) * (os);                                                    \
+            *(v8u *)(void *)dst_ = __builtin_shufflevector(o_[j_], o_[j_], 0, 1, 2, 3, 4, 5, 6, 7);                \
+            *(v8u *)(void *)(dst_ + (hi)) = __builtin_shufflevector(o_[j_], o_[j_], 8, 9, 10, 11, 12, 13, 14, 15); \
+        }                                                                                                          \
+    }                                                                                                              \
+} while (0)
+
 /* dy gather + transform: row r of lane l's 4x4 tile is src[l] + r*rs (8
  * floats readable); lanes 0-7 of frequency xi go to lo + xi*os, lanes
  * 8-15 to lo + hi + xi*os (two 8-channel blocks of the weight gradient). */
@@ -180,26 +203,13 @@ TC static void dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t h
         }
         _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) { d[i * 4 + 2 * k] = ZLO(r[k], r[k + 4]); d[i * 4 + 2 * k + 1] = ZHI(r[k], r[k + 4]); }
     }
-    v16 t[24];
-    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
-        A6(d[0 * 4 + c], d[1 * 4 + c], d[2 * 4 + c], d[3 * 4 + c],
-           t[0 * 4 + c], t[1 * 4 + c], t[2 * 4 + c], t[3 * 4 + c], t[4 * 4 + c], t[5 * 4 + c]);
-    _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
-        v16 o[6];
-        A6(t[i * 4 + 0], t[i * 4 + 1], t[i * 4 + 2], t[i * 4 + 3], o[0], o[1], o[2], o[3], o[4], o[5]);
-        _Pragma("GCC unroll 6") for (int j = 0; j < 6; j++) {
-            float *dst = lo + (int64_t)(i * 6 + j) * os;
-            *(v8u *)(void *)dst = __builtin_shufflevector(o[j], o[j], 0, 1, 2, 3, 4, 5, 6, 7);
-            *(v8u *)(void *)(dst + hi) = __builtin_shufflevector(o[j], o[j], 8, 9, 10, 11, 12, 13, 14, 15);
-        }
-    }
+    DY_TF_FINISH(d, lo, hi, os);
 }
 
 /* dy_tf16 for two runs of 8 horizontally adjacent 4x4 tiles (lane l < 8
  * at a + 4*l, lane 8 + l at b + 4*l; rows rs apart, 32 floats readable
  * per row): the columns by stride-4 permutes of whole rows, 32 shuffles
  * for the 16 tiles against dy_tf16's ~144.  Same arithmetic. */
-#define P4(o) 0 + (o), 4 + (o), 8 + (o), 12 + (o), 16 + (o), 20 + (o), 24 + (o), 28 + (o)
 TC static void dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *lo, int64_t hi, int64_t os) {
     v16 d[16];
     _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
@@ -207,26 +217,13 @@ TC static void dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *
         v16 a0 = LD(ra), a1 = LD(ra + 16), b0 = LD(rb), b1 = LD(rb + 16);
         v16 xa01 = __builtin_shufflevector(a0, a1, P4(0), P4(1)), xb01 = __builtin_shufflevector(b0, b1, P4(0), P4(1));
         v16 xa23 = __builtin_shufflevector(a0, a1, P4(2), P4(3)), xb23 = __builtin_shufflevector(b0, b1, P4(2), P4(3));
-        d[i * 4 + 0] = __builtin_shufflevector(xa01, xb01, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-        d[i * 4 + 1] = __builtin_shufflevector(xa01, xb01, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-        d[i * 4 + 2] = __builtin_shufflevector(xa23, xb23, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-        d[i * 4 + 3] = __builtin_shufflevector(xa23, xb23, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        d[i * 4 + 0] = HALVES_LO(xa01, xb01);
+        d[i * 4 + 1] = HALVES_HI(xa01, xb01);
+        d[i * 4 + 2] = HALVES_LO(xa23, xb23);
+        d[i * 4 + 3] = HALVES_HI(xa23, xb23);
     }
-    v16 t[24];
-    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
-        A6(d[0 * 4 + c], d[1 * 4 + c], d[2 * 4 + c], d[3 * 4 + c],
-           t[0 * 4 + c], t[1 * 4 + c], t[2 * 4 + c], t[3 * 4 + c], t[4 * 4 + c], t[5 * 4 + c]);
-    _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
-        v16 o[6];
-        A6(t[i * 4 + 0], t[i * 4 + 1], t[i * 4 + 2], t[i * 4 + 3], o[0], o[1], o[2], o[3], o[4], o[5]);
-        _Pragma("GCC unroll 6") for (int j = 0; j < 6; j++) {
-            float *dst = lo + (int64_t)(i * 6 + j) * os;
-            *(v8u *)(void *)dst = __builtin_shufflevector(o[j], o[j], 0, 1, 2, 3, 4, 5, 6, 7);
-            *(v8u *)(void *)(dst + hi) = __builtin_shufflevector(o[j], o[j], 8, 9, 10, 11, 12, 13, 14, 15);
-        }
-    }
+    DY_TF_FINISH(d, lo, hi, os);
 }
-#undef P4
 
 void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, int64_t os) { dy_tf16(src, rs, lo, hi, os); }
 void wino_dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *lo, int64_t hi, int64_t os) {
