@@ -48,6 +48,19 @@ static void teardown(void) {
 }
 TestSuite(tune, .init = setup, .fini = teardown);
 
+/* Select op's impl for q (tune runs here on a cache miss), free params;
+ * the chosen impl's name, in a buffer the next call overwrites. */
+static const char *selected_name(struct mxp_op *op, const mxp_op_def *def, void *params, const mxp_select_query *q) {
+    mxp_impl_ref *ref = NULL;
+    int rc = mxp__select_impl(op, q, &ref, NULL);
+    mxp__op_params_free(def, params);
+    cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
+    static char name[64];
+    snprintf(name, sizeof name, "%s", ref->impl->impl_name);
+    mxp__impl_ref_release(ref);
+    return name;
+}
+
 static const char *choose(int64_t n) {
     struct mxp_op *op = mxp__registry_find_op("psel_scale");
     cr_assert(op);
@@ -59,14 +72,7 @@ static const char *choose(int64_t n) {
     mxp_shape in = {1, 0, {n}}, out = in;
     int32_t dt = MXP_DTYPE_F32;
     mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL, NULL, NULL};
-    mxp_impl_ref *ref = NULL;
-    int rc = mxp__select_impl(op, &q, &ref, NULL);
-    mxp__op_params_free(def, params);
-    cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
-    static char name[64];
-    snprintf(name, sizeof name, "%s", ref->impl->impl_name);
-    mxp__impl_ref_release(ref);
-    return name;
+    return selected_name(op, def, params, &q);
 }
 
 static char *slurp(const char *path) {
@@ -201,7 +207,8 @@ Test(tune, corrupt_cache_is_reported_ignored_and_rewritten) {
     g_warn[0] = '\0';
     mxp_log_set_sink(sink, NULL);
     unsigned long t = mxp__tune_timing_runs();
-    const char *got = choose(5000);
+    char got[64]; /* a copy: choose's buffer is rewritten by the next call */
+    snprintf(got, sizeof got, "%s", choose(5000));
     mxp_log_set_sink(NULL, NULL);
     cr_expect(!strcmp(got, "mid") || !strcmp(got, "slow"), "%s", got);
     cr_expect_gt(mxp__tune_timing_runs(), t, "a corrupt cache must not count as a hit");
@@ -366,14 +373,7 @@ static const char *choose_wmul(int64_t n, const uint8_t *in_grad) {
     mxp_shape sh[2] = {{1, 0, {n}}, {1, 0, {n}}};
     int32_t dt[2] = {MXP_DTYPE_F32, MXP_DTYPE_F32};
     mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 2, 1, 0, 1, sh, sh, NULL, dt, dt, NULL, NULL, in_grad};
-    mxp_impl_ref *ref = NULL;
-    int rc = mxp__select_impl(op, &q, &ref, NULL);
-    mxp__op_params_free(def, params);
-    cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
-    static char name[64];
-    snprintf(name, sizeof name, "%s", ref->impl->impl_name);
-    mxp__impl_ref_release(ref);
-    return name;
+    return selected_name(op, def, params, &q);
 }
 
 static int count_of(const char *text, const char *what) {
