@@ -37,14 +37,20 @@
 # core is often 15-25% slower than the other with no MPI at all (other
 # load), and the mean would count that imbalance as synchronisation: the
 # log shows both cores, the overhead against their mean, and one worker
-# alone.  sps is summed over the 2 workers.  KV_BENCH_TRAIN_REPS (default 3)
-# runs are taken in turn, each a control and a 2-worker run minutes apart at
-# most; the closing line gives the run whose own overhead is the median of
+# alone.  sps is summed over the 2 workers.  KV_BENCH_TRAIN_REPS (default 5)
+# 2-worker runs are taken in turn with a control before the first and after
+# each (so every run sits between two controls, seconds apart); a run's
+# single_sps is the mean of the slower workers of the controls just before
+# and just after it (one control on one side only: a core's speed here
+# drifts by 10-15% within seconds with the other load, and a control on
+# one side put that drift into the run's overhead: runs of one bench gave
+# 4.7%, 15.6% and 31.1%).  The closing line gives the run whose own overhead is the median of
 # the runs' (sps and single_sps from that one run: on this VM a core's speed
 # moved 4000-5500 samples/s between runs, and medians taken of each column
 # apart paired one run's 2 workers with another run's control); the log's
 # other figures are medians of each column.  KV_BENCH_REPS (default 10) and KV_BENCH_BATCHES (LeNet batches of
 # 64 per worker per epoch, default 50; the 2nd epoch is timed).
+# KV_BENCH_ONLY=train runs the training part alone.
 set -eu
 : "${BUILD:=$(pwd)/build}"
 BIN="$BUILD/bench/kvstore"
@@ -60,7 +66,7 @@ fi
 MPI="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to core --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
 MPI_SHM="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to core --mca btl self,vader --mca oob_tcp_if_include lo"
 MPI_CORE="mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to core --mca btl self,vader --mca oob_tcp_if_include lo -x MXP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1"
-TRAIN_REPS="${KV_BENCH_TRAIN_REPS:-3}"
+TRAIN_REPS="${KV_BENCH_TRAIN_REPS:-5}"
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" | head -1; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # One worker alone on core $1: one engine thread, no kvstore.
@@ -72,7 +78,9 @@ lines=""
 # is the median over its runs: the load of a shared machine moves within
 # seconds, and one run per side compared two different moments.
 PAIRS="${KV_BENCH_PAIRS:-3}"
-for case in 4KiB:0.00390625:$((REPS * 20)):1 64KiB:0.0625:$((REPS * 10)):1 4MiB:4:$REPS:$PAIRS 16MiB:16:$REPS:$PAIRS 64MiB:64:$REPS:$PAIRS; do
+# KV_BENCH_ONLY=train: only the training runs (a short locked measurement).
+ONLY="${KV_BENCH_ONLY:-}"
+[ "$ONLY" = train ] || for case in 4KiB:0.00390625:$((REPS * 20)):1 64KiB:0.0625:$((REPS * 10)):1 4MiB:4:$REPS:$PAIRS 16MiB:16:$REPS:$PAIRS 64MiB:64:$REPS:$PAIRS; do
     label=${case%%:*}; rest=${case#*:}; mib=${rest%%:*}; rest=${rest#*:}; reps=${rest%%:*}; pairs=${rest#*:}
     kvs=""; raws=""
     for p in $(seq "$pairs"); do
@@ -86,6 +94,7 @@ for case in 4KiB:0.00390625:$((REPS * 20)):1 64KiB:0.0625:$((REPS * 10)):1 4MiB:
     lines="$lines
 kvstore pushpull_${label} mxplug_gbps=$kvg mpi_gbps=$rawg"
 done
+if [ "$ONLY" != train ]; then
 # The same 16 MiB pushpull back to back (KV_BENCH_BACK_TO_BACK: no wait for
 # an idle engine between repetitions), and followed by a pull of the key
 # into another array, timed together (KV_BENCH_PULL: the store copy paid).
@@ -98,18 +107,28 @@ for mib in 16 64; do
 done
 step=$($MPI "$BIN" lenet $((REPS * 5)))
 echo "  $step  (one LeNet step: 8 keys pushed and pulled)"
+fi
 if [ -f "$DATA/train-images-idx3-ubyte.gz" ] && [ "$(nproc)" -ge 2 ]; then
     t=$(mktemp -d)
-    for r in $(seq "$TRAIN_REPS"); do
-        # Two independent workers at once, one per core: the control.
+    # Two independent workers at once, one per core: the control, taken
+    # before the first 2-worker run and after each one.
+    control() {
         one 0 >"$t/a" & one 1 >"$t/b"; wait
-        awk '{ s += $1 } END { printf "%.1f\n", s / NR }' "$t/a" "$t/b" >>"$t/pair"
-        awk '{ if (NR == 1 || $1 < m) m = $1 } END { printf "%.1f\n", m }' "$t/a" "$t/b" >>"$t/slower"
+        awk '{ s += $1 } END { printf "%.1f\n", s / NR }' "$t/a" "$t/b" >>"$t/ctl_mean"
+        awk '{ if (NR == 1 || $1 < m) m = $1 } END { printf "%.1f\n", m }' "$t/a" "$t/b" >>"$t/ctl_slower"
+        echo "core 0 $(cat "$t/a"), core 1 $(cat "$t/b")" >>"$t/ctl_cores"
+    }
+    control
+    for r in $(seq "$TRAIN_REPS"); do
         $MPI_CORE "$BIN" train "$DATA" "$NET" 1 "$BATCHES" </dev/null |
             awk -F'sps=' '/^train/ { s += $2 } END { printf "%.1f\n", s }' >>"$t/two"
+        control
         one 0 >>"$t/alone"
+        # This run's control: the controls just before and just after it.
+        tail -2 "$t/ctl_slower" | awk '{ s += $1 } END { printf "%.1f\n", s / NR }' >>"$t/slower"
+        tail -2 "$t/ctl_mean" | awk '{ s += $1 } END { printf "%.1f\n", s / NR }' >>"$t/pair"
         awk -v t="$(tail -1 "$t/two")" -v s="$(tail -1 "$t/slower")" 'BEGIN { printf "%.4f %s %s\n", 1 - t / (2 * s), t, s }' >>"$t/runs"
-        echo "  run $r: 2 workers (dist_sync) $(tail -1 "$t/two") samples/s together; two independent workers at once: core 0 $(cat "$t/a"), core 1 $(cat "$t/b") (slower $(tail -1 "$t/slower"), mean $(tail -1 "$t/pair")); one worker alone $(tail -1 "$t/alone"); this run's overhead $(tail -1 "$t/runs" | awk '{ printf "%.1f", 100 * $1 }')%"
+        echo "  run $r: 2 workers (dist_sync) $(tail -1 "$t/two") samples/s together; two independent workers at once, before: $(tail -2 "$t/ctl_cores" | head -1); after: $(tail -1 "$t/ctl_cores") (slower $(tail -2 "$t/ctl_slower" | tr '\n' ' ')-> $(tail -1 "$t/slower"), mean $(tail -1 "$t/pair")); one worker alone $(tail -1 "$t/alone"); this run's overhead $(tail -1 "$t/runs" | awk '{ printf "%.1f", 100 * $1 }')%"
     done
     single=$(median <"$t/slower"); mean=$(median <"$t/pair"); two=$(median <"$t/two"); alone=$(median <"$t/alone")
     mid=$(sort -n "$t/runs" | awk '{ v[NR] = $0 } END { print v[int((NR + 1) / 2)] }')

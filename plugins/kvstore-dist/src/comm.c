@@ -18,6 +18,10 @@
  *      first conv layer's weights) cost one round.  The block is sent
  *      only while work is recent (SPEC_IDLE_CYCLES), so an idle store's
  *      cycles stay a few bytes;
+ *   (held steps: on a core shared with compute, a part of the learned
+ *   step key set is held here until the whole set is queued — defer.c —
+ *   and the released step's waits poll without napping for MXP_KV_HOT_US,
+ *   since the compute thread beside this one waits for them;)
  *   3. do the agreed work in key order: an init broadcasts rank 0's value;
  *      ready keys are fused into buckets of at most bucket_bytes (same
  *      dtype, consecutive key indices) and each bucket is summed over all
@@ -176,7 +180,25 @@ int kvd_fail_timeout(kvd_comm *c, const char *what, double waited_s) {
     return MXP_ETIMEDOUT;
 }
 
+/* Until this time (kvd_now) the thread polls without napping: a held
+ * step was just released (defer.c), so the compute thread that shares the
+ * core waits for these very sums and the core is this thread's. */
+static double hot_until;
+static long hot_us = -1;
+
+static int hot(void) { return hot_until > 0 && kvd_now() < hot_until; }
+
+static void cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 void kvd_pause(double waited_s, double spin_s) {
+    if (hot()) {
+        cpu_pause();
+        return;
+    }
     /* Within spin_s, a wait whose data is moving: poll again at once for
      * the first 50 us (back-to-back completions), then every 15 us.  A nap,
      * not sched_yield: on a loaded core a yielding thread waits for the
@@ -216,6 +238,10 @@ static int wait_polled(kvd_comm *c, int n, MPI_Request *reqs, const char *what, 
         if (el > limit) return kvd_fail_timeout(c, what, el);
         /* A short spin catches replies already on their way. */
         if (spin <= 32 && spin_s <= 0) continue;
+        if (hot()) {
+            cpu_pause();
+            continue;
+        }
         if (cap_us > 0 && el < CAP_WINDOW_MS * 1e-3 && el >= spin_s && el * 1e6 / 8 > (double)cap_us) nap_us(cap_us);
         else kvd_pause(el, spin_s);
     }
@@ -277,7 +303,15 @@ void kvd_enqueue(kvd_store *s, kvd_req *r) {
     if (s->tail) s->tail->next = r;
     else s->head = r;
     s->tail = r;
-    pthread_cond_broadcast(&s->cond);
+    /* A held step (defer.c): the comm thread waits for the set's last
+     * missing key; earlier ones need not preempt the compute thread. */
+    int wake = 1;
+    if (r->kind == KVD_PUSHPULL && s->defer_missing && r->key >= 0 && r->key / 64 < s->defer_words &&
+        (s->defer_missing[r->key / 64] >> (r->key % 64) & 1)) {
+        s->defer_missing[r->key / 64] &= ~(1ull << (r->key % 64));
+        wake = --s->defer_left <= 0;
+    }
+    if (wake) pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -319,14 +353,22 @@ static void append(kvd_req **head, kvd_req *r) {
     *head = r;
 }
 
-static void take_queue(kvd_store *s, pending *p, int block_ms) {
+/* Take the queued requests into p; with none queued, first wait up to
+ * block_s for one.  hold (a held step, defer.c): the set's keys not yet
+ * pending, published for kvd_enqueue while this thread waits. */
+static void take_queue(kvd_comm *c, pending *p, double block_s, uint64_t *hold, int hold_n) {
+    kvd_store *s = c->s;
     pthread_mutex_lock(&s->lock);
-    if (!s->head && block_ms > 0) {
+    if (!s->head && block_s > 0) {
+        if (hold) s->defer_missing = hold, s->defer_words = c->defer.words, s->defer_left = hold_n;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)block_ms * 1000000L;
+        long ns = (long)(block_s * 1e9);
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec += ns % 1000000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        s->defer_missing = NULL;
     }
     kvd_req *r = s->head;
     s->head = s->tail = NULL;
@@ -335,8 +377,12 @@ static void take_queue(kvd_store *s, pending *p, int block_ms) {
     while (r) {
         kvd_req *next = r->next;
         if (r->kind == KVD_PUSHPULL) {
-            if (r->key < 0 || r->key >= nk || grow_keys(p, nk)) kvd_finish(s, r, MXP_EINTERNAL, "kvstore: bad key index");
-            else append(&p->by_key[r->key], r);
+            if (r->key < 0 || r->key >= nk || grow_keys(p, nk)) {
+                kvd_finish(s, r, MXP_EINTERNAL, "kvstore: bad key index");
+            } else {
+                kvd_defer_note(&c->defer, r->key, r->t_enq);
+                append(&p->by_key[r->key], r);
+            }
         } else {
             kvd_req **slot = r->kind == KVD_INIT ? &p->init : r->kind == KVD_BARRIER ? &p->barrier : &p->shutdown;
             if (*slot) append(&p->later, r);
@@ -680,6 +726,51 @@ void kvd_short_slice(void) {
     (void)syscall(SYS_sched_setattr, 0, &a, 0u); /* best effort */
 }
 
+/* A held step (defer.c): while what is pending is a part of the learned
+ * step set and nothing else, wait (blocked, not polling) for the rest of
+ * the set, at most kvd_defer_bound() from the first held push. */
+static void hold_step(kvd_comm *c, pending *p, int nk) {
+    kvd_defer *d = &c->defer;
+    if (!d->armed || !d->n_set || kvd_defer_bound(d) <= 0) return;
+    int held = 0;
+    for (;;) {
+        if (p->init || p->barrier || p->shutdown || p->later) break;
+        double first = 0;
+        int any = 0, outside = 0, missing = 0;
+        for (int w = 0; w < d->words; w++) d->missing[w] = d->set[w];
+        for (int k = 0; k < nk && k < p->cap; k++) {
+            if (!p->by_key[k]) continue;
+            int in = k / 64 < d->words && (d->set[k / 64] >> (k % 64) & 1);
+            if (!in) outside = 1;
+            else d->missing[k / 64] &= ~(1ull << (k % 64));
+            if (!any || p->by_key[k]->t_enq < first) first = p->by_key[k]->t_enq;
+            any = 1;
+        }
+        if (!any || outside) break;
+        for (int w = 0; w < d->words; w++) missing += __builtin_popcountll(d->missing[w]);
+        if (!missing) break;
+        double left = first + kvd_defer_bound(d) - kvd_now();
+        if (left <= 0) {
+            kvd_defer_end(d, 1);
+            return;
+        }
+        if (!held) d->holds++;
+        held = 1;
+        take_queue(c, p, left, d->missing, missing);
+    }
+    if (held) {
+        kvd_defer_end(d, 0);
+        if (hot_us < 0) {
+            const char *e = getenv("MXP_KV_HOT_US");
+            hot_us = e && *e ? strtol(e, NULL, 10) : 3000;
+            if (hot_us < 0) hot_us = 0;
+        }
+        hot_until = kvd_now() + (double)hot_us * 1e-6;
+    } else if (d->armed && has_local_work(p, nk)) {
+        d->armed = 0; /* this round's work goes now, unheld */
+    }
+}
+
 static void *comm_main(void *arg) {
     kvd_comm *c = arg;
     kvd_store *s = c->s;
@@ -692,6 +783,7 @@ static void *comm_main(void *arg) {
     c->neg_cap_us = cap && *cap ? strtol(cap, NULL, 10) : 50;
     if (c->neg_cap_us < 0) c->neg_cap_us = 0;
     int rc = kvd_mpi_setup(c);
+    if (!rc) kvd_defer_setup(&c->defer, s);
     pthread_mutex_lock(&s->lock);
     s->init_status = rc;
     s->started = 1;
@@ -712,7 +804,7 @@ static void *comm_main(void *arg) {
          * core per worker: every idle cycle made the earlier rank poll the
          * negotiation until the later one's timer fired.) */
         int had_work = has_local_work(&p, nk);
-        take_queue(s, &p, had_work ? 0 : IDLE_CYCLE_MS);
+        take_queue(c, &p, had_work ? 0 : IDLE_CYCLE_MS * 1e-3, NULL, 0);
         /* Work after none: pushes come in bursts (a step's gradients, a
          * list of keys), and on a shared core the thread that queues them
          * is preempted by this wake-up; a short nap lets the rest of the
@@ -721,8 +813,9 @@ static void *comm_main(void *arg) {
          * (a repeated push, complete: nothing to wait for). */
         if (!had_work && has_local_work(&p, nk) && !pending_is_recent_set(c, &p, nk)) {
             nap_us(COALESCE_US);
-            take_queue(s, &p, 0);
+            take_queue(c, &p, 0, NULL, 0);
         }
+        if (c->defer.on) hold_step(c, &p, nk);
         int need = 1 + (nk + 63) / 64;
         if (need > words) {
             uint64_t *m = realloc(mine, (size_t)need * 8), *a = m ? realloc(agreed, (size_t)need * 8) : NULL;
@@ -893,9 +986,11 @@ void kvd_comm_stop(kvd_store *s) {
     if (!s->async && env_flag("MXP_KV_STATS")) {
         const kvd_stats *t = &g_comm.st;
         fprintf(stderr, "%s rank %d: %ld negotiation cycles (%ld with local work), %.1f ms waiting in them; %ld bucket "
-                "sums in %.1f ms (%.0f us each); %ld keys summed inside the negotiation\n", kvd_name(s), s->rank,
+                "sums in %.1f ms (%.0f us each); %ld keys summed inside the negotiation; deferral %s: %ld steps held "
+                "(%ld timed out), step set of %d keys\n", kvd_name(s), s->rank,
                 t->cycles, t->work_cycles, t->neg_s * 1e3, t->sums, t->sum_s * 1e3,
-                t->sums ? t->sum_s / (double)t->sums * 1e6 : 0.0, t->cached_keys);
+                t->sums ? t->sum_s / (double)t->sums * 1e6 : 0.0, t->cached_keys, g_comm.defer.on ? "on" : "off",
+                g_comm.defer.holds, g_comm.defer.timeouts, g_comm.defer.n_set);
     }
     free(g_comm.bucket);
     free(g_comm.scratch);
@@ -903,6 +998,7 @@ void kvd_comm_stop(kvd_store *s) {
     free(g_comm.cache_bytes);
     free(g_comm.seen);
     free(g_comm.recent);
+    kvd_defer_free(&g_comm.defer);
     g_comm.bucket = NULL;
     g_comm.scratch = NULL;
     g_comm.cache = NULL;

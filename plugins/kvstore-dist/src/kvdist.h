@@ -73,6 +73,11 @@ typedef struct kvd_store {
     int n_keys, cap_keys;
     int broken;
     char broken_msg[512];
+    /* A held step (defer.c): the set's keys not yet queued; a pushpull
+     * of one of them clears its bit and wakes the comm thread only when
+     * it was the last (defer_left).  NULL: every enqueue wakes it. */
+    uint64_t *defer_missing;
+    int defer_words, defer_left;
     int started, stopped;
     pthread_t thread;
     int init_status;         /* MPI_Init result, reported to create        */

@@ -19,6 +19,32 @@ typedef struct kvd_stats {
     long cached_keys;        /* keys summed from the negotiation's block   */
 } kvd_stats;
 
+/* defer.c: a training step's pushes held until the step's whole key set
+ * is queued (a communication thread that shares its core with compute). */
+typedef struct kvd_defer {
+    int on;                  /* MXP_KV_DEFER, or auto: one CPU              */
+    int words;               /* of each bitmap                             */
+    uint64_t *round, *prev;  /* keys taken in this round / the last one    */
+    uint64_t *set;           /* the learned step set (n_set keys)          */
+    uint64_t *missing;       /* comm.c's scratch: set keys not yet queued  */
+    int n_set;
+    double round_t0, round_t1; /* first / last push of this round          */
+    double prev_span, span;  /* the last round's span; the set's           */
+    int armed;               /* a round began since the last hold          */
+    int misses, drops;
+    long holds, timeouts;    /* MXP_KV_STATS                               */
+} kvd_defer;
+
+void kvd_defer_setup(kvd_defer *d, const kvd_store *s);
+void kvd_defer_free(kvd_defer *d);
+/* A pushpull of `key` taken from the queue (t_enq: when it was queued). */
+void kvd_defer_note(kvd_defer *d, int key, double t_enq);
+/* How long a hold may last from the first held push (seconds); 0: the
+ * set is not held. */
+double kvd_defer_bound(const kvd_defer *d);
+/* A hold ended: complete (missed 0) or timed out (missed 1). */
+void kvd_defer_end(kvd_defer *d, int missed);
+
 typedef struct kvd_comm {
     kvd_store *s;
     MPI_Comm data;           /* sums and broadcasts                        */
@@ -43,6 +69,7 @@ typedef struct kvd_comm {
     MPI_Comm ps;             /* dist_async requests and replies            */
     MPI_Comm workers;        /* dist_async: the workers only (barrier)     */
     kvd_stats st;
+    kvd_defer defer;
 } kvd_comm;
 
 double kvd_now(void);
@@ -61,7 +88,8 @@ int kvd_wait(kvd_comm *c, int n, MPI_Request *reqs, const char *what);
 int kvd_wait_spin(kvd_comm *c, int n, MPI_Request *reqs, const char *what, double spin_s);
 /* Between two polls of a wait that has lasted waited_s: within spin_s
  * poll at once (50 us), then every 15 us; after it nap in proportion to
- * the wait (20 us .. 1 ms). */
+ * the wait (20 us .. 1 ms).  For MXP_KV_HOT_US after a held step was
+ * released (comm.c, defer.c) it never naps. */
 void kvd_pause(double waited_s, double spin_s);
 /* Break the store after an MPI error / after waited_s without completion
  * of `what`, naming the peers that do not answer a ping; return
