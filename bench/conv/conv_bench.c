@@ -103,12 +103,15 @@ static int parse_layer(const char *spec) {
 int main(int argc, char **argv) {
     int reps = 5;
     const char *only = "abcde", *variant_list = NULL;
-    int only_given = 0, use_min = 0;
+    int only_given = 0, use_min = 0, pass_lo = 0, pass_hi = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) only = argv[++i], only_given = 1;
         else if (!strcmp(argv[i], "--layer") && i + 1 < argc && !parse_layer(argv[i + 1])) i++;
         else if (!strcmp(argv[i], "--variants") && i + 1 < argc) variant_list = argv[++i];
+        else if (!strcmp(argv[i], "--pass") && i + 1 < argc) { /* one pass only: fwd or fwdbwd */
+            pass_lo = pass_hi = !strcmp(argv[++i], "fwdbwd");
+        }
         else if (!strcmp(argv[i], "--min")) use_min = 1; /* fastest run, not the median: less noise on a loaded machine */
         else if (!strcmp(argv[i], "--clock") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) {
             g_clock = CLOCK_PROCESS_CPUTIME_ID;
@@ -116,7 +119,7 @@ int main(int argc, char **argv) {
         }
         else {
             fprintf(stderr, "usage: %s [--reps N] [--layers abcde] [--layer NAME=N,C,H,W,M,K,PAD[,STRIDE]]...\n"
-                            "       [--variants gemm,winograd,...] [--clock cpu] [--min]\n", argv[0]);
+                            "       [--variants gemm,winograd,...] [--pass fwd|fwdbwd] [--clock cpu] [--min]\n", argv[0]);
             return 2;
         }
     }
@@ -147,7 +150,7 @@ int main(int argc, char **argv) {
         snprintf(nf, sizeof nf, "%lld", (long long)L->m);
         snprintf(strd, sizeof strd, "(%lld, %lld)", (long long)st, (long long)st);
         const char *keys[] = {"kernel", "pad", "num_filter", "stride"}, *vals[] = {kern, pad, nf, strd};
-        for (int bwd = 0; bwd < 2; bwd++) {
+        for (int bwd = pass_lo; bwd <= pass_hi; bwd++) {
             for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
                 if (variant_list && !strstr(variant_list, variants[v])) continue;
                 mxp_op_set_impl("Convolution", strcmp(variants[v], "auto") ? variants[v] : NULL);

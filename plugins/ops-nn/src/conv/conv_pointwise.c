@@ -16,10 +16,14 @@
  * group, block of pixels); each strip of 32 pixels of the input is packed
  * contiguous (so it stays in L1 while every block of 12 output rows runs
  * on it), then the 12x32 register kernel writes the output in place.
- * Strips are packed in groups of up to PW_WIDE_STRIPS, row by row (long
- * runs along each input row, which the hardware prefetchers follow), and
- * the next group is prefetched into L2 a line at a time from inside the
- * kernels while the current one computes.
+ * Strips come in groups of up to PW_WIDE_STRIPS, and the next group is
+ * prefetched into L2 a line at a time from inside the kernels while the
+ * current one computes.  A prefetched group's whole strips are packed by
+ * their first row block's kernel as it reads them (pwk_gemm_pack: the copy
+ * rides on that block's FMAs instead of a pass of its own, ~12% of the
+ * forward's time as a pass); the first group of each parallel range, which
+ * nothing prefetched, is packed row by row beforehand (pwk_pack_wide: long
+ * runs along each input row, which the hardware prefetchers follow).
  *
  * The weight gradient transposes dY a chunk of pixels at a time to
  * pixel-major (its row sums are the bias gradient) so that the kernel
@@ -149,6 +153,7 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
     }
     float tmp[PW_MB * PW_STRIP];
     int64_t nrb = (j->R + PW_MB - 1) / PW_MB;
+    int warm = 0; /* the range's first group was not prefetched: packed wide */
     for (int64_t it = b; it < e; it++) {
         int64_t blk = it % j->nblk, ng = it / j->nblk, gr = ng % j->G;
         const float *src = j->src + ng * j->K * j->P;
@@ -161,12 +166,15 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
         first_group(j, it, &grp);
         int64_t gbeg = p0, gend = p0;
         pwk_pf pf = {0};
+        int fused = 0; /* this group was prefetched: its strips are packed by their first row block */
         for (int64_t p = p0; p < p1; p += PW_STRIP) {
             int64_t np = min64(PW_STRIP, p1 - p);
             if (p == gend) {
                 gbeg = p;
                 gend = min64(p1, p + grp);
-                pwk_pack_wide(src + p, j->P, j->K, gend - p, panel);
+                fused = warm;
+                if (!fused) pwk_pack_wide(src + p, j->P, j->K, gend - p, panel);
+                warm = 1; /* every later group of the range is prefetched by the one before */
                 pf = (pwk_pf){0};
                 int64_t nw = 0;
                 if (gend < p1) pf.row = src + gend, nw = min64(p1, gend + grp) - gend;
@@ -181,7 +189,8 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
                     while (pf.shift < 4 && (slots >> (pf.shift + 1)) >= pf.left) pf.shift++;
                 }
             }
-            const float *pan = panel + (p - gbeg) / PW_STRIP * j->K * PW_STRIP;
+            const float *pan = fused ? panel : panel + (p - gbeg) / PW_STRIP * j->K * PW_STRIP;
+            if (fused && np < PW_STRIP) pwk_pack(src + p, j->P, j->K, np, panel, 0);
             for (int64_t r0 = 0; r0 < j->R; r0 += PW_MB) {
                 int mbs = (int)min64(PW_MB, j->R - r0);
                 const float *a = j->apk + (gr * j->R + r0) * j->K;
@@ -189,7 +198,8 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
                 if (np == PW_STRIP) {
                     float *o = out + r0 * j->P + p;
                     int mode = j->add ? 1 : (j->stream && (uintptr_t)o % 64 == 0) ? 2 : 0;
-                    pwk_gemm_pf(mbs, a, pan, j->K, o, j->P, bias, mode, &pf);
+                    if (fused && r0 == 0) pwk_gemm_pack(mbs, a, src + p, j->P, panel, j->K, o, j->P, bias, mode, &pf);
+                    else pwk_gemm_pf(mbs, a, pan, j->K, o, j->P, bias, mode, &pf);
                     continue;
                 }
                 pwk_gemm_pf(mbs, a, pan, j->K, tmp, PW_STRIP, bias, 0, &pf); /* ragged last strip */

@@ -36,6 +36,12 @@ typedef struct pwk_pf {
 /* pwk_gemm, also prefetching into L2 and advancing pf (may be NULL). */
 void pwk_gemm_pf(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add,
                  pwk_pf *pf);
+/* pwk_gemm_pf on a whole strip (PW_STRIP pixels) read in place, K rows of
+ * stride lds from src, that also copies it into pan in pwk_pack's layout
+ * as it goes: the strip's first row block packs it for the others, so the
+ * copy overlaps that block's FMAs instead of running as a pass of its own. */
+void pwk_gemm_pack(int mb, const float *a, const float *src, int64_t lds, float *pan, int64_t K, float *c, int64_t ldc,
+                   const float *bias, int add, pwk_pf *pf);
 /* 1 when pwk_gemm's streaming stores (add 2) are available: AVX-512F. */
 int pwk_have_stream(void);
 /* Orders the streaming stores made so far before later stores (sfence):

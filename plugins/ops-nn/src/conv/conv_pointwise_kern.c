@@ -8,7 +8,9 @@
  *   pwk_gemm:  mb <= PW_MB output rows x one strip, accumulated over K:
  *              weights packed [K][mb] and broadcast, two 16-pixel vectors
  *              per row — 24 accumulators in AVX-512 registers (forward, and
- *              the data gradient with the weights transposed);
+ *              the data gradient with the weights transposed); its
+ *              pwk_gemm_pack form reads the strip in place and writes
+ *              pwk_pack's panel as it goes;
  *   pwk_trans: a (rows x pixels) block of dy transposed to pixel-major
  *              [pixel][row] (16x16 tiles in registers), plus its row sums
  *              (the bias gradient);
@@ -102,8 +104,8 @@ AI void pf_step(pwk_pf *pf, int64_t k) {
     }
 }
 
-AI void gemm_body(const int MB, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias,
-                  int add, pwk_pf *pf) {
+AI void gemm_body(const int MB, const float *a, const float *b, int64_t ldb, float *pan, int64_t K, float *c,
+                  int64_t ldc, const float *bias, int add, pwk_pf *pf) {
     v16 acc[PW_MB][2];
 #pragma GCC unroll 12
     for (int i = 0; i < MB; i++) {
@@ -113,7 +115,11 @@ AI void gemm_body(const int MB, const float *a, const float *b, int64_t K, float
     }
     for (int64_t k = 0; k < K; k++) {
         if (pf) pf_step(pf, k);
-        v16 v0 = ld16(b + k * PW_STRIP), v1 = ld16(b + k * PW_STRIP + 16);
+        v16 v0 = ld16(b + k * ldb), v1 = ld16(b + k * ldb + 16);
+        if (pan) {
+            st16(pan + k * PW_STRIP, v0);
+            st16(pan + k * PW_STRIP + 16, v1);
+        }
         const float *w = a + k * MB;
 #pragma GCC unroll 12
         for (int i = 0; i < MB; i++) {
@@ -135,10 +141,15 @@ AI void gemm_body(const int MB, const float *a, const float *b, int64_t K, float
     }
 }
 
-#define G1(MB) case MB: gemm_body(MB, a, b, K, c, ldc, bias, add, pf); break;
+/* pan == NULL: b is a packed panel (ldb PW_STRIP); else b is the strip in
+ * place (row stride ldb), copied to pan as it is read (pwk_gemm_pack). */
+#define G1(MB) case MB: \
+    if (pan) gemm_body(MB, a, b, ldb, pan, K, c, ldc, bias, add, pf); \
+    else gemm_body(MB, a, b, PW_STRIP, NULL, K, c, ldc, bias, add, pf); \
+    break;
 
-TC static void gemm_any(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias,
-                        int add, pwk_pf *pf) {
+TC static void gemm_any(int mb, const float *a, const float *b, int64_t ldb, float *pan, int64_t K, float *c,
+                        int64_t ldc, const float *bias, int add, pwk_pf *pf) {
     switch (mb) {
         G1(1) G1(2) G1(3) G1(4) G1(5) G1(6) G1(7) G1(8) G1(9) G1(10) G1(11) G1(12)
         default: break;
@@ -154,7 +165,8 @@ TC static void gemm_any(int mb, const float *a, const float *b, int64_t K, float
 #include <immintrin.h>
 #define PW_HAVE_NT 1
 __attribute__((target("avx512f"), always_inline)) static inline void gemm_nt_body(const int MB, const float *a,
-                                                                                 const float *b, int64_t K, float *c,
+                                                                                 const float *b, int64_t ldb,
+                                                                                 float *pan, int64_t K, float *c,
                                                                                  int64_t ldc, const float *bias,
                                                                                  pwk_pf *pf) {
     __m512 acc[PW_MB][2];
@@ -166,7 +178,11 @@ __attribute__((target("avx512f"), always_inline)) static inline void gemm_nt_bod
     }
     for (int64_t k = 0; k < K; k++) {
         if (pf) pf_step(pf, k);
-        __m512 v0 = _mm512_loadu_ps(b + k * PW_STRIP), v1 = _mm512_loadu_ps(b + k * PW_STRIP + 16);
+        __m512 v0 = _mm512_loadu_ps(b + k * ldb), v1 = _mm512_loadu_ps(b + k * ldb + 16);
+        if (pan) {
+            _mm512_storeu_ps(pan + k * PW_STRIP, v0);
+            _mm512_storeu_ps(pan + k * PW_STRIP + 16, v1);
+        }
         const float *w = a + k * MB;
 #pragma GCC unroll 12
         for (int i = 0; i < MB; i++) {
@@ -182,10 +198,14 @@ __attribute__((target("avx512f"), always_inline)) static inline void gemm_nt_bod
     }
 }
 
-#define N1(MB) case MB: gemm_nt_body(MB, a, b, K, c, ldc, bias, pf); break;
+#define N1(MB) case MB: \
+    if (pan) gemm_nt_body(MB, a, b, ldb, pan, K, c, ldc, bias, pf); \
+    else gemm_nt_body(MB, a, b, PW_STRIP, NULL, K, c, ldc, bias, pf); \
+    break;
 
-__attribute__((target("avx512f"))) static void gemm_nt(int mb, const float *a, const float *b, int64_t K, float *c,
-                                                       int64_t ldc, const float *bias, pwk_pf *pf) {
+__attribute__((target("avx512f"))) static void gemm_nt(int mb, const float *a, const float *b, int64_t ldb, float *pan,
+                                                       int64_t K, float *c, int64_t ldc, const float *bias,
+                                                       pwk_pf *pf) {
     switch (mb) {
         N1(1) N1(2) N1(3) N1(4) N1(5) N1(6) N1(7) N1(8) N1(9) N1(10) N1(11) N1(12)
         default: break;
@@ -209,16 +229,26 @@ int pwk_have_stream(void) {
 #endif
 }
 
-void pwk_gemm_pf(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add,
-                 pwk_pf *pf) {
+static void gemm_dispatch(int mb, const float *a, const float *b, int64_t ldb, float *pan, int64_t K, float *c,
+                          int64_t ldc, const float *bias, int add, pwk_pf *pf) {
     if (pf && !pf->left) pf = NULL;
 #ifdef PW_HAVE_NT
     if (add == 2) {
-        gemm_nt(mb, a, b, K, c, ldc, bias, pf);
+        gemm_nt(mb, a, b, ldb, pan, K, c, ldc, bias, pf);
         return;
     }
 #endif
-    gemm_any(mb, a, b, K, c, ldc, bias, add != 0, pf);
+    gemm_any(mb, a, b, ldb, pan, K, c, ldc, bias, add != 0, pf);
+}
+
+void pwk_gemm_pf(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add,
+                 pwk_pf *pf) {
+    gemm_dispatch(mb, a, b, PW_STRIP, NULL, K, c, ldc, bias, add, pf);
+}
+
+void pwk_gemm_pack(int mb, const float *a, const float *src, int64_t lds, float *pan, int64_t K, float *c, int64_t ldc,
+                   const float *bias, int add, pwk_pf *pf) {
+    gemm_dispatch(mb, a, src, lds, pan, K, c, ldc, bias, add, pf);
 }
 
 void pwk_gemm(int mb, const float *a, const float *b, int64_t K, float *c, int64_t ldc, const float *bias, int add) {
