@@ -3,7 +3,8 @@
  * backward (data, weight, bias) with req write / add / null, on shapes that
  * exercise its tiling (ragged 4x4 tiles, several chunks of tiles, pads 0-2
  * with ph != pw, groups, channel counts that are not multiples of 8 or 16,
- * maps 32 and 48 wide, whose 8-tile runs take the row-kernel transforms).
+ * maps 32 and 48 wide, whose 8-tile runs take the row-kernel transforms,
+ * and 16 wide, whose 4-tile runs take the 4-run ones).
  * The reference's own gradients are checked against central finite
  * differences in float64, so a wrong reference cannot pass wrong code.
  * Also: which configurations `supports` refuses, and that it says why.
@@ -194,6 +195,10 @@ Test(conv_winograd, agrees_with_reference, .init = setup, .fini = teardown, .tim
                                             (wino_in_tf16_rows8 / dy_tf16_rows8),
                                             the groups that straddle tile rows by
                                             the 16-pointer gathers             */
+        {2, 32, 16, 16, 32, 1, 1, 1, 1}, /* ResNet-20's 32-channel layer: rows of 4
+                                            tiles, every group four runs of 4
+                                            (wino_in_tf16_rows4 / dy_tf16_rows4) */
+        {3, 5, 13, 16, 7, 1, 1, 1, 0},   /* rows of 4 with ragged bottom tiles  */
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) check_cfg(&cfgs[i], 100 + i);
 }

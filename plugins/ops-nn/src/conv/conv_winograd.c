@@ -177,12 +177,16 @@ void wino_input_chunk(const wplan *p, const float *x, int64_t g, const wtile *tl
                 wino_prefetch_rows(x + (uint64_t)(tl[i].n * p->C + g * p->Cg + c + 1) * plane, p->H, p->W, tl[i].ih, rows);
             }
         for (int64_t l0 = 0; l0 < ld; l0 += 16) {
-            /* two runs of 8 adjacent tiles (every group of a 32-wide map):
-             * the steps between tiles are >= 4 floats, so a span of 28
-             * over 7 steps means every step is one tile to the right;
-             * their rows reach column 4*7 + 8 <= Wp */
-            if (l0 + 16 <= nt && tp[l0 + 7] - tp[l0] == 28 && tp[l0 + 15] - tp[l0 + 8] == 28) {
+            /* two runs of 8 adjacent tiles (every group of a 32-wide map)
+             * or four of 4 (a 16-wide map; wino_runs_of): their rows reach
+             * column 4*7 + 8 (4*3 + 8) <= Wp */
+            if (l0 + 16 <= nt && wino_runs_of(tp + l0, 8)) {
                 wino_in_tf16_rows8(tp[l0], tp[l0 + 8], Wp, V + c * ld + l0, cs * ld);
+                continue;
+            }
+            if (l0 + 16 <= nt && wino_runs_of(tp + l0, 4)) {
+                const float *run[4] = { tp[l0], tp[l0 + 4], tp[l0 + 8], tp[l0 + 12] };
+                wino_in_tf16_rows4(run, Wp, V + c * ld + l0, cs * ld);
                 continue;
             }
             for (int64_t l = 0; l < 16; l++) src[l] = l0 + l < nt ? tp[l0 + l] : st;

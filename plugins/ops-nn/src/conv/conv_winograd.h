@@ -105,6 +105,19 @@ void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os);
  * (i < 6) must have 36 readable floats.  Same results as wino_in_tf16,
  * with about a third of its shuffles. */
 void wino_in_tf16_rows8(const float *a, const float *b, int64_t rs, float *out, int64_t os);
+/* wino_in_tf16 with src[4*r + l] = p[r] + 4*l (r, l < 4): four runs of 4
+ * horizontally adjacent tiles (a 16-wide map); rows p[r] + i*rs (i < 6)
+ * must have 20 readable floats.  Same results as wino_in_tf16. */
+void wino_in_tf16_rows4(const float *const *p, int64_t rs, float *out, int64_t os);
+/* Where the 16 tile pointers tp[0..16) are runs of `run` (8 or 4)
+ * horizontally adjacent tiles: tiles are at least 4 floats apart in the
+ * staged rows (one tile right: 4; the next tile row or sample: more), so
+ * a span of 4*(run-1) over run-1 steps means every step is one tile. */
+static inline int wino_runs_of(const float *const *tp, int run) {
+    for (int r = 0; r < 16; r += run)
+        if (tp[r + run - 1] - tp[r] != 4 * (run - 1)) return 0;
+    return 1;
+}
 /* out[r*64 + l*4 + c] = (Aᵀ M A)[r][c] for lanes l < 16, M[xi] =
  * in[xi*is + l]: row-major, so row r of 16 consecutive tiles is
  * contiguous. */
@@ -116,6 +129,9 @@ void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, in
 /* wino_dy_tf16 with src[l] = a + 4*l and src[8 + l] = b + 4*l (l < 8);
  * rows a + r*rs, b + r*rs (r < 4) must have 32 readable floats. */
 void wino_dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *lo, int64_t hi, int64_t os);
+/* wino_dy_tf16 with src[4*r + l] = p[r] + 4*l (r, l < 4); rows
+ * p[r] + i*rs (i < 4) must have 16 readable floats. */
+void wino_dy_tf16_rows4(const float *const *p, int64_t rs, float *lo, int64_t hi, int64_t os);
 /* dU[i*ldu + j] += Σ_{t<ld} D[i*ld + t] V[j*ld + t] for i < Mb, j < Cb
  * (both multiples of 4, ld of 16): tiles in the lanes
  * (conv_winograd_tlkern.c). */

@@ -143,6 +143,41 @@ TC static void in_tf16_rows8(const float *a, const float *b, int64_t rs, float *
     IN_TF_FINISH(d, out, os);
 }
 
+/* Q4(o): lanes o, o+4, o+8, o+12 (phase o of 4 tiles in one vector; o + 16
+ * picks from the second operand of a shuffle). */
+#define Q4(o) 0 + (o), 4 + (o), 8 + (o), 12 + (o)
+
+/* The transform of in_tf16 for four runs of 4 horizontally adjacent tiles
+ * (every group of a 16-wide map, such as ResNet-20's 32-channel stage):
+ * lane 4*r + l is the tile at p[r] + 4*l (rows rs apart, 20 floats
+ * readable per row).  Per row and run two loads (columns 0-15 and 4-19);
+ * phase j of a run's 4 tiles is lanes j, j+4, j+8, j+12 of one of them, two
+ * runs' phase pairs come from one two-source permute, and half-swaps put
+ * the four runs side by side: 72 shuffles for the 16 tiles against
+ * in_tf16's ~228.  Same arithmetic as in_tf16, so the same results. */
+TC static void in_tf16_rows4(const float *const *p, int64_t rs, float *out, int64_t os) {
+    v16 d[36];
+    _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
+        const float *ra = p[0] + i * rs, *rb = p[1] + i * rs, *rc = p[2] + i * rs, *rd = p[3] + i * rs;
+        v16 a0 = LD(ra), a1 = LD(ra + 4), b0 = LD(rb), b1 = LD(rb + 4);
+        v16 c0 = LD(rc), c1 = LD(rc + 4), e0 = LD(rd), e1 = LD(rd + 4);
+        /* lanes 0-3: phase j of run a (c), 4-7 of b (d), 8-11 phase j+1 of a (c), 12-15 of b (d) */
+        v16 ab01 = __builtin_shufflevector(a0, b0, Q4(0), Q4(16), Q4(1), Q4(17));
+        v16 cd01 = __builtin_shufflevector(c0, e0, Q4(0), Q4(16), Q4(1), Q4(17));
+        v16 ab23 = __builtin_shufflevector(a0, b0, Q4(2), Q4(18), Q4(3), Q4(19));
+        v16 cd23 = __builtin_shufflevector(c0, e0, Q4(2), Q4(18), Q4(3), Q4(19));
+        v16 ab45 = __builtin_shufflevector(a1, b1, Q4(0), Q4(16), Q4(1), Q4(17));
+        v16 cd45 = __builtin_shufflevector(c1, e1, Q4(0), Q4(16), Q4(1), Q4(17));
+        d[i * 6 + 0] = HALVES_LO(ab01, cd01);
+        d[i * 6 + 1] = HALVES_HI(ab01, cd01);
+        d[i * 6 + 2] = HALVES_LO(ab23, cd23);
+        d[i * 6 + 3] = HALVES_HI(ab23, cd23);
+        d[i * 6 + 4] = HALVES_LO(ab45, cd45);
+        d[i * 6 + 5] = HALVES_HI(ab45, cd45);
+    }
+    IN_TF_FINISH(d, out, os);
+}
+
 /* Output transform with a row-major result: out[r*64 + l*4 + c] =
  * (Aᵀ M A)[r][c] of lane l, so row r of 16 consecutive tiles is 64
  * contiguous floats (two zip rounds per row instead of the four of a full
@@ -225,6 +260,29 @@ TC static void dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *
     DY_TF_FINISH(d, lo, hi, os);
 }
 
+/* dy_tf16 for four runs of 4 horizontally adjacent 4x4 tiles (lane
+ * 4*r + l at p[r] + 4*l; rows rs apart, 16 floats readable per row): one
+ * load per row and run, 32 shuffles for the 16 tiles against dy_tf16's
+ * ~144.  Same arithmetic. */
+TC static void dy_tf16_rows4(const float *const *p, int64_t rs, float *lo, int64_t hi, int64_t os) {
+    v16 d[16];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        v16 a = LD(p[0] + i * rs), b = LD(p[1] + i * rs), c = LD(p[2] + i * rs), e = LD(p[3] + i * rs);
+        v16 ab01 = __builtin_shufflevector(a, b, Q4(0), Q4(16), Q4(1), Q4(17));
+        v16 cd01 = __builtin_shufflevector(c, e, Q4(0), Q4(16), Q4(1), Q4(17));
+        v16 ab23 = __builtin_shufflevector(a, b, Q4(2), Q4(18), Q4(3), Q4(19));
+        v16 cd23 = __builtin_shufflevector(c, e, Q4(2), Q4(18), Q4(3), Q4(19));
+        d[i * 4 + 0] = HALVES_LO(ab01, cd01);
+        d[i * 4 + 1] = HALVES_HI(ab01, cd01);
+        d[i * 4 + 2] = HALVES_LO(ab23, cd23);
+        d[i * 4 + 3] = HALVES_HI(ab23, cd23);
+    }
+    DY_TF_FINISH(d, lo, hi, os);
+}
+
+void wino_dy_tf16_rows4(const float *const *p, int64_t rs, float *lo, int64_t hi, int64_t os) {
+    dy_tf16_rows4(p, rs, lo, hi, os);
+}
 void wino_dy_tf16(const float *const *src, int64_t rs, float *lo, int64_t hi, int64_t os) { dy_tf16(src, rs, lo, hi, os); }
 void wino_dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *lo, int64_t hi, int64_t os) {
     dy_tf16_rows8(a, b, rs, lo, hi, os);
@@ -250,6 +308,7 @@ void wino_in_tf16(const float *const *src, int64_t rs, float *out, int64_t os) {
 void wino_in_tf16_rows8(const float *a, const float *b, int64_t rs, float *out, int64_t os) {
     in_tf16_rows8(a, b, rs, out, os);
 }
+void wino_in_tf16_rows4(const float *const *p, int64_t rs, float *out, int64_t os) { in_tf16_rows4(p, rs, out, os); }
 void wino_out_tf16r(const float *in, int64_t is, float *out) { out_tf16r(in, is, out); }
 void wino_gemm8(int64_t K, const float *A, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t n, int acc) {
     gemm8(K, A, B, ldb, C, ldc, n, acc);

@@ -176,9 +176,14 @@ static void dy_chunk(const gjob *j, int64_t g, const wtile *tl, int64_t nt, int6
                 wino_prefetch_rows(j->dy + (tl[i].n * p->M + g * p->Mg + m + 1) * oplane, p->Ho, p->Wo, tl[i].oh, rows - 2);
             }
         for (int64_t l0 = 0; l0 < ld; l0 += 16) {
-            /* two runs of 8 adjacent tiles: as in wino_input_chunk */
-            if (l0 + 16 <= nt && tp[l0 + 7] - tp[l0] == 28 && tp[l0 + 15] - tp[l0 + 8] == 28) {
+            /* runs of 8 or 4 adjacent tiles: as in wino_input_chunk */
+            if (l0 + 16 <= nt && wino_runs_of(tp + l0, 8)) {
                 wino_dy_tf16_rows8(tp[l0], tp[l0 + 8], Wq, D + m * ld + l0, 8, Mb * ld);
+                continue;
+            }
+            if (l0 + 16 <= nt && wino_runs_of(tp + l0, 4)) {
+                const float *run[4] = { tp[l0], tp[l0 + 4], tp[l0 + 8], tp[l0 + 12] };
+                wino_dy_tf16_rows4(run, Wq, D + m * ld + l0, 8, Mb * ld);
                 continue;
             }
             for (int64_t l = 0; l < 16; l++) src[l] = l0 + l < nt ? tp[l0 + l] : zero;
