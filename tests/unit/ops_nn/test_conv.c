@@ -413,3 +413,26 @@ Test(conv, strip_pixel_weight_gradient, .init = setup, .fini = teardown) {
     strip_fd("kernel=(5,5) num_filter=6", 2, 1, 12, 11);
     strip_fd("kernel=(3,2) dilate=(1,2) num_filter=5", 2, 2, 7, 9);
 }
+
+/* strip's weight gradient along pixels on kw-shifted input planes with dy
+ * read in place (MXP_STRIP_DW=s, the default for LeNet's conv1): float64
+ * references on LeNet's conv1 (576 pixels, whole vectors), ragged chunks
+ * whose last vector takes dy from the zero-padded tail (7x7 = 49 and
+ * 5x11 = 55 pixels), groups with dilation, channel blocks of 4 and 3, a
+ * no-bias layer, a 7-wide kernel (two tap blocks) over two row chunks
+ * (138 rows: 123 + 15), then finite differences. */
+Test(conv, strip_shifted_weight_gradient, .init = setup, .fini = teardown) {
+    cr_assert_eq(setenv("MXP_STRIP_DW", "s", 1), 0);
+    cfg cs[] = {
+        {3, 1, 28, 28, 20, 1, 5, 5, 1, 1, 0, 0, 1, 1, 0},
+        {2, 3, 11, 11, 7, 1, 5, 5, 1, 1, 0, 0, 1, 1, 0},
+        {2, 4, 14, 13, 10, 2, 3, 3, 1, 1, 0, 0, 2, 2, 1},
+        {2, 2, 7, 13, 6, 1, 3, 3, 1, 1, 0, 0, 1, 1, 0},
+        {1, 2, 140, 34, 6, 1, 3, 7, 1, 1, 0, 0, 1, 1, 0}, /* two row chunks, two tap blocks */
+        {1, 2, 10, 30, 5, 1, 2, 8, 1, 1, 0, 0, 1, 2, 0}, /* dilated 8-wide kernel */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        cr_assert_eq(run_cfg("strip", &cs[i], MXP_DTYPE_F32, 1e-5, 400 + i), 1, "strip refused config %zu", i);
+    strip_fd("kernel=(5,5) num_filter=6", 2, 1, 12, 11);
+    strip_fd("kernel=(3,2) dilate=(1,2) num_filter=5", 2, 2, 7, 9);
+}

@@ -15,7 +15,10 @@
  *     stride-1 layers with few output channels, LeNet's conv1: 20 of 32
  *     lanes along M, 576 of 672 along pixels), dy is laid out at the
  *     input's row pitch and each tap is a shifted view of the input rows
- *     (sbk_dw_pitch): 16 lane partials per weight, reduced at the end.  The (sample, chunk) items
+ *     (sbk_dw_pitch): 16 lane partials per weight, reduced at the end.
+ *     Where it copies no more and wastes no more lanes (conv1 again), the
+ *     same kernel reads dy in place and kw shifted copies of the input
+ *     rows instead (chunk_by_shift).  The (sample, chunk) items
  *     are split into SB_PARTS fixed parts, each summed into its own
  *     partial, and the partials are added in part order, so the result is
  *     bitwise the same whatever the thread count.
@@ -25,7 +28,7 @@
  *     are written by one item only.
  * This replaces gemm's whole-batch OpenBLAS calls (on LeNet's conv2 its
  * packing costs as much as the product) and direct's gradients.
- * MXP_STRIP_DW=d|m|k|p forces the in-place, M, K or pixel path (tests).
+ * MXP_STRIP_DW=d|m|k|p|s forces the in-place, M, K, pixel or shifted path (tests).
  * The pixel path reads input columns that only meet dy's zero padding, so
  * an inf/NaN in the input can turn more weight-gradient entries NaN than
  * the exact sum would (the gradient is non-finite either way).
@@ -59,7 +62,9 @@ typedef struct sbdw {
     int direct;   /* by M, input read in place (stride 1, no padding): no im2col */
     int by_k;     /* vectors along K (partials [nparts][G][Mg][Kp]), else along M ([nparts][G][K][Mgp]) */
     int by_p;     /* vectors along pixels (direct only; partials [nparts][G][Mg][K][16]) */
-    int64_t Lp, Xs; /* by_p: dy row stride (the chunk's pixels at pitch W, rounded up to 16), input rows per channel */
+    int shift;    /* by_p with dy read in place and kw-shifted copies of the input (chunk_by_shift) */
+    int64_t Lp, Xs; /* by_p: dy row stride (the chunk's pixels at pitch W, rounded up to 16), input rows per channel;
+                     * shift: Xs is one shifted plane's stride */
     float *part;
     double *dbp;  /* [nparts][M] or NULL */
     int want_dw;
@@ -175,12 +180,67 @@ static void chunk_by_p(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t
     }
 }
 
+/* Vectors along pixels with dy read in place: the chunk's input rows are
+ * copied kw times, copy kj holding x shifted left by kj*dw and cropped to
+ * the output width (xs[ci][kj][r*Wo + ow] = x[ci][r0 + r][ow + kj*dw],
+ * the direct impl's layout), so tap (ci, ki, kj) of pixel p = r*Wo + ow is
+ * xs[ci][kj][p + ki*dh*Wo] and dy's own rows line up with it: no lane
+ * wasted on the gap between Wo and W, and a copy of Cg*kw input rows
+ * instead of Mg dy rows (LeNet's conv1: 1 x 5 x 28 x 24 floats per sample
+ * instead of 20 x 24 x 28).  A last vector that runs past the chunk takes
+ * dy from a zero-padded copy (tail), and each plane has 16 zeros of slack
+ * after its rows, so padded lanes multiply zero by zero.  Same partials
+ * and blocks as chunk_by_p. */
+static void chunk_by_shift(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t r1, const float *dys, float *buf,
+                           float *pt, double *db) {
+    const conv_geom *g = j->g;
+    const int64_t rows = r1 - r0, np = rows * g->Wo, xrows = rows + (g->kh - 1) * g->dh;
+    if (db) sbk_rowsums(dys, g->P, g->Mg, np, db + gr * g->Mg);
+    if (!j->want_dw) return;
+    const int64_t S = j->Xs, nvf = np / 16, rem = np % 16;
+    float *xsh = buf, *tail = buf + g->Cg * g->kw * S; /* tail: [Mg][16] */
+    const float *xs = j->x + ((n * g->C + gr * g->Cg) * g->H + r0) * g->W;
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t kj = 0; kj < g->kw; kj++) {
+            float *d = xsh + (c * g->kw + kj) * S;
+            const float *src = xs + c * g->H * g->W + kj * g->dw;
+            for (int64_t r = 0; r < xrows; r++) memcpy(d + r * g->Wo, src + r * g->W, (size_t)g->Wo * sizeof(float));
+            memset(d + xrows * g->Wo, 0, (size_t)(S - xrows * g->Wo) * sizeof(float));
+        }
+    if (rem)
+        for (int64_t m = 0; m < g->Mg; m++) {
+            memcpy(tail + m * 16, dys + m * g->P + nvf * 16, (size_t)rem * sizeof(float));
+            memset(tail + m * 16 + rem, 0, (size_t)(16 - rem) * sizeof(float));
+        }
+    float *pg = pt + gr * g->Mg * g->K * 16;
+    const int64_t nk = g->kh * g->kw;
+    const int64_t nmb = (g->Mg + SBK_PMB - 1) / SBK_PMB, mbase = g->Mg / nmb, mext = g->Mg % nmb;
+    const int64_t ntb = (g->kw + SBK_PTB - 1) / SBK_PTB, tbase = g->kw / ntb, text = g->kw % ntb;
+    for (int64_t mbk = 0, m0 = 0; mbk < nmb; mbk++) {
+        int mb = (int)(mbase + (mbk < mext));
+        for (int64_t ci = 0; ci < g->Cg; ci++)
+            for (int64_t ki = 0; ki < g->kh; ki++)
+                for (int64_t tbk = 0, kj0 = 0; tbk < ntb; tbk++) {
+                    int tb = (int)(tbase + (tbk < text));
+                    int64_t k0 = ci * nk + ki * g->kw + kj0;
+                    const float *xt = xsh + (ci * g->kw + kj0) * S + ki * g->dh * g->Wo;
+                    float *acc = pg + (m0 * g->K + k0) * 16;
+                    if (nvf) sbk_dw_pitch(mb, tb, dys + m0 * g->P, g->P, xt, S, nvf, acc, g->K * 16);
+                    if (rem) sbk_dw_pitch(mb, tb, tail + m0 * 16, 16, xt + nvf * 16, S, 1, acc, g->K * 16);
+                    kj0 += tb;
+                }
+        m0 += mb;
+    }
+}
+
 static void dw_range(void *arg, int64_t b, int64_t e) {
     sbdw *j = arg;
     const conv_geom *g = j->g;
     float *col = j->want_dw && !j->direct ? nn_alloc((uint64_t)(g->K * j->ldq) * sizeof(float)) : NULL;
-    float *dyT = nn_alloc((uint64_t)(j->by_p ? g->Mg * j->Lp + g->Cg * j->Xs : j->ldq * (j->by_k ? j->Kp : j->Mgp)) *
-                          sizeof(float)); /* or colT, or by_p's dyp and input rows */
+    uint64_t nbuf = j->shift  ? (uint64_t)(g->Cg * g->kw * j->Xs + g->Mg * 16)
+                    : j->by_p ? (uint64_t)(g->Mg * j->Lp + g->Cg * j->Xs)
+                              : (uint64_t)(j->ldq * (j->by_k ? j->Kp : j->Mgp));
+    float *dyT = nn_alloc(nbuf * sizeof(float)); /* or colT, or by_p's dyp and input rows, or shift's planes and tail */
     if (!dyT || (j->want_dw && !j->direct && !col)) { /* an item cannot return a status: the driver reports it */
         atomic_store(&j->no_memory, 1);
         nn_free(col);
@@ -198,7 +258,8 @@ static void dw_range(void *arg, int64_t b, int64_t e) {
             int64_t p0 = r0 * g->Wo;
             for (int64_t gr = 0; gr < g->G; gr++) {
                 const float *dys = j->dy + (n * g->M + gr * g->Mg) * g->P + p0;
-                if (j->by_p) chunk_by_p(j, n, gr, r0, r1, dys, dyT, pt, db);
+                if (j->shift) chunk_by_shift(j, n, gr, r0, r1, dys, dyT, pt, db);
+                else if (j->by_p) chunk_by_p(j, n, gr, r0, r1, dys, dyT, pt, db);
                 else if (j->by_k) chunk_by_k(j, n, gr, r0, r1, dys, col, dyT, pt, db);
                 else chunk_by_m(j, n, gr, r0, r1, dys, col, dyT, pt, db);
             }
@@ -271,7 +332,7 @@ static void sum_range(void *arg, int64_t b, int64_t e) {
 static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, const float *dy, float *dw,
                   int32_t req_dw, float *db, int32_t req_db) {
     sbdw j = {g, x, dy, (g->Mg + 15) / 16 * 16, (g->K + 15) / 16 * 16, chunk_rows(g), chunk_ld(g), 0, 0, 0, 0, 0, 0, 0,
-              0, NULL, NULL, req_dw != MXP_REQ_NULL, 0};
+              0, 0, NULL, NULL, req_dw != MXP_REQ_NULL, 0};
     /* Vectors along K when that wastes clearly fewer lanes (LeNet: conv2
      * 500/512 vs 50/64, conv1 25/32 vs 20/32); the transpose of the column
      * matrix it needs costs a few percent of the products. */
@@ -289,13 +350,28 @@ static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, con
     int p_ok = j.direct && g->Mg * g->K <= 4096;
     double eff_p = (double)(prow * g->Wo) / (double)plp * (double)g->Mg / (double)(pmb * SBK_PMB);
     j.by_p = p_ok && eff_p > (double)g->Mg / (double)j.Mgp + 0.1;
-    const char *force = getenv("MXP_STRIP_DW"); /* m, k, d (direct) or p (pixels): tests and comparisons */
+    /* Along pixels, the shifted input planes (chunk_by_shift) rather than dy
+     * at the input's pitch where they copy no more floats and waste no
+     * more lanes (LeNet's conv1: 3,360 vs 13,440 floats per sample, 576 of
+     * 576 lanes vs 576 of 672).  A chunk's planes fit SB_COL_BYTES. */
+    int64_t srow = sb_max(1, sb_min(g->Ho, (SB_COL_BYTES / (int64_t)sizeof(float) / sb_max(1, g->Cg * g->kw * g->Wo)) -
+                                               (g->kh - 1) * g->dh));
+    double eff_s = (double)(srow * g->Wo) / (double)((srow * g->Wo + 15) / 16 * 16) * (double)g->Mg /
+                   (double)(pmb * SBK_PMB);
+    int64_t copy_s = g->Cg * g->kw * (srow + (g->kh - 1) * g->dh) * g->Wo * (g->Ho / srow);
+    int64_t copy_p = g->Mg * prow * g->W * (g->Ho / prow);
+    j.shift = j.by_p && eff_s >= eff_p && copy_s <= copy_p;
+    const char *force = getenv("MXP_STRIP_DW"); /* m, k, d (direct), p (pixels) or s (shifted): tests and comparisons */
     if (force && *force) {
         j.by_k = force[0] == 'k';
-        j.by_p = p_ok && force[0] == 'p';
+        j.by_p = p_ok && (force[0] == 'p' || force[0] == 's');
+        j.shift = j.by_p && force[0] == 's';
         j.direct = j.direct && (force[0] == 'd' || j.by_p);
     }
-    if (j.by_p) {
+    if (j.shift) {
+        j.rows = srow;
+        j.Xs = (srow + (g->kh - 1) * g->dh) * g->Wo + 16;
+    } else if (j.by_p) {
         j.rows = prow;
         j.Lp = plp;
         j.Xs = (prow + (g->kh - 1) * g->dh) * g->W + 16;
