@@ -22,10 +22,11 @@
  *     are split into SB_PARTS fixed parts, each summed into its own
  *     partial, and the partials are added in part order, so the result is
  *     bitwise the same whatever the thread count.
- *   - data gradient: per (sample, group), dcol[K][Q] = W^T dy by pwk_gemm
- *     (W^T packed in near-equal blocks of at most PW_MB rows, dy packed
- *     32 pixels at a time), then added into dx by col2im; a sample's rows
- *     are written by one item only.
+ *   - data gradient: per (sample, group) and input channel, the channel's
+ *     kh*kw rows of dcol = W^T dy by pwk_gemm (W^T packed in near-equal
+ *     blocks of at most PW_MB rows of one channel, dy packed 32 pixels at
+ *     a time), then added into dx by col2im while they are in L1; a
+ *     sample's rows are written by one item only.
  * This replaces gemm's whole-batch OpenBLAS calls (on LeNet's conv2 its
  * packing costs as much as the product) and direct's gradients.
  * MXP_STRIP_DW=d|m|k|p|s forces the in-place, M, K, pixel or shifted path (tests).
@@ -69,6 +70,7 @@ typedef struct sbdw {
     double *dbp;  /* [nparts][M] or NULL */
     int want_dw;
     atomic_int no_memory;
+    int64_t *xoff;  /* direct along M: tap k's input offset ci*H*W + ki*dh*W + kj*dw, [K] */
 } sbdw;
 
 static uint64_t part_size(const sbdw *j) {
@@ -87,14 +89,10 @@ static void chunk_by_m(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t
     float *pg = pt + gr * g->K * j->Mgp;
     if (j->direct) { /* the column matrix read in place: tap k of pixel (r, ow) is xr[k][r*W + ow] */
         const float *xs = j->x + (n * g->C + gr * g->Cg) * g->H * g->W + r0 * g->W;
-        const int64_t nk = g->kh * g->kw;
         for (int64_t k0 = 0; k0 < g->K; k0 += PW_DWC) {
             int nc = (int)sb_min(PW_DWC, g->K - k0);
             const float *xr[PW_DWC];
-            for (int c = 0; c < nc; c++) {
-                int64_t k = k0 + c, ci = k / nk, t = k % nk;
-                xr[c] = xs + ci * g->H * g->W + (t / g->kw) * g->dh * g->W + (t % g->kw) * g->dw;
-            }
+            for (int c = 0; c < nc; c++) xr[c] = xs + j->xoff[k0 + c];
             for (int64_t m0 = 0; m0 < j->Mgp; m0 += PW_DWM)
                 sbk_dw_direct((int)sb_min(PW_DWM, j->Mgp - m0) / 16, nc, dyT + m0, j->Mgp, xr, g->W, r1 - r0, g->Wo,
                               pg + k0 * j->Mgp + m0, j->Mgp);
@@ -332,7 +330,7 @@ static void sum_range(void *arg, int64_t b, int64_t e) {
 static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, const float *dy, float *dw,
                   int32_t req_dw, float *db, int32_t req_db) {
     sbdw j = {g, x, dy, (g->Mg + 15) / 16 * 16, (g->K + 15) / 16 * 16, chunk_rows(g), chunk_ld(g), 0, 0, 0, 0, 0, 0, 0,
-              0, 0, NULL, NULL, req_dw != MXP_REQ_NULL, 0};
+              0, 0, NULL, NULL, req_dw != MXP_REQ_NULL, 0, NULL};
     /* Vectors along K when that wastes clearly fewer lanes (LeNet: conv2
      * 500/512 vs 50/64, conv1 25/32 vs 20/32); the transpose of the column
      * matrix it needs costs a few percent of the products. */
@@ -380,11 +378,21 @@ static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, con
     j.T = g->N * j.nq;
     j.nparts = sb_min(SB_PARTS, j.T);
     uint64_t psz = part_size(&j);
+    if (j.want_dw && j.direct && !j.by_p && !j.by_k) { /* tap offsets once, not two divisions per tap per chunk */
+        j.xoff = nn_alloc((uint64_t)g->K * sizeof(int64_t));
+        if (!j.xoff) return NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for %lld tap offsets", (long long)g->K);
+        const int64_t nk = g->kh * g->kw;
+        for (int64_t k = 0; k < g->K; k++) {
+            int64_t ci = k / nk, t = k % nk;
+            j.xoff[k] = ci * g->H * g->W + (t / g->kw) * g->dh * g->W + (t % g->kw) * g->dw;
+        }
+    }
     if (j.want_dw) j.part = nn_alloc((uint64_t)j.nparts * psz * sizeof(float));
     if (req_db != MXP_REQ_NULL) j.dbp = nn_alloc((uint64_t)(j.nparts * g->M) * sizeof(double));
     if ((j.want_dw && !j.part) || (req_db != MXP_REQ_NULL && !j.dbp)) {
         nn_free(j.part);
         nn_free(j.dbp);
+        nn_free(j.xoff);
         return NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for %lld weight-gradient partials",
                       (long long)j.nparts);
     }
@@ -404,25 +412,34 @@ static int dw_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *x, con
         }
     nn_free(j.part);
     nn_free(j.dbp);
+    nn_free(j.xoff);
     return st;
 }
 
 /* -------------------------------------------------------- data gradient */
 typedef struct sbdx {
     const conv_geom *g;
-    const float *dy, *apk;  /* apk: W^T, block (gr, r0) at (gr*K + r0)*Mg, [m][mbs] */
+    const float *dy, *apk;  /* apk: W^T, block (gr, ci, r0) at (gr*K + ci*nk + r0)*Mg, [m][mbs] */
     float *dx;
     int64_t rows, ldq, nq;
-    st_rowblocks rb;
+    st_rowblocks rb;        /* the kh*kw rows of one input channel in near-equal blocks */
     int add;
     atomic_int no_memory;
 } sbdx;
 
+/* Per (sample, group) and chunk of output rows: dy's strips packed once,
+ * then one input channel at a time, its kh*kw rows of dcol = W^T dy
+ * (L1-sized: 25 x 64 floats for LeNet's conv2) and at once their
+ * col2im into dx, instead of all K rows of dcol (128 KiB, out of L1)
+ * before one col2im pass.  Every dcol element is the same sum in the same
+ * order, and col2im adds a channel's rows in the same order, so dx is
+ * bitwise what the whole-K order gave. */
 static void dx_range(void *arg, int64_t b, int64_t e) {
     sbdx *j = arg;
     const conv_geom *g = j->g;
-    float *dcol = nn_alloc((uint64_t)(g->K * j->ldq) * sizeof(float));
-    float *panel = nn_alloc((uint64_t)(g->Mg * PW_STRIP) * sizeof(float));
+    const int64_t nk = g->kh * g->kw;
+    float *dcol = nn_alloc((uint64_t)(nk * j->ldq) * sizeof(float));
+    float *panel = nn_alloc((uint64_t)(g->Mg * j->ldq) * sizeof(float));
     if (!dcol || !panel) {
         atomic_store(&j->no_memory, 1);
         nn_free(dcol);
@@ -436,15 +453,18 @@ static void dx_range(void *arg, int64_t b, int64_t e) {
         for (int64_t c = 0; c < j->nq; c++) {
             int64_t r0 = c * j->rows, r1 = sb_min(g->Ho, r0 + j->rows), np = (r1 - r0) * g->Wo;
             const float *dys = j->dy + (n * g->M + gr * g->Mg) * g->P + r0 * g->Wo;
-            for (int64_t l0 = 0; l0 < np; l0 += PW_STRIP) {
-                pwk_pack(dys + l0, g->P, g->Mg, sb_min(PW_STRIP, np - l0), panel, 0);
+            for (int64_t l0 = 0; l0 < np; l0 += PW_STRIP)
+                pwk_pack(dys + l0, g->P, g->Mg, sb_min(PW_STRIP, np - l0), panel + l0 * g->Mg, 0);
+            for (int64_t ci = 0; ci < g->Cg; ci++) {
                 for (int64_t blk = 0; blk < j->rb.nb; blk++) {
                     int64_t k0 = st_rb_start(&j->rb, blk);
-                    pwk_gemm((int)st_rb_size(&j->rb, blk), j->apk + (gr * g->K + k0) * g->Mg, panel, g->Mg,
-                             dcol + k0 * j->ldq + l0, j->ldq, NULL, 0);
+                    const float *a = j->apk + (gr * g->K + ci * nk + k0) * g->Mg;
+                    for (int64_t l0 = 0; l0 < np; l0 += PW_STRIP)
+                        pwk_gemm((int)st_rb_size(&j->rb, blk), a, panel + l0 * g->Mg, g->Mg, dcol + k0 * j->ldq + l0,
+                                 j->ldq, NULL, 0);
                 }
+                conv_col2im(MXP_DTYPE_F32, g, dcol, ci, ci + 1, r0, r1, j->ldq, dxs);
             }
-            conv_col2im(MXP_DTYPE_F32, g, dcol, 0, g->Cg, r0, r1, j->ldq, dxs);
         }
     }
     nn_free(dcol);
@@ -452,21 +472,23 @@ static void dx_range(void *arg, int64_t b, int64_t e) {
 }
 
 static int dx_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *w, const float *dy, float *dx, int add) {
-    sbdx j = {g, dy, NULL, dx, chunk_rows(g), chunk_ld(g), 0, st_row_blocks(g->K), add, 0};
+    const int64_t nk = g->kh * g->kw;
+    sbdx j = {g, dy, NULL, dx, chunk_rows(g), chunk_ld(g), 0, st_row_blocks(nk), add, 0};
     j.nq = (g->Ho + j.rows - 1) / j.rows;
     float *apk = nn_alloc((uint64_t)(g->G * g->K * g->Mg) * sizeof(float));
     if (!apk) return NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for transposed weights");
     for (int64_t gr = 0; gr < g->G; gr++)
-        for (int64_t blk = 0; blk < j.rb.nb; blk++) {
-            int64_t k0 = st_rb_start(&j.rb, blk), mbs = st_rb_size(&j.rb, blk);
-            float *dst = apk + (gr * g->K + k0) * g->Mg;
-            for (int64_t m = 0; m < g->Mg; m++)
-                for (int64_t i = 0; i < mbs; i++) dst[m * mbs + i] = w[(gr * g->Mg + m) * g->K + k0 + i];
-        }
+        for (int64_t ci = 0; ci < g->Cg; ci++)
+            for (int64_t blk = 0; blk < j.rb.nb; blk++) {
+                int64_t k0 = ci * nk + st_rb_start(&j.rb, blk), mbs = st_rb_size(&j.rb, blk);
+                float *dst = apk + (gr * g->K + k0) * g->Mg;
+                for (int64_t m = 0; m < g->Mg; m++)
+                    for (int64_t i = 0; i < mbs; i++) dst[m * mbs + i] = w[(gr * g->Mg + m) * g->K + k0 + i];
+            }
     j.apk = apk;
     int st = nn_parallel(ctx, g->N * g->G, 1, dx_range, &j);
     if (st >= 0 && atomic_load(&j.no_memory))
-        st = NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for a %lld x %lld column chunk", (long long)g->K,
+        st = NN_ERR(MXP_ENOMEM, "Convolution(strip): no memory for a %lld x %lld column chunk", (long long)nk,
                     (long long)j.ldq);
     nn_free(apk);
     return st;
