@@ -765,7 +765,8 @@ static void hold_step(kvd_comm *c, pending *p, int nk) {
             hot_us = e && *e ? strtol(e, NULL, 10) : 3000;
             if (hot_us < 0) hot_us = 0;
         }
-        hot_until = kvd_now() + (double)hot_us * 1e-6;
+        c->released = kvd_now();
+        hot_until = c->released + (double)hot_us * 1e-6;
     } else if (d->armed && has_local_work(p, nk)) {
         d->armed = 0; /* this round's work goes now, unheld */
     }
@@ -896,6 +897,7 @@ static void *comm_main(void *arg) {
         c->st.work_cycles += has_local_work(&p, nk);
         if ((rc = wait_negotiation(c, &rq, has_local_work(&p, nk)))) break;
         c->st.neg_s += kvd_now() - t_neg;
+        if (c->released > 0) c->st.tail_neg_s += kvd_now() - t_neg;
         int any = 0;
         for (int w = 0; w < need; w++) {
             agreed[w] = ~0ull;
@@ -928,6 +930,11 @@ static void *comm_main(void *arg) {
             if (rc) break;
         }
         if ((rc = do_keys(c, &p, agreed, nk))) break;
+        if (c->released > 0 && !has_local_work(&p, nk)) { /* the step's last sum */
+            c->st.tails++;
+            c->st.tail_s += kvd_now() - c->released;
+            c->released = 0;
+        }
         if (agreed[0] >> BIT_BARRIER & 1) {
             kvd_finish(s, p.barrier, MXP_OK, NULL);
             p.barrier = NULL;
@@ -987,10 +994,12 @@ void kvd_comm_stop(kvd_store *s) {
         const kvd_stats *t = &g_comm.st;
         fprintf(stderr, "%s rank %d: %ld negotiation cycles (%ld with local work), %.1f ms waiting in them; %ld bucket "
                 "sums in %.1f ms (%.0f us each); %ld keys summed inside the negotiation; deferral %s: %ld steps held "
-                "(%ld timed out), step set of %d keys\n", kvd_name(s), s->rank,
+                "(%ld timed out), step set of %d keys; a released step took %.0f us to its last sum, %.0f us of it waiting "
+                "for the peers\n", kvd_name(s), s->rank,
                 t->cycles, t->work_cycles, t->neg_s * 1e3, t->sums, t->sum_s * 1e3,
                 t->sums ? t->sum_s / (double)t->sums * 1e6 : 0.0, t->cached_keys, g_comm.defer.on ? "on" : "off",
-                g_comm.defer.holds, g_comm.defer.timeouts, g_comm.defer.n_set);
+                g_comm.defer.holds, g_comm.defer.timeouts, g_comm.defer.n_set,
+                t->tails ? t->tail_s / (double)t->tails * 1e6 : 0.0, t->tails ? t->tail_neg_s / (double)t->tails * 1e6 : 0.0);
     }
     free(g_comm.bucket);
     free(g_comm.scratch);

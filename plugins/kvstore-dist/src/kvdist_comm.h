@@ -17,6 +17,9 @@ typedef struct kvd_stats {
     long sums;               /* buckets summed by pipeline.c               */
     double sum_s;
     long cached_keys;        /* keys summed from the negotiation's block   */
+    long tails;              /* held steps released and summed             */
+    double tail_neg_s;       /* their negotiation waits (for a later peer) */
+    double tail_s;           /* release to the end of their sums           */
 } kvd_stats;
 
 /* defer.c: a training step's pushes held until the step's whole key set
@@ -70,6 +73,7 @@ typedef struct kvd_comm {
     MPI_Comm workers;        /* dist_async: the workers only (barrier)     */
     kvd_stats st;
     kvd_defer defer;
+    double released;         /* when a held step was released (0: none)   */
 } kvd_comm;
 
 double kvd_now(void);
