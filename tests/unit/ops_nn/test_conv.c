@@ -436,3 +436,22 @@ Test(conv, strip_shifted_weight_gradient, .init = setup, .fini = teardown) {
     strip_fd("kernel=(5,5) num_filter=6", 2, 1, 12, 11);
     strip_fd("kernel=(3,2) dilate=(1,2) num_filter=5", 2, 2, 7, 9);
 }
+
+/* pointwise with two threads: its items (groups of strips) are taken one
+ * at a time from a shared counter, each call up to its chunk's share, and
+ * every item after a call's first is packed by its strips' first row-block
+ * kernel (the fake host's one-thread chunks are single items, which never
+ * take that path).  Several items per call, a ragged last strip in a later
+ * item, output rows past a 12-row block, groups, the data gradient's
+ * transposed pass, no_bias. */
+Test(conv, pointwise_two_threads, .init = setup, .fini = teardown, .timeout = 120) {
+    cfg shapes[] = {
+        {1, 20, 94, 94, 13, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
+        {2, 12, 90, 97, 14, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+        {2, 70, 45, 23, 30, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
+    };
+    fh_set_threads(2);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        cr_assert_eq(run_cfg("pointwise", &shapes[i], MXP_DTYPE_F32, 1e-5, 500 + i), 1);
+    fh_set_threads(1);
+}

@@ -16,14 +16,16 @@
  * group, block of pixels); each strip of 32 pixels of the input is packed
  * contiguous (so it stays in L1 while every block of 12 output rows runs
  * on it), then the 12x32 register kernel writes the output in place.
- * Strips come in groups of up to PW_WIDE_STRIPS, and the next group is
- * prefetched into L2 a line at a time from inside the kernels while the
- * current one computes.  A prefetched group's whole strips are packed by
- * their first row block's kernel as it reads them (pwk_gemm_pack: the copy
- * rides on that block's FMAs instead of a pass of its own, ~12% of the
- * forward's time as a pass); the first group of each parallel range, which
- * nothing prefetched, is packed row by row beforehand (pwk_pack_wide: long
- * runs along each input row, which the hardware prefetchers follow).
+ * Strips come in groups of up to PW_WIDE_STRIPS (the parallel items,
+ * taken one at a time by whichever thread is free), and the group a thread
+ * runs next is prefetched into L2 a line at a time from inside the kernels
+ * while the current one computes.  A prefetched group's whole strips are
+ * packed by their first row block's kernel as it reads them
+ * (pwk_gemm_pack: the copy rides on that block's FMAs instead of a pass of
+ * its own, ~12% of the forward's time as a pass).  Outputs of whole
+ * aligned strips bypass the cache (streaming stores: without them, every
+ * output line is first read from memory, and layer (e)'s forward+backward
+ * took ~20% more CPU time).
  *
  * The weight gradient transposes dY a chunk of pixels at a time to
  * pixel-major (its row sums are the bias gradient) so that the kernel
@@ -41,7 +43,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define PW_ITEMS 16             /* target number of gemm items            */
 #define PW_PARTS 8              /* weight-gradient parts (fixed)          */
 #define PW_DYT_BYTES (32 << 10) /* one chunk of transposed dy: L1-sized   */
 
@@ -130,22 +131,41 @@ typedef struct pwjob {
     const float *apk;  /* pack_a        */
     const float *bias; /* [G*R] or NULL */
     float *out;        /* [N][G][R][P] */
-    int64_t G, K, R, P, pb, nblk;
+    int64_t G, K, R, P;
+    int64_t gw, ngrp, nitems; /* items: (sample, group) x ngrp groups of gw pixels */
     int add;
     int stream;        /* whole aligned strips may bypass the cache (pwk_gemm add 2) */
+    atomic_llong next; /* the next item nobody has taken */
     atomic_int no_memory;
 } pwjob;
 
-/* The first group of strips of item it (pixels [*q0, ...), *w of them). */
-static const float *first_group(const pwjob *j, int64_t it, int64_t *w) {
-    int64_t blk = it % j->nblk, q0 = blk * j->pb, q1 = min64(j->P, (blk + 1) * j->pb);
-    int64_t strips = (q1 - q0 + PW_STRIP - 1) / PW_STRIP, ngrp = (strips + PW_WIDE_STRIPS - 1) / PW_WIDE_STRIPS;
-    *w = min64(q1 - q0, (strips + ngrp - 1) / ngrp * PW_STRIP);
-    return j->src + it / j->nblk * j->K * j->P + q0;
+/* Item it: its input columns (*src, at pixel 0) and pixels [*p0, *p1). */
+static void item_span(const pwjob *j, int64_t it, const float **src, int64_t *p0, int64_t *p1) {
+    int64_t ng = it / j->ngrp;
+    *src = j->src + ng * j->K * j->P;
+    *p0 = it % j->ngrp * j->gw;
+    *p1 = min64(j->P, *p0 + j->gw);
 }
 
+/* Items are groups of whole strips, taken one at a time from j->next by
+ * whichever thread is free (so a thread the machine slows down takes
+ * fewer: no range of 1/8 of the work left to one thread at the end), and
+ * always one ahead: while an item computes, the one this thread will run
+ * next is known, and its input is prefetched into L2 through the kernels
+ * (pwk_pf) so that its strips can be packed by their first row block's
+ * kernel as it reads them (pwk_gemm_pack).  Only a thread's first item,
+ * which nothing prefetched, is packed row by row beforehand (pwk_pack_wide:
+ * long runs along each input row, which the hardware prefetchers follow).
+ * Of [b, e) only its size is used: a call takes up to e - b items from the
+ * counter (fewer when it runs dry; then every item is taken, and if no call
+ * runs dry each took its full share, which covers them all), and returns
+ * to parallel_for between calls, which moves a helper woken on its
+ * caller's CPU off it. */
 static void gemm_range(void *arg, int64_t b, int64_t e) {
     pwjob *j = arg;
+    int64_t quota = e - b;
+    int64_t cur = atomic_fetch_add(&j->next, 1);
+    if (cur >= j->nitems) return;
     float *panel = nn_alloc((uint64_t)(j->K * PW_STRIP * PW_WIDE_STRIPS) * sizeof(float));
     if (!panel) { /* an item cannot return a status: the driver reports it */
         atomic_store(&j->no_memory, 1);
@@ -153,43 +173,30 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
     }
     float tmp[PW_MB * PW_STRIP];
     int64_t nrb = (j->R + PW_MB - 1) / PW_MB;
-    int warm = 0; /* the range's first group was not prefetched: packed wide */
-    for (int64_t it = b; it < e; it++) {
-        int64_t blk = it % j->nblk, ng = it / j->nblk, gr = ng % j->G;
-        const float *src = j->src + ng * j->K * j->P;
+    int fused = 0; /* the item was prefetched: its strips are packed by their first row block */
+    while (cur < j->nitems) {
+        int64_t nxt = --quota > 0 ? atomic_fetch_add(&j->next, 1) : j->nitems;
+        int64_t ng = cur / j->ngrp, gr = ng % j->G, p0, p1;
+        const float *src;
+        item_span(j, cur, &src, &p0, &p1);
         float *out = j->out + ng * j->R * j->P;
-        /* The item's strips in near-equal groups of at most PW_WIDE_STRIPS,
-         * each packed row by row (pwk_pack_wide); while a group computes,
-         * the next one (of this item, or the first of the next item in
-         * this range) is prefetched into L2 through the kernels (pwk_pf). */
-        int64_t p0 = blk * j->pb, p1 = min64(j->P, (blk + 1) * j->pb), grp;
-        first_group(j, it, &grp);
-        int64_t gbeg = p0, gend = p0;
+        if (!fused) pwk_pack_wide(src + p0, j->P, j->K, p1 - p0, panel);
         pwk_pf pf = {0};
-        int fused = 0; /* this group was prefetched: its strips are packed by their first row block */
+        if (nxt < j->nitems) {
+            /* one line every 1 << shift kernel iterations, all of them
+             * within this item's iterations */
+            int64_t q0, q1;
+            item_span(j, nxt, &pf.row, &q0, &q1);
+            pf.row += q0;
+            int64_t slots = (p1 - p0 + PW_STRIP - 1) / PW_STRIP * nrb * j->K;
+            pf.ncol = q1 - q0;
+            pf.ld = j->P;
+            pf.left = j->K * ((q1 - q0 + 15) / 16);
+            while (pf.shift < 4 && (slots >> (pf.shift + 1)) >= pf.left) pf.shift++;
+        }
         for (int64_t p = p0; p < p1; p += PW_STRIP) {
             int64_t np = min64(PW_STRIP, p1 - p);
-            if (p == gend) {
-                gbeg = p;
-                gend = min64(p1, p + grp);
-                fused = warm;
-                if (!fused) pwk_pack_wide(src + p, j->P, j->K, gend - p, panel);
-                warm = 1; /* every later group of the range is prefetched by the one before */
-                pf = (pwk_pf){0};
-                int64_t nw = 0;
-                if (gend < p1) pf.row = src + gend, nw = min64(p1, gend + grp) - gend;
-                else if (it + 1 < e) pf.row = first_group(j, it + 1, &nw);
-                if (pf.row) {
-                    /* one line every 1 << shift kernel iterations, all of
-                     * them within the group's iterations */
-                    int64_t slots = (gend - p + PW_STRIP - 1) / PW_STRIP * nrb * j->K;
-                    pf.ncol = nw;
-                    pf.ld = j->P;
-                    pf.left = j->K * ((nw + 15) / 16);
-                    while (pf.shift < 4 && (slots >> (pf.shift + 1)) >= pf.left) pf.shift++;
-                }
-            }
-            const float *pan = fused ? panel : panel + (p - gbeg) / PW_STRIP * j->K * PW_STRIP;
+            const float *pan = fused ? panel : panel + (p - p0) / PW_STRIP * j->K * PW_STRIP;
             if (fused && np < PW_STRIP) pwk_pack(src + p, j->P, j->K, np, panel, 0);
             for (int64_t r0 = 0; r0 < j->R; r0 += PW_MB) {
                 int mbs = (int)min64(PW_MB, j->R - r0);
@@ -210,6 +217,8 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
                 }
             }
         }
+        cur = nxt;
+        fused = 1;
     }
     pwk_stream_fence();
     nn_free(panel);
@@ -218,16 +227,18 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
 /* out = A src (+ bias) for every sample and group, A from pack_a. */
 static int gemm_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *src, const float *apk, const float *bias,
                     float *out, int transpose, int add) {
-    pwjob j = {src, apk, bias, out, g->G, transpose ? g->Mg : g->Cg, transpose ? g->Cg : g->Mg, g->P, 0, 0, add,
-               pwk_have_stream() && g->P % 16 == 0, 0};
+    pwjob j = {src, apk, bias, out, g->G, transpose ? g->Mg : g->Cg, transpose ? g->Cg : g->Mg, g->P, 0, 0, 0, add,
+               pwk_have_stream() && g->P % 16 == 0, 0, 0};
+    /* each (sample, group)'s strips in near-equal groups of at most PW_WIDE_STRIPS */
     int64_t strips = (g->P + PW_STRIP - 1) / PW_STRIP;
-    int64_t nblk = max64(1, min64(strips, (PW_ITEMS + g->N * g->G - 1) / (g->N * g->G)));
-    j.pb = (strips + nblk - 1) / nblk * PW_STRIP;
-    j.nblk = (g->P + j.pb - 1) / j.pb;
-    int st = nn_parallel(ctx, g->N * g->G * j.nblk, 1, gemm_range, &j);
+    int64_t ngrp = (strips + PW_WIDE_STRIPS - 1) / PW_WIDE_STRIPS;
+    j.gw = (strips + ngrp - 1) / ngrp * PW_STRIP;
+    j.ngrp = (g->P + j.gw - 1) / j.gw;
+    j.nitems = g->N * g->G * j.ngrp;
+    int st = nn_parallel(ctx, j.nitems, 1, gemm_range, &j);
     if (st >= 0 && atomic_load(&j.no_memory))
-        st = NN_ERR(MXP_ENOMEM, "Convolution(pointwise): no memory for a %lld-float packed strip",
-                    (long long)(j.K * PW_STRIP));
+        st = NN_ERR(MXP_ENOMEM, "Convolution(pointwise): no memory for a %lld-float packed strip group",
+                    (long long)(j.K * PW_STRIP * PW_WIDE_STRIPS));
     return st;
 }
 
