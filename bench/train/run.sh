@@ -22,7 +22,11 @@
 # mxplug runs with MXP_IMPL_Convolution=tune (unless the environment sets
 # it): each convolution layer gets the implementation timed fastest on its
 # own shapes, the counterpart of PyTorch's best settings; the tune cache
-# starts empty in a scratch directory, so tuning is part of the timed loop.
+# starts empty in a scratch directory, and training's tuning runs in the
+# first batch.  Both sides time from the end of their first batch (warm-up
+# left out on both) and print it as first=<s> (ResNet-20: mxplug ~1.6 s
+# with its tuning, PyTorch ~0.2 s); inference's tuning runs in the score,
+# after the timed span.
 # NET-bf16 (e.g. lenet-bf16): the same net in bfloat16 mixed precision,
 # mxplug as `train --dtype bfloat16` (BENCH_DTYPE=bfloat16) next to
 # PyTorch's torch.autocast("cpu", dtype=torch.bfloat16) (TORCH_AUTOCAST=bf16);
