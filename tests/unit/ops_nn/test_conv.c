@@ -444,7 +444,7 @@ Test(conv, strip_shifted_weight_gradient, .init = setup, .fini = teardown) {
  * take that path).  Several items per call, a ragged last strip in a later
  * item, output rows past a 12-row block, groups, the data gradient's
  * transposed pass, no_bias. */
-Test(conv, pointwise_two_threads, .init = setup, .fini = teardown, .timeout = 120) {
+Test(conv, pointwise_two_threads, .init = setup, .fini = teardown) {
     cfg shapes[] = {
         {1, 20, 94, 94, 13, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
         {2, 12, 90, 97, 14, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1},
