@@ -139,6 +139,17 @@ static void chunk_by_k(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t
     }
 }
 
+/* n near-equal blocks of at most `most` covering `total`: block k has
+ * base + (k < ext) items (the pixel paths' channel and tap blocks). */
+typedef struct even_split {
+    int64_t n, base, ext;
+} even_split;
+static even_split split_even(int64_t total, int64_t most) {
+    int64_t n = (total + most - 1) / most;
+    return (even_split){n, total / n, total % n};
+}
+static int split_size(even_split s, int64_t k) { return (int)(s.base + (k < s.ext)); }
+
 /* Vectors along pixels at the input's row pitch: dyp[Mg][Lp] holds the
  * chunk's dy rows at pitch W (zero past Wo and past the chunk), xb[Cg][Xs]
  * its input rows (zero past them), so tap (ci, ki, kj) of every pixel is
@@ -161,14 +172,13 @@ static void chunk_by_p(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int64_t
     }
     float *pg = pt + gr * g->Mg * g->K * 16;
     const int64_t nk = g->kh * g->kw, nv = Lp / 16;
-    const int64_t nmb = (g->Mg + SBK_PMB - 1) / SBK_PMB, mbase = g->Mg / nmb, mext = g->Mg % nmb;
-    const int64_t ntb = (g->kw + SBK_PTB - 1) / SBK_PTB, tbase = g->kw / ntb, text = g->kw % ntb;
-    for (int64_t mbk = 0, m0 = 0; mbk < nmb; mbk++) {
-        int mb = (int)(mbase + (mbk < mext));
+    const even_split ms = split_even(g->Mg, SBK_PMB), ts = split_even(g->kw, SBK_PTB);
+    for (int64_t mbk = 0, m0 = 0; mbk < ms.n; mbk++) {
+        int mb = split_size(ms, mbk);
         for (int64_t ci = 0; ci < g->Cg; ci++)
             for (int64_t ki = 0; ki < g->kh; ki++)
-                for (int64_t tbk = 0, kj0 = 0; tbk < ntb; tbk++) {
-                    int tb = (int)(tbase + (tbk < text));
+                for (int64_t tbk = 0, kj0 = 0; tbk < ts.n; tbk++) {
+                    int tb = split_size(ts, tbk);
                     int64_t k0 = ci * nk + ki * g->kw + kj0;
                     sbk_dw_pitch(mb, tb, dyp + m0 * j->Lp, j->Lp, xb + ci * j->Xs + ki * g->dh * W + kj0 * g->dw,
                                  g->dw, nv, pg + (m0 * g->K + k0) * 16, g->K * 16);
@@ -212,14 +222,13 @@ static void chunk_by_shift(const sbdw *j, int64_t n, int64_t gr, int64_t r0, int
         }
     float *pg = pt + gr * g->Mg * g->K * 16;
     const int64_t nk = g->kh * g->kw;
-    const int64_t nmb = (g->Mg + SBK_PMB - 1) / SBK_PMB, mbase = g->Mg / nmb, mext = g->Mg % nmb;
-    const int64_t ntb = (g->kw + SBK_PTB - 1) / SBK_PTB, tbase = g->kw / ntb, text = g->kw % ntb;
-    for (int64_t mbk = 0, m0 = 0; mbk < nmb; mbk++) {
-        int mb = (int)(mbase + (mbk < mext));
+    const even_split ms = split_even(g->Mg, SBK_PMB), ts = split_even(g->kw, SBK_PTB);
+    for (int64_t mbk = 0, m0 = 0; mbk < ms.n; mbk++) {
+        int mb = split_size(ms, mbk);
         for (int64_t ci = 0; ci < g->Cg; ci++)
             for (int64_t ki = 0; ki < g->kh; ki++)
-                for (int64_t tbk = 0, kj0 = 0; tbk < ntb; tbk++) {
-                    int tb = (int)(tbase + (tbk < text));
+                for (int64_t tbk = 0, kj0 = 0; tbk < ts.n; tbk++) {
+                    int tb = split_size(ts, tbk);
                     int64_t k0 = ci * nk + ki * g->kw + kj0;
                     const float *xt = xsh + (ci * g->kw + kj0) * S + ki * g->dh * g->Wo;
                     float *acc = pg + (m0 * g->K + k0) * 16;

@@ -74,6 +74,8 @@ TC static void gemm8(int64_t K, const float *A, const float *B, int64_t ldb, flo
  * o+4, ..., o+28 of a vector pair (a stride-4 phase of 32 floats). */
 #define HALVES_LO(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
 #define HALVES_HI(a, b) __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31)
+/* d[k], d[k + 1]: the low and the high halves of a and b side by side. */
+#define PUT_HALVES(d, k, a, b) do { (d)[k] = HALVES_LO(a, b); (d)[(k) + 1] = HALVES_HI(a, b); } while (0)
 #define P4(o) 0 + (o), 4 + (o), 8 + (o), 12 + (o), 16 + (o), 20 + (o), 24 + (o), 28 + (o)
 
 /* The input transform's arithmetic once the 6x6 tiles are gathered into
@@ -133,12 +135,9 @@ TC static void in_tf16_rows8(const float *a, const float *b, int64_t rs, float *
         v16 xa01 = __builtin_shufflevector(a0, a1, P4(0), P4(1)), xb01 = __builtin_shufflevector(b0, b1, P4(0), P4(1));
         v16 xa23 = __builtin_shufflevector(a0, a1, P4(2), P4(3)), xb23 = __builtin_shufflevector(b0, b1, P4(2), P4(3));
         v16 xa45 = __builtin_shufflevector(a2, a3, P4(0), P4(1)), xb45 = __builtin_shufflevector(b2, b3, P4(0), P4(1));
-        d[i * 6 + 0] = HALVES_LO(xa01, xb01);
-        d[i * 6 + 1] = HALVES_HI(xa01, xb01);
-        d[i * 6 + 2] = HALVES_LO(xa23, xb23);
-        d[i * 6 + 3] = HALVES_HI(xa23, xb23);
-        d[i * 6 + 4] = HALVES_LO(xa45, xb45);
-        d[i * 6 + 5] = HALVES_HI(xa45, xb45);
+        PUT_HALVES(d, i * 6 + 0, xa01, xb01);
+        PUT_HALVES(d, i * 6 + 2, xa23, xb23);
+        PUT_HALVES(d, i * 6 + 4, xa45, xb45);
     }
     IN_TF_FINISH(d, out, os);
 }
@@ -168,12 +167,9 @@ TC static void in_tf16_rows4(const float *const *p, int64_t rs, float *out, int6
         v16 cd23 = __builtin_shufflevector(c0, e0, Q4(2), Q4(18), Q4(3), Q4(19));
         v16 ab45 = __builtin_shufflevector(a1, b1, Q4(0), Q4(16), Q4(1), Q4(17));
         v16 cd45 = __builtin_shufflevector(c1, e1, Q4(0), Q4(16), Q4(1), Q4(17));
-        d[i * 6 + 0] = HALVES_LO(ab01, cd01);
-        d[i * 6 + 1] = HALVES_HI(ab01, cd01);
-        d[i * 6 + 2] = HALVES_LO(ab23, cd23);
-        d[i * 6 + 3] = HALVES_HI(ab23, cd23);
-        d[i * 6 + 4] = HALVES_LO(ab45, cd45);
-        d[i * 6 + 5] = HALVES_HI(ab45, cd45);
+        PUT_HALVES(d, i * 6 + 0, ab01, cd01);
+        PUT_HALVES(d, i * 6 + 2, ab23, cd23);
+        PUT_HALVES(d, i * 6 + 4, ab45, cd45);
     }
     IN_TF_FINISH(d, out, os);
 }
@@ -252,10 +248,8 @@ TC static void dy_tf16_rows8(const float *a, const float *b, int64_t rs, float *
         v16 a0 = LD(ra), a1 = LD(ra + 16), b0 = LD(rb), b1 = LD(rb + 16);
         v16 xa01 = __builtin_shufflevector(a0, a1, P4(0), P4(1)), xb01 = __builtin_shufflevector(b0, b1, P4(0), P4(1));
         v16 xa23 = __builtin_shufflevector(a0, a1, P4(2), P4(3)), xb23 = __builtin_shufflevector(b0, b1, P4(2), P4(3));
-        d[i * 4 + 0] = HALVES_LO(xa01, xb01);
-        d[i * 4 + 1] = HALVES_HI(xa01, xb01);
-        d[i * 4 + 2] = HALVES_LO(xa23, xb23);
-        d[i * 4 + 3] = HALVES_HI(xa23, xb23);
+        PUT_HALVES(d, i * 4 + 0, xa01, xb01);
+        PUT_HALVES(d, i * 4 + 2, xa23, xb23);
     }
     DY_TF_FINISH(d, lo, hi, os);
 }
@@ -272,10 +266,8 @@ TC static void dy_tf16_rows4(const float *const *p, int64_t rs, float *lo, int64
         v16 cd01 = __builtin_shufflevector(c, e, Q4(0), Q4(16), Q4(1), Q4(17));
         v16 ab23 = __builtin_shufflevector(a, b, Q4(2), Q4(18), Q4(3), Q4(19));
         v16 cd23 = __builtin_shufflevector(c, e, Q4(2), Q4(18), Q4(3), Q4(19));
-        d[i * 4 + 0] = HALVES_LO(ab01, cd01);
-        d[i * 4 + 1] = HALVES_HI(ab01, cd01);
-        d[i * 4 + 2] = HALVES_LO(ab23, cd23);
-        d[i * 4 + 3] = HALVES_HI(ab23, cd23);
+        PUT_HALVES(d, i * 4 + 0, ab01, cd01);
+        PUT_HALVES(d, i * 4 + 2, ab23, cd23);
     }
     DY_TF_FINISH(d, lo, hi, os);
 }
