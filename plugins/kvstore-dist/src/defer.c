@@ -29,7 +29,8 @@
  * in that round go through at once.
  *
  * MXP_KV_DEFER: 1 on, 0 off, unset/auto: on when the communication thread
- * may run on one CPU only (its affinity, e.g. mpirun --bind-to core).
+ * may run on one CPU only (its affinity, e.g. mpirun --bind-to core); any
+ * other value is warned about and taken as auto.
  *
  * Only the communication thread calls these; the decisions are local
  * (each rank holds its own pushes; the negotiation agrees as always), so
@@ -50,10 +51,12 @@ void kvd_defer_setup(kvd_defer *d, const kvd_store *s) {
     memset(d, 0, sizeof *d);
     if (s->async || s->size < 2) return;
     const char *e = getenv("MXP_KV_DEFER");
-    if (e && *e && strcmp(e, "auto") != 0) {
-        d->on = strcmp(e, "0") != 0;
+    if (e && (!strcmp(e, "0") || !strcmp(e, "1"))) {
+        d->on = e[0] == '1';
         return;
     }
+    if (e && *e && strcmp(e, "auto") != 0)
+        kvd_host->log(MXP_LOG_WARN, "kvstore-dist", "MXP_KV_DEFER='%s' is not 1, 0 or auto: using auto", e);
     cpu_set_t cs;
     CPU_ZERO(&cs);
     d->on = sched_getaffinity(0, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) == 1;
