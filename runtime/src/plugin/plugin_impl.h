@@ -413,6 +413,11 @@ int mxp__tune_cache_save(const mxp__tune_entry *e);
  * production path (tune_time.c).  MXP_EUNSUPPORTED for an async impl. */
 int mxp__tune_time_one(const char *op_name, mxp_impl_ref *ref, const mxp_select_query *q, double *out_ms,
                        double *out_min_ms);
+/* a and b timed run by run in turn for q (tune_time.c): *out_ratio the
+ * median over the rounds of a's time / b's (below 1: a is faster), each
+ * one's median time, and the number of rounds. */
+int mxp__tune_duel(const char *op_name, mxp_impl_ref *a, mxp_impl_ref *b, const mxp_select_query *q,
+                   double *out_ratio, double *out_a_ms, double *out_b_ms, int *out_rounds);
 
 /* Wake threads waiting on pins / reloads (impl_ref.c). */
 void mxp__pack_notify(void);

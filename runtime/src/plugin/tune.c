@@ -12,9 +12,10 @@
  * (tune_time.c: the production path of opdef.h on scratch tensors) in
  * TUNE_PASSES passes over the candidates (alternating order; the lowest
  * median of each counts; a candidate whose fastest first-pass run is over
- * TUNE_DROP_RATIO x the fastest median is not timed again; a close call
- * between the two fastest gets up to TUNE_CLOSE_PASSES more), keeps the
- * fastest and saves it.  A candidate
+ * TUNE_DROP_RATIO x the fastest median is not timed again; the two
+ * with the fastest runs, within TUNE_DUEL_RATIO, are then timed run by run in turn and
+ * the median ratio of those rounds decides), keeps the fastest and saves
+ * it.  A candidate
  * whose timing fails is skipped; when none could be timed (or
  * $MXP_TUNE_NO_TIMING forbids timing) the auto choice (index 0) is used
  * and nothing is recorded.  Candidates on a device are timed there
@@ -33,13 +34,15 @@
 
 #define TUNE_PASSES 2
 #define TUNE_DROP_RATIO 2.0
-/* A close call (runner-up within TUNE_CLOSE_RATIO of the best) gets up to
- * TUNE_CLOSE_PASSES more passes over just those two, alternating: on a
- * loaded machine one disturbed pass of the winner otherwise decided picks
+/* The runner-up (by fastest run) within TUNE_DUEL_RATIO of the best gets a
+ * duel with it (mxp__tune_duel: run by run in turn, the median ratio
+ * decides): on a loaded machine one disturbed block of runs decided picks
  * that differ by less than the load's noise (bench/conv's lines moved
- * between runs only because tune picked differently). */
-#define TUNE_CLOSE_RATIO 1.15
-#define TUNE_CLOSE_PASSES 2
+ * between runs only because tune picked differently), and a burst of load
+ * over both passes of winograd's training step once made tune pick direct
+ * at half its speed (9.44 against 11.61 ms timed, 5.09 against 2.78 ms on
+ * bench/conv). */
+#define TUNE_DUEL_RATIO 2.0
 
 /* ------------------------------------------------------------ signature */
 
@@ -184,11 +187,13 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
     e.ms = calloc((size_t)n, sizeof *e.ms);
     double *ms = calloc((size_t)n, sizeof *ms);      /* per candidate, -1: not timed */
     double *fastest = calloc((size_t)n, sizeof *ms); /* its fastest run of pass 0 */
-    if (!e.names || !e.ms || !ms || !fastest) {
+    double *lowest = calloc((size_t)n, sizeof *ms);  /* its fastest run of all passes */
+    if (!e.names || !e.ms || !ms || !fastest || !lowest) {
         free(e.names);
         free(e.ms);
         free(ms);
         free(fastest);
+        free(lowest);
         free(sig);
         return mxp__error_oom("tune");
     }
@@ -200,7 +205,6 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
      * drift in machine load does not favour whoever ran first. */
     for (int i = 0; i < n; i++) ms[i] = -1;
     double first_best = -1; /* fastest time of pass 0 */
-    int n_close = 0;        /* extra passes for a close call */
     for (int pass = 0; pass < TUNE_PASSES; pass++) {
         if (pass == 1)
             for (int i = 0; i < n; i++)
@@ -229,25 +233,39 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
                 continue;
             }
             if (pass == 0) fastest[i] = t_min;
+            if (pass == 0 || t_min < lowest[i]) lowest[i] = t_min;
             if (pass == 0 || t < ms[i]) ms[i] = t;
         }
     }
-    for (int extra = 0; extra < TUNE_CLOSE_PASSES; extra++) {
-        int b1 = -1, b2 = -1;
-        for (int i = 0; i < n; i++) {
-            if (ms[i] < 0) continue;
-            if (b1 < 0 || ms[i] < ms[b1]) b2 = b1, b1 = i;
-            else if (b2 < 0 || ms[i] < ms[b2]) b2 = i;
-        }
-        if (b2 < 0 || ms[b2] > TUNE_CLOSE_RATIO * ms[b1]) break;
-        int pair[2] = {extra % 2 ? b1 : b2, extra % 2 ? b2 : b1};
-        for (int k = 0; k < 2; k++) {
-            double t, t_min = 0;
-            if (mxp__tune_time_one(op_name, refs[pair[k]], q, &t, &t_min)) continue; /* keeps its earlier time */
-            if (t < ms[pair[k]]) ms[pair[k]] = t;
-        }
+    /* The two with the fastest runs, when the runner-up's is within
+     * TUNE_DUEL_RATIO of the best's, are timed again run by run in turn
+     * (mxp__tune_duel) and the median ratio of the rounds decides: each
+     * pass above times a candidate in a block of its own, which a burst of
+     * load can hit whole.  The pair goes by fastest runs, not medians:
+     * winograd's training step once had a pass median of 7.8 ms with runs
+     * of 2.4 and 3.1 in it (burst load) and was left out of a duel between
+     * direct (5.7) and strip. */
+    int duel_a = -1, duel_b = -1, duel_rounds = 0, duel_pick = -1;
+    double duel_ratio = 1, duel_a_ms = 0, duel_b_ms = 0;
+    for (int i = 0; i < n; i++) {
+        if (ms[i] < 0) continue;
+        if (duel_a < 0 || lowest[i] < lowest[duel_a]) duel_b = duel_a, duel_a = i;
+        else if (duel_b < 0 || lowest[i] < lowest[duel_b]) duel_b = i;
+    }
+    if (duel_b >= 0 && lowest[duel_b] <= TUNE_DUEL_RATIO * lowest[duel_a]) {
+        double a_ms = 0, b_ms = 0;
+        if (mxp__tune_duel(op_name, refs[duel_a], refs[duel_b], q, &duel_ratio, &a_ms, &b_ms, &duel_rounds) == MXP_OK &&
+            duel_rounds > 0) {
+            /* Strictly faster wins: a tie keeps the auto order. */
+            int b_wins = duel_ratio > 1 || (duel_ratio == 1 && duel_b < duel_a);
+            duel_pick = b_wins ? duel_b : duel_a;
+            /* The table keeps the passes' medians; the note gives the
+             * duel's. */
+            duel_a_ms = a_ms;
+            duel_b_ms = b_ms;
+        } else
+            duel_rounds = 0;
         mxp__error_clear();
-        n_close++;
     }
     for (int i = 0; i < n; i++) {
         if (ms[i] < 0) continue;
@@ -259,8 +277,10 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
             best_ms = ms[i];
         }
     }
+    if (duel_pick >= 0) best = duel_pick; /* the rounds' ratio, not two medians, decides */
     free(ms);
     free(fastest);
+    free(lowest);
     mxp__error_clear();
     if (best < 0) {
         mxp__strbuf_addf(&note, "tune: no candidate could be timed: '%s' as auto%s", refs[0]->entry->name,
@@ -273,7 +293,10 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
         mxp__strbuf_addf(&note, "tune: '%s' timed now (", e.choice);
         note_times(&note, &e);
         mxp__strbuf_addf(&note, ")%s", q->is_train ? "; runs are forward+backward (training)" : "");
-        if (n_close) mxp__strbuf_addf(&note, "; %d more pass%s over the two closest", n_close, n_close > 1 ? "es" : "");
+        if (duel_rounds)
+            mxp__strbuf_addf(&note, "; '%s' and '%s' timed again in turn, %d rounds: median ratio %.3f (medians %.3f, %.3f ms)",
+                             refs[duel_a]->entry->name, refs[duel_b]->entry->name, duel_rounds, duel_ratio, duel_a_ms,
+                             duel_b_ms);
         if (dropped.buf)
             mxp__strbuf_addf(&note, "; timed in the first pass only (over %gx the fastest): %s", TUNE_DROP_RATIO,
                              dropped.buf);

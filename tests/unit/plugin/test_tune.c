@@ -326,12 +326,12 @@ Test(tune, a_candidate_with_fast_runs_is_timed_again_despite_a_slow_median) {
     free(rep);
 }
 
-/* A close call gets more passes over the two closest: slow with
- * PSEL_SLOW_NOISE=2 does mid's work.  Extra passes only ever lower a
- * time, and without them the saved times are those of the two passes, so
- * whenever the saved times are within 15% of each other the note must
- * say that more passes ran (the times themselves are not asserted). */
-Test(tune, a_close_call_gets_more_passes_over_the_two_closest) {
+/* Two candidates within 2x of each other after the passes are timed again
+ * run by run in turn, and the median ratio of those rounds decides: slow
+ * with PSEL_SLOW_NOISE=2 does mid's work, so the duel always runs; the
+ * note names the pair and the ratio, and the choice must follow the ratio
+ * (a tie keeps the auto order, mid first). */
+Test(tune, a_close_call_is_decided_by_runs_in_turn) {
     setenv("PSEL_SLOW_NOISE", "2", 1);
     char *rep = NULL;
     const char *shapes[] = {"data=20000"};
@@ -341,20 +341,61 @@ Test(tune, a_close_call_gets_more_passes_over_the_two_closest) {
     unsigned long runs = mxp__tune_timing_runs() - t0;
     unsetenv("PSEL_SLOW_NOISE");
     cr_assert_eq(rc, MXP_OK, "%s", mxp_last_error());
+    const char *d = strstr(rep, "timed again in turn, ");
+    cr_assert(d, "%s", rep);
+    char first[16] = "", second[16] = "";
+    int rounds = 0;
+    double ratio = 0;
+    const char *pair = d;
+    while (pair > rep && strncmp(pair, "; '", 3)) pair--;
+    cr_assert_eq(sscanf(pair, "; '%15[a-z]' and '%15[a-z]' timed again in turn, %d rounds: median ratio %lf", first, second,
+                        &rounds, &ratio), 4, "%s", rep);
+    cr_expect(rounds >= 5, "%d rounds: %s", rounds, rep);
+    /* 2 candidates x 2 passes of a warm-up + >= 5 runs, then 2 warm-ups + 2 per round */
+    cr_expect(runs >= 4 * 6 + 2 + 2 * (unsigned long)rounds, "%lu timing runs, %d rounds", runs, rounds);
     char *text = slurp(g_file);
     double mid = 0, slow = 0;
     char choice[64] = "";
     cr_assert(text && read_times(text, &mid, &slow, choice) == 0, "%s", text ? text : "(no cache file)");
-    cr_assert(mid > 0 && slow > 0, "mid %g ms, slow %g ms", mid, slow);
-    double ratio = mid > slow ? mid / slow : slow / mid;
-    if (ratio <= 1.15) {
-        cr_expect(strstr(rep, "more pass") && strstr(rep, "over the two closest"), "ratio %g: %s", ratio, rep);
-        /* 2 candidates x 2 passes + 2 x (1 or 2) more, each a warm-up and >= 5 runs */
-        cr_expect(runs >= 6 * 6, "%lu timing runs", runs);
-    }
-    cr_expect(!strcmp(choice, mid <= slow ? "mid" : "slow"), "mid %g ms, slow %g ms, choice %s", mid, slow, choice);
+    const char *want = ratio > 1 ? second : ratio < 1 ? first : "mid";
+    cr_expect_str_eq(choice, want, "ratio %g of '%s' to '%s': %s", ratio, first, second, rep);
     free(text);
     free(rep);
+}
+
+/* The duel itself measures: slow really does 16x mid's work, so mid/slow
+ * must come out well below 1 and slow/mid well above, whichever goes
+ * first. */
+static mxp_impl_ref *ref_named(struct mxp_op *op, mxp_select_query *q, const char *name) {
+    q->policy = name;
+    mxp_impl_ref *ref = NULL;
+    cr_assert_eq(mxp__select_impl(op, q, &ref, NULL), MXP_OK, "%s", mxp_last_error());
+    cr_assert_str_eq(ref->impl->impl_name, name);
+    return ref;
+}
+
+Test(tune, a_duel_measures_the_ratio_of_the_two_candidates) {
+    struct mxp_op *op = mxp__registry_find_op("psel_scale");
+    cr_assert(op);
+    const mxp_op_def *def;
+    cr_assert_eq(mxp__op_ensure_def(op, &def), MXP_OK, "%s", mxp_last_error());
+    void *params;
+    const char *k[] = {"factor"}, *v[] = {"2"};
+    cr_assert_eq(mxp__op_params_new(def, k, v, 1, &params), MXP_OK, "%s", mxp_last_error());
+    mxp_shape in = {1, 0, {20000}}, out = in;
+    int32_t dt = MXP_DTYPE_F32;
+    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL, NULL, NULL};
+    mxp_impl_ref *mid = ref_named(op, &q, "mid"), *slow = ref_named(op, &q, "slow");
+    q.policy = NULL;
+    double r1 = 0, r2 = 0, a = 0, b = 0;
+    int n1 = 0, n2 = 0;
+    cr_assert_eq(mxp__tune_duel("psel_scale", mid, slow, &q, &r1, &a, &b, &n1), MXP_OK, "%s", mxp_last_error());
+    cr_expect(n1 >= 5 && a > 0 && b > a, "%d rounds, mid %g ms, slow %g ms", n1, a, b);
+    cr_assert_eq(mxp__tune_duel("psel_scale", slow, mid, &q, &r2, &a, &b, &n2), MXP_OK, "%s", mxp_last_error());
+    cr_expect(r1 < 0.5 && r2 > 2, "mid/slow %g, slow/mid %g", r1, r2);
+    mxp__impl_ref_release(mid);
+    mxp__impl_ref_release(slow);
+    mxp__op_params_free(def, params);
 }
 
 /* ------------------------------------------------------------ input-gradient mask
