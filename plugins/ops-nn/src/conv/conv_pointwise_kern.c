@@ -104,6 +104,20 @@ AI void pf_step(pwk_pf *pf, int64_t k) {
     }
 }
 
+/* The in-place read of a strip (pwk_gemm_pack) asks for its row PW_PFD
+ * iterations ahead into L1 (prefetcht0).  Each row is two lines a whole
+ * row pitch after the previous row's, which the L1 prefetchers do not
+ * follow, and pwk_pf's L2 prefetch has not always arrived: in layer (e)'s
+ * forward ~20% of the perf samples sat on these two loads, none with it.
+ * 16 rows ahead beat 4, 8 and 32 in alternating runs (issue 19, 2026-11-26). */
+#ifndef PW_PFD
+#define PW_PFD 16
+#endif
+AI void pf_l1(const float *row) {
+    __builtin_prefetch(row, 0, 3);
+    __builtin_prefetch(row + 16, 0, 3);
+}
+
 AI void gemm_body(const int MB, const float *a, const float *b, int64_t ldb, float *pan, int64_t K, float *c,
                   int64_t ldc, const float *bias, int add, pwk_pf *pf) {
     v16 acc[PW_MB][2];
@@ -115,6 +129,7 @@ AI void gemm_body(const int MB, const float *a, const float *b, int64_t ldb, flo
     }
     for (int64_t k = 0; k < K; k++) {
         if (pf) pf_step(pf, k);
+        if (PW_PFD && pan && k + PW_PFD < K) pf_l1(b + (k + PW_PFD) * ldb);
         v16 v0 = ld16(b + k * ldb), v1 = ld16(b + k * ldb + 16);
         if (pan) {
             st16(pan + k * PW_STRIP, v0);
@@ -178,6 +193,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void gemm_nt_bod
     }
     for (int64_t k = 0; k < K; k++) {
         if (pf) pf_step(pf, k);
+        if (PW_PFD && pan && k + PW_PFD < K) pf_l1(b + (k + PW_PFD) * ldb);
         __m512 v0 = _mm512_loadu_ps(b + k * ldb), v1 = _mm512_loadu_ps(b + k * ldb + 16);
         if (pan) {
             _mm512_storeu_ps(pan + k * PW_STRIP, v0);
