@@ -50,7 +50,10 @@
 # apart paired one run's 2 workers with another run's control); the log's
 # other figures are medians of each column.  KV_BENCH_REPS (default 10) and KV_BENCH_BATCHES (LeNet batches of
 # 64 per worker per epoch, default 50; the 2nd epoch is timed).
-# KV_BENCH_ONLY=train runs the training part alone.
+# KV_BENCH_ONLY=train runs the training part alone.  Each 2-worker run also
+# prints, per rank, the median held step's time from its last gradient
+# queued to its last sum and how much of it was waiting for the other
+# worker (MXP_KV_STATS=1, which only prints the counters every run keeps).
 set -eu
 : "${BUILD:=$(pwd)/build}"
 BIN="$BUILD/bench/kvstore"
@@ -120,8 +123,9 @@ if [ -f "$DATA/train-images-idx3-ubyte.gz" ] && [ "$(nproc)" -ge 2 ]; then
     }
     control
     for r in $(seq "$TRAIN_REPS"); do
-        $MPI_CORE "$BIN" train "$DATA" "$NET" 1 "$BATCHES" </dev/null |
+        $MPI_CORE -x MXP_KV_STATS=1 "$BIN" train "$DATA" "$NET" 1 "$BATCHES" </dev/null 2>"$t/err" |
             awk -F'sps=' '/^train/ { s += $2 } END { printf "%.1f\n", s }' >>"$t/two"
+        grep -v '^kvstore dist_sync rank' "$t/err" >&2 || :
         control
         one 0 >>"$t/alone"
         # This run's control: the controls just before and just after it.
@@ -129,6 +133,14 @@ if [ -f "$DATA/train-images-idx3-ubyte.gz" ] && [ "$(nproc)" -ge 2 ]; then
         tail -2 "$t/ctl_mean" | awk '{ s += $1 } END { printf "%.1f\n", s / NR }' >>"$t/pair"
         awk -v t="$(tail -1 "$t/two")" -v s="$(tail -1 "$t/slower")" 'BEGIN { printf "%.4f %s %s\n", 1 - t / (2 * s), t, s }' >>"$t/runs"
         echo "  run $r: 2 workers (dist_sync) $(tail -1 "$t/two") samples/s together; two independent workers at once, before: $(tail -2 "$t/ctl_cores" | head -1); after: $(tail -1 "$t/ctl_cores") (slower $(tail -2 "$t/ctl_slower" | tr '\n' ' ')-> $(tail -1 "$t/slower"), mean $(tail -1 "$t/pair")); one worker alone $(tail -1 "$t/alone"); this run's overhead $(tail -1 "$t/runs" | awk '{ printf "%.1f", 100 * $1 }')%"
+        # Where a step's sync time went on each rank (MXP_KV_STATS, over
+        # both epochs): from the step's last gradient queued (the held step
+        # released) to its last sum, and the part of that spent waiting for
+        # the other worker to arrive, medians over the steps (the means
+        # carry the first steps' waits for the other rank's convolution
+        # tuning); the mean bucket sum.
+        sed -n 's/^kvstore dist_sync rank \([0-9]*\):.* sums in [0-9.]* ms (\([0-9]*\) us each).* (medians \([0-9]*\) us, \([0-9]*\) us)$/rank \1: \3 us, \4 us of it waiting for the other worker (bucket sum \2 us)/p' "$t/err" |
+            sort | awk 'BEGIN { printf "         per step (median), from its last gradient queued to its last sum:" } { printf "%s%s", (NR > 1 ? "; " : " "), $0 } END { print "" }'
     done
     single=$(median <"$t/slower"); mean=$(median <"$t/pair"); two=$(median <"$t/two"); alone=$(median <"$t/alone")
     mid=$(sort -n "$t/runs" | awk '{ v[NR] = $0 } END { print v[int((NR + 1) / 2)] }')

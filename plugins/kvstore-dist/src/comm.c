@@ -766,6 +766,7 @@ static void hold_step(kvd_comm *c, pending *p, int nk) {
             if (hot_us < 0) hot_us = 0;
         }
         c->released = kvd_now();
+        c->st.step_neg_s = 0;
         hot_until = c->released + (double)hot_us * 1e-6;
     } else if (d->armed && has_local_work(p, nk)) {
         d->armed = 0; /* this round's work goes now, unheld */
@@ -897,7 +898,10 @@ static void *comm_main(void *arg) {
         c->st.work_cycles += has_local_work(&p, nk);
         if ((rc = wait_negotiation(c, &rq, has_local_work(&p, nk)))) break;
         c->st.neg_s += kvd_now() - t_neg;
-        if (c->released > 0) c->st.tail_neg_s += kvd_now() - t_neg;
+        if (c->released > 0) {
+            c->st.tail_neg_s += kvd_now() - t_neg;
+            c->st.step_neg_s += kvd_now() - t_neg;
+        }
         int any = 0;
         for (int w = 0; w < need; w++) {
             agreed[w] = ~0ull;
@@ -931,8 +935,14 @@ static void *comm_main(void *arg) {
         }
         if ((rc = do_keys(c, &p, agreed, nk))) break;
         if (c->released > 0 && !has_local_work(&p, nk)) { /* the step's last sum */
+            double took = kvd_now() - c->released;
+            if (c->st.tails < KVD_TAIL_SAMPLES) {
+                c->st.tail_us[c->st.tails] = (float)(took * 1e6);
+                c->st.wait_us[c->st.tails] = (float)(c->st.step_neg_s * 1e6);
+            }
             c->st.tails++;
-            c->st.tail_s += kvd_now() - c->released;
+            c->st.tail_s += took;
+            c->st.step_neg_s = 0;
             c->released = 0;
         }
         if (agreed[0] >> BIT_BARRIER & 1) {
@@ -960,6 +970,18 @@ static void *comm_main(void *arg) {
 }
 
 static kvd_comm g_comm;
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorts it); 0 for none. */
+static double median_us(float *v, long n) {
+    if (n <= 0) return 0.0;
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
+}
 
 static int env_flag(const char *name) {
     const char *v = getenv(name);
@@ -991,15 +1013,18 @@ void kvd_comm_stop(kvd_store *s) {
     if (!(s->async && s->role)) kvd_run_sync(s, &r);
     pthread_join(s->thread, NULL);
     if (!s->async && env_flag("MXP_KV_STATS")) {
-        const kvd_stats *t = &g_comm.st;
+        kvd_stats *t = &g_comm.st;
+        long ns = t->tails < KVD_TAIL_SAMPLES ? t->tails : KVD_TAIL_SAMPLES;
+        double tail_med = median_us(t->tail_us, ns), wait_med = median_us(t->wait_us, ns);
         fprintf(stderr, "%s rank %d: %ld negotiation cycles (%ld with local work), %.1f ms waiting in them; %ld bucket "
                 "sums in %.1f ms (%.0f us each); %ld keys summed inside the negotiation; deferral %s: %ld steps held "
                 "(%ld timed out), step set of %d keys; a released step took %.0f us to its last sum, %.0f us of it waiting "
-                "for the peers\n", kvd_name(s), s->rank,
+                "for the peers (medians %.0f us, %.0f us)\n", kvd_name(s), s->rank,
                 t->cycles, t->work_cycles, t->neg_s * 1e3, t->sums, t->sum_s * 1e3,
                 t->sums ? t->sum_s / (double)t->sums * 1e6 : 0.0, t->cached_keys, g_comm.defer.on ? "on" : "off",
                 g_comm.defer.holds, g_comm.defer.timeouts, g_comm.defer.n_set,
-                t->tails ? t->tail_s / (double)t->tails * 1e6 : 0.0, t->tails ? t->tail_neg_s / (double)t->tails * 1e6 : 0.0);
+                t->tails ? t->tail_s / (double)t->tails * 1e6 : 0.0, t->tails ? t->tail_neg_s / (double)t->tails * 1e6 : 0.0,
+                tail_med, wait_med);
     }
     free(g_comm.bucket);
     free(g_comm.scratch);

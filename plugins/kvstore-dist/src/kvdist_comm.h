@@ -20,6 +20,13 @@ typedef struct kvd_stats {
     long tails;              /* held steps released and summed             */
     double tail_neg_s;       /* their negotiation waits (for a later peer) */
     double tail_s;           /* release to the end of their sums           */
+    double step_neg_s;       /* the released step's negotiation waits so far */
+    /* The first KVD_TAIL_SAMPLES released steps, each: release to last
+     * sum, and its negotiation waits (us), for the printed medians (the
+     * means carry the first steps' waits for the peer's convolution
+     * tuning, tens of ms). */
+#define KVD_TAIL_SAMPLES 4096
+    float tail_us[KVD_TAIL_SAMPLES], wait_us[KVD_TAIL_SAMPLES];
 } kvd_stats;
 
 /* defer.c: a training step's pushes held until the step's whole key set
