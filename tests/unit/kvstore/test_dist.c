@@ -794,6 +794,16 @@ Test(kvstore_dist, two_workers_batch_32_equal_one_worker_batch_64) {
     int with_set = 0;
     for (const char *q = elog; (q = strstr(q, "step set of 6 keys")); q++) with_set++;
     cr_expect(learned >= 1 && with_set == 2, "the 2 ranks did not both learn the 6-key step set:\n%s", elog);
+    /* Each rank's held steps: a step's wait for the peers is part of its
+     * time to the last sum, so the medians keep that order too. */
+    int medians = 0;
+    for (const char *q = elog; (q = strstr(q, "(medians ")); q++) {
+        double tail = -1, wait = -1;
+        cr_expect(sscanf(q, "(medians %lf us, %lf us)", &tail, &wait) == 2 && tail > 0 && wait >= 0 && wait <= tail,
+                  "held-step medians out of order in:\n%s", elog);
+        medians++;
+    }
+    cr_expect(medians == 2, "%d ranks printed held-step medians, not 2:\n%s", medians, elog);
     free(elog);
     size_t l0, l1;
     char *w0 = rank_out(0, &l0), *w1 = rank_out(1, &l1);
