@@ -184,7 +184,7 @@ int kvd_fail_timeout(kvd_comm *c, const char *what, double waited_s) {
  * step was just released (defer.c), so the compute thread that shares the
  * core waits for these very sums and the core is this thread's. */
 static double hot_until;
-static long hot_us = -1;
+static long hot_us; /* MXP_KV_HOT_US, read when the thread starts */
 
 static int hot(void) { return hot_until > 0 && kvd_now() < hot_until; }
 
@@ -693,6 +693,24 @@ static int pending_is_recent_set(const kvd_comm *c, const pending *p, int nk) {
     return 0;
 }
 
+/* A microseconds knob from the environment: unset or empty gives dflt; a
+ * value that is not a whole number in lo..hi is warned about (naming the
+ * variable and value) and gives dflt, rather than silently 0 as strtol
+ * would make it. */
+static long env_us(const char *name, long dflt, long lo, long hi) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (end == e || *end || errno || v < lo || v > hi) {
+        kvd_host->log(MXP_LOG_WARN, "kvstore-dist", "%s='%s' is not a whole number of microseconds in %ld..%ld: "
+                      "using %ld", name, e, lo, hi, dflt);
+        return dflt;
+    }
+    return v;
+}
+
 /* Ask the scheduler for a short time slice on this thread (Linux >= 6.12,
  * EEVDF: sched_attr.sched_runtime of a normal task; no privilege needed;
  * older kernels ignore it).  The communication thread shares its core with
@@ -703,11 +721,9 @@ static int pending_is_recent_set(const kvd_comm *c, const pending *p, int nk) {
  * A short slice lets it preempt at once (PREEMPT_SHORT) and run briefly.
  * MXP_KV_COMM_SLICE_US (default 100, 0: leave the default slice). */
 void kvd_short_slice(void) {
-    const char *e = getenv("MXP_KV_COMM_SLICE_US");
-    long us = e && *e ? strtol(e, NULL, 10) : 100;
-    if (us <= 0) return;
+    long us = env_us("MXP_KV_COMM_SLICE_US", 100, 0, 100000);
+    if (us == 0) return;
     if (us < 100) us = 100; /* the kernel's range: 0.1 .. 100 ms */
-    if (us > 100000) us = 100000;
     struct {
         uint32_t size, policy;
         uint64_t flags;
@@ -760,11 +776,6 @@ static void hold_step(kvd_comm *c, pending *p, int nk) {
     }
     if (held) {
         kvd_defer_end(d, 0);
-        if (hot_us < 0) {
-            const char *e = getenv("MXP_KV_HOT_US");
-            hot_us = e && *e ? strtol(e, NULL, 10) : 3000;
-            if (hot_us < 0) hot_us = 0;
-        }
         c->released = kvd_now();
         c->st.step_neg_s = 0;
         hot_until = c->released + (double)hot_us * 1e-6;
@@ -781,9 +792,8 @@ static void *comm_main(void *arg) {
      * slack, 50 us, would stretch each one by that much). */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     kvd_short_slice();
-    const char *cap = getenv("MXP_KV_NEG_NAP_US");
-    c->neg_cap_us = cap && *cap ? strtol(cap, NULL, 10) : 50;
-    if (c->neg_cap_us < 0) c->neg_cap_us = 0;
+    c->neg_cap_us = env_us("MXP_KV_NEG_NAP_US", 50, 0, 1000000);
+    hot_us = env_us("MXP_KV_HOT_US", 3000, 0, 10000000);
     int rc = kvd_mpi_setup(c);
     if (!rc) kvd_defer_setup(&c->defer, s);
     pthread_mutex_lock(&s->lock);
