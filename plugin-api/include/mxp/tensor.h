@@ -23,9 +23,13 @@ typedef struct mxp_tensor {
     const int64_t *shape;   /* [ndim]                                          */
     const int64_t *strides; /* [ndim] in elements, NULL = contiguous           */
     mxp_device device;      /* where data lives                                */
-    uint64_t version;       /* changes on every write of the storage: a pack
+    uint64_t version;       /* changes on every write of the storage and
+                               differs between arrays (an address reused by
+                               another array gets other versions): a pack
                                may cache data derived from it (e.g. transformed
-                               weights) keyed by (data, version)              */
+                               weights) keyed by (data, version).  0: not
+                               tracked (a KVStore transport's arrays): do
+                               not cache                                      */
 } mxp_tensor;
 
 /* Number of elements (1 for a scalar). */

@@ -704,6 +704,7 @@ int mxp_engine_new_var(mxp_var **out) {
     mxp_var *v = malloc(sizeof *v);
     if (!v) return mxp__error_oom("engine var");
     *v = (mxp_var){0};
+    v->uid = mxp__eng_next_uid();
     *out = v;
     return MXP_OK;
 }

@@ -50,6 +50,18 @@ void mxp__engine_run_worker_init(void);
  * about to be) overwritten since.  Autograd checks recorded inputs with it. */
 uint64_t mxp__engine_var_writes_pushed(const mxp_var *v);
 
+/* The version a pack sees in mxp_tensor.version (mxp/tensor.h): changes on
+ * every completed write of var, and differs between vars — the var's
+ * creation number in the high 40 bits, its write count (mod 2^24) in the
+ * low 24 — so a pooled address reused by another array never repeats an
+ * earlier (data, version) pair.  mxp_engine_var_version alone counts from 0
+ * in every var: a pack caching packed weights by it would have taken a
+ * stale pack for a new weight at a reused address. */
+uint64_t mxp__engine_var_stamp(const mxp_var *v);
+/* A version no var's stamp and no other call returns: for scratch tensors
+ * handed to a pack outside a var (tune's timing runs). */
+uint64_t mxp__engine_new_stamp(void);
+
 /* A var's write hook: work that must run before the var's next write —
  * the KVStore's copy-on-write of a sum it left in the caller's array
  * (kvstore.c, lazy store).  An armed hook fires once, on the thread that

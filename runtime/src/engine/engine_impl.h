@@ -136,7 +136,11 @@ struct mxp_var {
     _Atomic uint64_t writes_pushed; /* writes queued so far (autograd's in-place check); as version */
     _Atomic(err_rec *) err;  /* replaced only by a completing writer */
     _Atomic(mxp__var_write_hook *) write_hook; /* fired once by the next write pushed (engine.h) */
+    uint64_t uid;            /* creation number, from 1 (mxp__engine_var_stamp) */
 };
+
+/* Next creation number (var.c): vars and mxp__engine_new_stamp share them. */
+uint64_t mxp__eng_next_uid(void);
 
 /* Before a push registers its writes: fire each written var's armed write
  * hook (one relaxed load per written var when none is armed).  The hook

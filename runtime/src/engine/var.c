@@ -213,6 +213,18 @@ bool mxp__engine_var_disarm_write_hook(mxp_var *v, mxp__var_write_hook *h) {
                                                    memory_order_acquire);
 }
 
+static _Atomic uint64_t uids_given;
+
+uint64_t mxp__eng_next_uid(void) { return atomic_fetch_add_explicit(&uids_given, 1, memory_order_relaxed) + 1; }
+
+uint64_t mxp__engine_new_stamp(void) { return mxp__eng_next_uid() << 24; }
+
+uint64_t mxp__engine_var_stamp(const mxp_var *v) {
+    if (!v) return 0;
+    uint64_t writes = atomic_load_explicit(&((mxp_var *)v)->version, memory_order_acquire);
+    return (v->uid << 24) | (writes & ((UINT64_C(1) << 24) - 1));
+}
+
 uint64_t mxp__engine_var_writes_pushed(const mxp_var *v) {
     return v ? atomic_load_explicit(&((mxp_var *)v)->writes_pushed, memory_order_relaxed) : 0;
 }

@@ -199,7 +199,7 @@ static void ctx_complete(void *token, int32_t status, const char *message) {
  * the same path tune times. */
 int mxp__exec_call(exec *x, void *stream) {
     for (int i = 0; i < x->n_t; i++)
-        if (x->tvar[i]) x->t[i].version = mxp_engine_var_version(x->tvar[i]);
+        if (x->tvar[i]) x->t[i].version = mxp__engine_var_stamp(x->tvar[i]);
     mxp__run r = {.backward = x->backward,
                   .is_train = x->is_train,
                   .dev = x->dev,

@@ -15,6 +15,7 @@
  * Not here: which candidates, passes and the choice (tune.c). */
 #include "plugin/plugin_impl.h"
 #include "plugin/tune_device.h"
+#include "engine/engine.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -158,7 +159,7 @@ static int timer_open(const char *op_name, mxp_impl_ref *ref, const mxp_select_q
         t[i].ndim = sh->ndim;
         t[i].shape = sh->dims;
         t[i].device = q->device;
-        t[i].version = 1;
+        t[i].version = mxp__engine_new_stamp(); /* scratch at a reused address is another array */
         if (i < n_in) fill_values(t[i].data, dt, numel, -1, i + 1);
         else if (i >= n_in + n_out) fill_values(t[i].data, dt, numel, 1.0, 0);
         rc = mxp__tune_dev_move(&tm->td, &t[i].data, (size_t)numel * es + 64);
@@ -185,6 +186,7 @@ static int timer_open(const char *op_name, mxp_impl_ref *ref, const mxp_select_q
         mxp_tensor *g = i < n_out ? &bt[i] : &bt[2 * n_out + n_in + (i - n_out)];
         size_t bytes = (size_t)mxp_tensor_numel(like) * mxp_dtype_size(like->dtype);
         *g = *like;
+        g->version = mxp__engine_new_stamp();
         if (i >= n_out && q->in_grad && !q->in_grad[i - n_out]) {
             g->data = NULL; /* not asked for: no buffer, req NULL */
             continue;
