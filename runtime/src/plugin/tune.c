@@ -253,16 +253,12 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
         else if (duel_b < 0 || lowest[i] < lowest[duel_b]) duel_b = i;
     }
     if (duel_b >= 0 && lowest[duel_b] <= TUNE_DUEL_RATIO * lowest[duel_a]) {
-        double a_ms = 0, b_ms = 0;
-        if (mxp__tune_duel(op_name, refs[duel_a], refs[duel_b], q, &duel_ratio, &a_ms, &b_ms, &duel_rounds) == MXP_OK &&
-            duel_rounds > 0) {
+        /* The table keeps the passes' medians; the note gives the duel's. */
+        if (mxp__tune_duel(op_name, refs[duel_a], refs[duel_b], q, &duel_ratio, &duel_a_ms, &duel_b_ms,
+                           &duel_rounds) == MXP_OK && duel_rounds > 0) {
             /* Strictly faster wins: a tie keeps the auto order. */
             int b_wins = duel_ratio > 1 || (duel_ratio == 1 && duel_b < duel_a);
             duel_pick = b_wins ? duel_b : duel_a;
-            /* The table keeps the passes' medians; the note gives the
-             * duel's. */
-            duel_a_ms = a_ms;
-            duel_b_ms = b_ms;
         } else
             duel_rounds = 0;
         mxp__error_clear();

@@ -61,18 +61,33 @@ static const char *selected_name(struct mxp_op *op, const mxp_op_def *def, void 
     return name;
 }
 
-static const char *choose(int64_t n) {
-    struct mxp_op *op = mxp__registry_find_op("psel_scale");
-    cr_assert(op);
+/* psel_scale (factor 2) on n floats on the CPU: its op, definition,
+ * params (the caller frees them) and a query over them (q points into s). */
+typedef struct scale_query {
+    struct mxp_op *op;
     const mxp_op_def *def;
-    cr_assert_eq(mxp__op_ensure_def(op, &def), MXP_OK, "%s", mxp_last_error());
     void *params;
+    mxp_shape in, out;
+    int32_t dt;
+    mxp_select_query q;
+} scale_query;
+
+static void scale_query_init(scale_query *s, int64_t n) {
+    s->op = mxp__registry_find_op("psel_scale");
+    cr_assert(s->op);
+    cr_assert_eq(mxp__op_ensure_def(s->op, &s->def), MXP_OK, "%s", mxp_last_error());
     const char *k[] = {"factor"}, *v[] = {"2"};
-    cr_assert_eq(mxp__op_params_new(def, k, v, 1, &params), MXP_OK, "%s", mxp_last_error());
-    mxp_shape in = {1, 0, {n}}, out = in;
-    int32_t dt = MXP_DTYPE_F32;
-    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL, NULL, NULL};
-    return selected_name(op, def, params, &q);
+    cr_assert_eq(mxp__op_params_new(s->def, k, v, 1, &s->params), MXP_OK, "%s", mxp_last_error());
+    s->in = s->out = (mxp_shape){1, 0, {n}};
+    s->dt = MXP_DTYPE_F32;
+    s->q = (mxp_select_query){s->params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &s->in, &s->out, NULL, &s->dt, &s->dt,
+                              NULL, NULL, NULL};
+}
+
+static const char *choose(int64_t n) {
+    scale_query s;
+    scale_query_init(&s, n);
+    return selected_name(s.op, s.def, s.params, &s.q);
 }
 
 static char *slurp(const char *path) {
@@ -375,27 +390,19 @@ static mxp_impl_ref *ref_named(struct mxp_op *op, mxp_select_query *q, const cha
 }
 
 Test(tune, a_duel_measures_the_ratio_of_the_two_candidates) {
-    struct mxp_op *op = mxp__registry_find_op("psel_scale");
-    cr_assert(op);
-    const mxp_op_def *def;
-    cr_assert_eq(mxp__op_ensure_def(op, &def), MXP_OK, "%s", mxp_last_error());
-    void *params;
-    const char *k[] = {"factor"}, *v[] = {"2"};
-    cr_assert_eq(mxp__op_params_new(def, k, v, 1, &params), MXP_OK, "%s", mxp_last_error());
-    mxp_shape in = {1, 0, {20000}}, out = in;
-    int32_t dt = MXP_DTYPE_F32;
-    mxp_select_query q = {params, {MXP_DEV_CPU, 0}, "cpu", 1, 1, 0, 0, &in, &out, NULL, &dt, &dt, NULL, NULL, NULL};
-    mxp_impl_ref *mid = ref_named(op, &q, "mid"), *slow = ref_named(op, &q, "slow");
-    q.policy = NULL;
+    scale_query s;
+    scale_query_init(&s, 20000);
+    mxp_impl_ref *mid = ref_named(s.op, &s.q, "mid"), *slow = ref_named(s.op, &s.q, "slow");
+    s.q.policy = NULL;
     double r1 = 0, r2 = 0, a = 0, b = 0;
     int n1 = 0, n2 = 0;
-    cr_assert_eq(mxp__tune_duel("psel_scale", mid, slow, &q, &r1, &a, &b, &n1), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp__tune_duel("psel_scale", mid, slow, &s.q, &r1, &a, &b, &n1), MXP_OK, "%s", mxp_last_error());
     cr_expect(n1 >= 5 && a > 0 && b > a, "%d rounds, mid %g ms, slow %g ms", n1, a, b);
-    cr_assert_eq(mxp__tune_duel("psel_scale", slow, mid, &q, &r2, &a, &b, &n2), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp__tune_duel("psel_scale", slow, mid, &s.q, &r2, &a, &b, &n2), MXP_OK, "%s", mxp_last_error());
     cr_expect(r1 < 0.5 && r2 > 2, "mid/slow %g, slow/mid %g", r1, r2);
     mxp__impl_ref_release(mid);
     mxp__impl_ref_release(slow);
-    mxp__op_params_free(def, params);
+    mxp__op_params_free(s.def, s.params);
 }
 
 /* ------------------------------------------------------------ input-gradient mask
