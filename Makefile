@@ -54,6 +54,19 @@ API_INC      := -Iplugin-api/include
 RUNTIME_INC  := -Iruntime/include $(API_INC)
 RUNTIME_LIBS := -lyaml -ljansson -lz -ldl -lm -pthread
 
+# Missing Debian packages are installed before the makefiles below are read,
+# because their probes ($(shell command -v mpicc) in pack.mk and bench.mk)
+# decide what gets built: make remakes this included file first; when
+# install-deps.sh installed anything it rewrites the file and GNU make reads
+# every makefile again, so a first `make test` on a fresh machine builds
+# everything.  Not for `make clean`.
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+DEPS_STAMP := $(BUILD)/.deps-installed.mk
+-include $(DEPS_STAMP)
+$(DEPS_STAMP): FORCE
+	@tools/install-deps.sh --if-missing --stamp $@
+endif
+
 # ---------------------------------------------------------------- runtime
 RUNTIME_SRCS := $(shell find runtime/src -name '*.c' | sort)
 RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/obj/%.o)

@@ -7,6 +7,9 @@
 # installs just the missing packages (as root, or through sudo).
 #   --if-missing   accepted for clarity (the behaviour is always "if missing")
 #   --list         print the package list and exit
+#   --stamp FILE   after installing anything, write FILE (the Makefile
+#                  includes it, so make re-reads its makefiles and their
+#                  probes, e.g. `command -v mpicc`, see the new packages)
 # dataset-fashion-mnist is listed because the training tests (make test)
 # and the demo read it; python3-numpy/-pytest/-setuptools for the Python
 # package (python/) and its tests; python3-dev (Python's headers) for its
@@ -25,9 +28,17 @@ python3 python3-numpy python3-pytest python3-setuptools python3-dev
 graphviz
 libdnnl-dev"
 PKGS="$PKGS ${MXP_EXTRA_DEPS:-}"
-case "${1:-}" in
-    --list) echo $PKGS; exit 0 ;;
-esac
+STAMP=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --list) echo $PKGS; exit 0 ;;
+        --if-missing) ;;
+        --stamp) [ $# -ge 2 ] || { echo "install-deps: --stamp needs a file" >&2; exit 2; }
+                 STAMP=$2; shift ;;
+        *) echo "install-deps: unknown option '$1' (known: --if-missing --list --stamp FILE)" >&2; exit 2 ;;
+    esac
+    shift
+done
 # One dpkg-query for all packages; unknown packages print nothing.
 installed=$(dpkg-query -W -f='${Package} ${Status}\n' $PKGS 2>/dev/null \
             | awk '$NF == "installed" { sub(/:.*/, "", $1); print $1 }' || true)
@@ -46,3 +57,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+if [ -n "$STAMP" ]; then
+    mkdir -p "$(dirname "$STAMP")"
+    echo "# written by tools/install-deps.sh after installing:$missing" > "$STAMP"
+fi

@@ -103,7 +103,10 @@ def test_lenet_trains_exports_and_mxplug_predict_agrees(tmp_path):
     it = mx.io.MNISTIter(image=os.path.join(FASHION, "train-images-idx3-ubyte.gz"),
                          label=os.path.join(FASHION, "train-labels-idx1-ubyte.gz"), batch_size=32, shuffle=True)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    # lr 0.05: at 0.1 the accuracy after 250 steps spread over 0.636-0.700
+    # across seeds (kernel rounding alone moved seed 11 from above 0.65 to
+    # 0.642); at 0.05 it was 0.706-0.788 over seeds 1-8 and 11.
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05, "momentum": 0.9})
     steps = 0
     for batch in it:
         with autograd.record():
