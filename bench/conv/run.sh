@@ -24,6 +24,8 @@ ROUNDS=${CONV_BENCH_ROUNDS:-3}
 REPS=${CONV_BENCH_REPS:-5}
 LAYERS=${CONV_BENCH_LAYERS:-abcde}
 PY=/usr/bin/python3
+# The PyTorch peer is Debian's python3-torch: installed here if missing.
+MXP_EXTRA_DEPS="${MXP_EXTRA_DEPS:-} python3-torch" "$here/../../tools/install-deps.sh" --if-missing
 work=$(mktemp -d /tmp/mxp-bench-conv-XXXXXX)
 trap 'rm -rf "$work"' EXIT INT TERM
 export MXP_MANIFEST="$BUILD/plugins/manifest.yaml"

@@ -24,5 +24,5 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export XDG_CACHE_HOME="$tmp/cache"
 "$BUILD/bench/python" 100000
-/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench/python: needs python3-torch" >&2; exit 1; }
+MXP_EXTRA_DEPS="${MXP_EXTRA_DEPS:-} python3-torch" "$here/../../tools/install-deps.sh" --if-missing
 /usr/bin/python3 "$here/bench.py"

@@ -65,7 +65,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin="$BUILD/bench/train"
 [ -x "$bin" ] || { echo "run.sh: $bin missing (make bench-train builds it)" >&2; exit 1; }
-MXP_EXTRA_DEPS="${MXP_EXTRA_DEPS:-} dataset-fashion-mnist" "$root/tools/install-deps.sh" --if-missing
+MXP_EXTRA_DEPS="${MXP_EXTRA_DEPS:-} dataset-fashion-mnist python3-torch" "$root/tools/install-deps.sh" --if-missing
 export MXP_MANIFEST="${MXP_MANIFEST:-$BUILD/plugins/manifest.yaml}"
 POLICIES=${OMP_WAIT_POLICY:-passive active}
 tmp=$(mktemp -d)
