@@ -137,13 +137,14 @@ Test(bf16, fc_against_float64, .init = setup, .fini = teardown) {
 }
 
 /* ------------------------------------------------------------ Convolution */
-typedef struct cgeo { int64_t N, C, H, W, M, k, s, p, G; } cgeo;
+typedef struct cgeo { int64_t N, C, H, W, M, k, s, p, G, d; } cgeo; /* d: dilation, 0 = 1 */
 
 static void conv_case(cgeo c, int nobias) {
-    char kw[160];
-    snprintf(kw, sizeof kw, "kernel=(%lld,%lld) stride=(%lld,%lld) pad=(%lld,%lld) num_filter=%lld num_group=%lld%s",
+    char kw[200];
+    if (!c.d) c.d = 1;
+    snprintf(kw, sizeof kw, "kernel=(%lld,%lld) stride=(%lld,%lld) pad=(%lld,%lld) dilate=(%lld,%lld) num_filter=%lld num_group=%lld%s",
              (long long)c.k, (long long)c.k, (long long)c.s, (long long)c.s, (long long)c.p, (long long)c.p,
-             (long long)c.M, (long long)c.G, nobias ? " no_bias=True" : "");
+             (long long)c.d, (long long)c.d, (long long)c.M, (long long)c.G, nobias ? " no_bias=True" : "");
     for (int p = 0; p < 4; p++) {
         fh_node n;
         cr_assert_eq(fh_node_init(&n, pack, "Convolution", "bf16", kw, MXP_DTYPE_BF16), 0, "%s", fh_error());
@@ -166,7 +167,7 @@ static void conv_case(cgeo c, int nobias) {
                 int64_t yi = ((s * c.M + m) * Ho + oh) * Wo + ow;
                 double acc = b ? bf(b, m) : 0, mg = fabs(acc), go = bf(dy, yi);
                 for (int64_t ci = 0; ci < Cg; ci++) for (int64_t i = 0; i < c.k; i++) for (int64_t j = 0; j < c.k; j++) {
-                    int64_t h = oh * c.s - c.p + i, ww = ow * c.s - c.p + j;
+                    int64_t h = oh * c.s - c.p + i * c.d, ww = ow * c.s - c.p + j * c.d;
                     if (h < 0 || h >= c.H || ww < 0 || ww >= c.W) continue;
                     int64_t xi = ((s * c.C + g * Cg + ci) * c.H + h) * c.W + ww, wi = ((m * Cg + ci) * c.k + i) * c.k + j;
                     double t = bf(x, xi) * bf(w, wi);
@@ -196,9 +197,55 @@ static void conv_case(cgeo c, int nobias) {
 }
 
 Test(bf16, conv_against_float64, .init = setup, .fini = teardown) {
-    conv_case((cgeo){3, 5, 9, 9, 7, 3, 1, 1, 1}, 0);   /* 3x3 pad 1                        */
-    conv_case((cgeo){2, 4, 11, 10, 6, 3, 2, 0, 2}, 0); /* stride 2, two groups             */
-    conv_case((cgeo){9, 20, 12, 12, 50, 5, 1, 0, 1}, 1); /* LeNet conv2 shape, 9 samples: chunks */
+    conv_case((cgeo){3, 5, 9, 9, 7, 3, 1, 1, 1, 0}, 0);/* 3x3 pad 1                        */
+    conv_case((cgeo){2, 4, 11, 10, 6, 3, 2, 0, 2, 0}, 0);/* stride 2, two groups             */
+    conv_case((cgeo){9, 20, 12, 12, 50, 5, 1, 0, 1, 0}, 1); /* LeNet conv2 shape, 9 samples: chunks */
+    /* stride 1 takes the vector im2col/col2im: rows wider than one vector
+     * (Wo 37 > 32 bf16, > 16 fp32), padding wider than the kernel reach on
+     * the left edge, dilation */
+    conv_case((cgeo){2, 3, 5, 37, 4, 3, 1, 1, 1, 0}, 0);
+    conv_case((cgeo){2, 2, 9, 11, 5, 3, 1, 3, 1, 2}, 0); /* dilation 2, pad 3: edge rows all zero */
+    conv_case((cgeo){3, 4, 8, 8, 6, 3, 1, 0, 2, 2}, 1);  /* dilation 2, two groups, no pad */
+    /* many samples per GEMM: K·P = 18·25 small, so blocks of 16 samples;
+     * 150 samples in 8 chunks of 18-19: each chunk is a block of 16 and a
+     * ragged one (3 samples: an odd number of columns, 75) */
+    conv_case((cgeo){150, 2, 5, 5, 3, 3, 1, 1, 1, 0}, 0);
+    conv_case((cgeo){20, 1, 28, 28, 20, 5, 1, 0, 1, 0}, 0); /* LeNet conv1: blocks of 9, 9, 2 */
+}
+
+/* The same inputs give bit-identical outputs and gradients whether
+ * parallel_for runs one or two chunks: blocks and gradient chunks depend on
+ * the geometry only. */
+Test(bf16, conv_same_bits_for_any_thread_count, .init = setup, .fini = teardown) {
+    uint16_t *got[2][4];
+    int64_t len[4];
+    for (int t = 0; t < 2; t++) {
+        fh_set_threads(t + 1);
+        fh_node n;
+        cr_assert_eq(fh_node_init(&n, pack, "Convolution", "bf16", "kernel=(3,3) pad=(1,1) num_filter=6", MXP_DTYPE_BF16), 0,
+                     "%s", fh_error());
+        n.in_shape[0] = nn_shape(4, (int64_t[]){37, 3, 7, 6});
+        cr_assert_eq(fh_node_infer(&n), 0, "%s", fh_error());
+        cr_assert_eq(fh_node_alloc(&n, 1), 1, "%s", n.reason);
+        uint64_t r = 5;
+        for (uint32_t k = 0; k < n.n_in; k++) fill(n.in[k], fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
+        fill(n.out_grad[0], fh_shape_numel(&n.out_shape[0]), &r, -1, 1);
+        cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
+        cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
+        void *res[4] = {n.out[0], n.in_grad[0], n.in_grad[1], n.in_grad[2]};
+        mxp_shape *sh[4] = {&n.out_shape[0], &n.in_shape[0], &n.in_shape[1], &n.in_shape[2]};
+        for (int i = 0; i < 4; i++) {
+            len[i] = fh_shape_numel(sh[i]);
+            got[t][i] = malloc((size_t)len[i] * 2);
+            memcpy(got[t][i], res[i], (size_t)len[i] * 2);
+        }
+        fh_node_free(&n);
+    }
+    fh_set_threads(1);
+    for (int i = 0; i < 4; i++) {
+        cr_assert(memcmp(got[0][i], got[1][i], (size_t)len[i] * 2) == 0, "result %d differs between 1 and 2 threads", i);
+        free(got[0][i]); free(got[1][i]);
+    }
 }
 
 Test(bf16, refuses_other_dtypes_and_bad_kernel_names, .init = setup, .fini = teardown) {

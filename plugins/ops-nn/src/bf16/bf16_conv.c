@@ -1,17 +1,18 @@
 /* bf16/bf16_conv.c — 2-D NCHW Convolution on bfloat16 data, weight and bias
  * (impl "bf16", rank 512; every other dtype is refused so float32/64 keep
- * the gemm/direct/winograd impls).  im2col in bf16, then per sample and
- * group one bf16 GEMM with fp32 accumulation (bf16_gemm.c):
+ * the gemm/direct/winograd impls).  im2col in bf16 (bf16_im2col.c), then
+ * per block of samples and group one bf16 GEMM with fp32 accumulation
+ * (bf16_gemm.c), the block's samples side by side as columns:
  *   forward   y  = W · col (+ bias)                     fp32, rounded once
  *   backward  dW = Σ_n dy_n · col_nᵀ, db = Σ dy          fp32 partial sums
  *             dx = col2im(Wᵀ · dy_n)                      fp32, rounded once
- * Samples are split into chunks on ctx->parallel_for; each chunk keeps its
+ * Forward blocks run on ctx->parallel_for.  Backward splits the samples
+ * into at most 8 fixed chunks on ctx->parallel_for; each chunk keeps its
  * own fp32 partial dW/db, summed in chunk order afterwards, so the result
  * does not depend on the thread count.  Each group's weight is packed once
  * per call for the GEMM path in use (nn_bf16_apack).  Scratch comes from
  * nn_alloc (the host pool), not from a declared workspace. */
-#include "bf16/bf16.h"
-#include "conv/conv.h"
+#include "bf16/bf16_im2col.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -36,50 +37,21 @@ static int check(const mxp_tensor *t, uint32_t n) {
     return nn_check_contig("Convolution", t, n);
 }
 
-/* col[K][P] of one group's Cg channels (x points at its first channel). */
-static void im2col_bf16(const conv_geom *g, const uint16_t *x, uint16_t *col) {
-    for (int64_t c = 0; c < g->Cg; c++)
-        for (int64_t i = 0; i < g->kh; i++)
-            for (int64_t j = 0; j < g->kw; j++) {
-                uint16_t *row = col + ((c * g->kh + i) * g->kw + j) * g->P;
-                for (int64_t oh = 0; oh < g->Ho; oh++) {
-                    int64_t h = oh * g->sh - g->ph + i * g->dh;
-                    uint16_t *dst = row + oh * g->Wo;
-                    if (h < 0 || h >= g->H) {
-                        memset(dst, 0, (size_t)g->Wo * 2);
-                        continue;
-                    }
-                    const uint16_t *src = x + (c * g->H + h) * g->W;
-                    for (int64_t ow = 0; ow < g->Wo; ow++) {
-                        int64_t w = ow * g->sw - g->pw + j * g->dw;
-                        dst[ow] = w >= 0 && w < g->W ? src[w] : 0;
-                    }
-                }
-            }
-}
-
-/* dx[Cg][H][W] += col2im(dcol[K][P]), fp32. */
-static void col2im_f32(const conv_geom *g, const float *dcol, float *dx) {
-    for (int64_t c = 0; c < g->Cg; c++)
-        for (int64_t i = 0; i < g->kh; i++)
-            for (int64_t j = 0; j < g->kw; j++) {
-                const float *row = dcol + ((c * g->kh + i) * g->kw + j) * g->P;
-                for (int64_t oh = 0; oh < g->Ho; oh++) {
-                    int64_t h = oh * g->sh - g->ph + i * g->dh;
-                    if (h < 0 || h >= g->H) continue;
-                    float *dst = dx + (c * g->H + h) * g->W;
-                    for (int64_t ow = 0; ow < g->Wo; ow++) {
-                        int64_t w = ow * g->sw - g->pw + j * g->dw;
-                        if (w >= 0 && w < g->W) dst[w] += row[oh * g->Wo + ow];
-                    }
-                }
-            }
+/* Samples per GEMM: a block of S samples is one product with n = S·P
+ * columns (col[K][S·P], sample s at column s·P), so LeNet's small products
+ * (conv1: K 25, P 576) pay the GEMM's per-call packing and tile stores once
+ * per block.  S depends on the geometry only (col at most ~128K bf16
+ * values), never on the thread count: each output column's sum is the same
+ * whatever S is, and the weight gradient's chunks are fixed (below). */
+static int64_t block_samples(const conv_geom *g) {
+    int64_t s = (128 * 1024) / (g->K * g->P > 0 ? g->K * g->P : 1);
+    return s < 1 ? 1 : s > 16 ? 16 : s;
 }
 
 typedef struct cjob {
     conv_geom g;
     int path;
-    int64_t chunks;
+    int64_t chunks, S;
     const uint16_t *x, *w, *bias, *dy;
     uint16_t *y, *dx;
     int32_t req_y, req_dx, want_dw, want_db;
@@ -93,69 +65,85 @@ static void fail(cjob *j, int rc) {
     atomic_compare_exchange_strong(&j->rc, &ok, rc);
 }
 
-static void fwd_chunk(void *arg, int64_t n0, int64_t n1) {
+/* Forward of sample blocks [b0, b1): y_g[Mg][S·P] = W_g · col[K][S·P]. */
+static void fwd_chunk(void *arg, int64_t b0, int64_t b1) {
     cjob *j = arg;
     const conv_geom *g = &j->g;
-    uint16_t *col = nn_alloc((uint64_t)(g->K * g->P) * 2u + 64);
-    float *y = nn_alloc((uint64_t)(g->M * g->P + g->M) * sizeof(float) + 64);
+    int64_t S = j->S, SP = S * g->P;
+    uint16_t *col = nn_alloc((uint64_t)(g->K * SP) * 2u + 64);
+    float *y = nn_alloc((uint64_t)(g->M * SP + g->M) * sizeof(float) + 64);
     if (!col || !y) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory"));
-    float *bias = y ? y + g->M * g->P : NULL;
+    float *bias = y ? y + g->M * SP : NULL;
     if (y && j->bias) nn_bf16_widen(j->bias, bias, g->M);
-    for (int64_t n = n0; n < n1 && col && y && !atomic_load(&j->rc); n++) {
+    for (int64_t blk = b0; blk < b1 && col && y && !atomic_load(&j->rc); blk++) {
+        int64_t n0 = blk * S, ns = g->N - n0 < S ? g->N - n0 : S, np = ns * g->P;
         for (int64_t gi = 0; gi < g->G; gi++) {
-            im2col_bf16(g, j->x + (n * g->C + gi * g->Cg) * g->H * g->W, col);
-            int rc = nn_bf16_gemm_apacked(NULL, &j->wpack[gi], 0, g->P, col, g->P, 0, y + gi * g->Mg * g->P, g->P);
+            for (int64_t s = 0; s < ns; s++)
+                nn_bf16_im2col(g, j->x + ((n0 + s) * g->C + gi * g->Cg) * g->H * g->W, col + s * g->P, np);
+            int rc = nn_bf16_gemm_apacked(NULL, &j->wpack[gi], 0, np, col, np, 0, y + gi * g->Mg * np, np);
             if (rc) {
                 fail(j, rc);
                 break;
             }
         }
-        if (j->bias)
-            for (int64_t m = 0; m < g->M; m++)
-                for (int64_t p = 0; p < g->P; p++) y[m * g->P + p] += bias[m];
-        nn_bf16_store(j->req_y, y, j->y + n * g->M * g->P, g->M * g->P);
+        if (atomic_load(&j->rc)) break;
+        for (int64_t s = 0; s < ns; s++)
+            for (int64_t m = 0; m < g->M; m++) {
+                float *row = y + m * np + s * g->P;
+                if (j->bias) nn_f32_add_scalar(row, bias[m], g->P);
+                nn_bf16_store(j->req_y, row, j->y + ((n0 + s) * g->M + m) * g->P, g->P);
+            }
     }
     nn_free(col);
     nn_free(y);
 }
 
+/* Backward of chunk c's samples, in blocks of S: dy_g of the block gathered
+ * as dyc[Mg][S·P], then dW_g += dyc · colᵀ and dcol = W_gᵀ · dyc. */
 static void bwd_chunk(void *arg, int64_t c0, int64_t c1) {
     cjob *j = arg;
     const conv_geom *g = &j->g;
-    uint16_t *col = nn_alloc((uint64_t)(g->K * g->P) * 2u + 64);
-    float *dcol = nn_alloc((uint64_t)(g->K * g->P + g->C * g->H * g->W) * sizeof(float) + 64);
+    int64_t S = j->S, SP = S * g->P, CHW = g->C * g->H * g->W;
+    uint16_t *col = nn_alloc((uint64_t)(g->K * SP + g->Mg * SP) * 2u + 64);
+    float *dcol = nn_alloc((uint64_t)(g->K * SP + S * CHW) * sizeof(float) + 64);
     if (!col || !dcol) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory"));
-    float *dx = dcol ? dcol + g->K * g->P : NULL;
+    uint16_t *dyc = col ? col + g->K * SP : NULL;
+    float *dx = dcol ? dcol + g->K * SP : NULL;
     for (int64_t c = c0; c < c1 && col && dcol; c++) {
         float *dw = j->dw_part + c * g->M * g->K, *db = j->db_part + c * g->M;
-        int64_t n0 = c * g->N / j->chunks, n1 = (c + 1) * g->N / j->chunks;
-        for (int64_t n = n0; n < n1 && !atomic_load(&j->rc); n++) {
-            const uint16_t *dyn = j->dy + n * g->M * g->P;
-            if (j->dx) memset(dx, 0, (size_t)(g->C * g->H * g->W) * sizeof(float));
+        int64_t cn0 = c * g->N / j->chunks, cn1 = (c + 1) * g->N / j->chunks;
+        for (int64_t n0 = cn0; n0 < cn1 && !atomic_load(&j->rc); n0 += S) {
+            int64_t ns = cn1 - n0 < S ? cn1 - n0 : S, np = ns * g->P;
+            if (j->dx) memset(dx, 0, (size_t)(ns * CHW) * sizeof(float));
             for (int64_t gi = 0; gi < g->G; gi++) {
-                const uint16_t *dyg = dyn + gi * g->Mg * g->P;
+                for (int64_t m = 0; m < g->Mg; m++)
+                    for (int64_t s = 0; s < ns; s++)
+                        memcpy(dyc + m * np + s * g->P, j->dy + ((n0 + s) * g->M + gi * g->Mg + m) * g->P,
+                               (size_t)g->P * 2u);
                 int rc = MXP_OK;
                 if (j->want_dw) {
-                    im2col_bf16(g, j->x + (n * g->C + gi * g->Cg) * g->H * g->W, col);
-                    rc = nn_bf16_gemm(NULL, j->path, 0, 1, g->Mg, g->K, g->P, dyg, g->P, col, g->P, 1,
+                    for (int64_t s = 0; s < ns; s++)
+                        nn_bf16_im2col(g, j->x + ((n0 + s) * g->C + gi * g->Cg) * g->H * g->W, col + s * g->P, np);
+                    rc = nn_bf16_gemm(NULL, j->path, 0, 1, g->Mg, g->K, np, dyc, np, col, np, 1,
                                       dw + gi * g->Mg * g->K, g->K);
                 }
                 if (!rc && j->dx) {
-                    rc = nn_bf16_gemm_apacked(NULL, &j->wpack[gi], 0, g->P, dyg, g->P, 0, dcol, g->P);
-                    if (!rc) col2im_f32(g, dcol, dx + gi * g->Cg * g->H * g->W);
+                    rc = nn_bf16_gemm_apacked(NULL, &j->wpack[gi], 0, np, dyc, np, 0, dcol, np);
+                    for (int64_t s = 0; s < ns && !rc; s++)
+                        nn_bf16_col2im_f32(g, dcol + s * g->P, np, dx + s * CHW + gi * g->Cg * g->H * g->W);
                 }
                 if (rc) {
                     fail(j, rc);
                     break;
                 }
             }
-            if (j->want_db)
-                for (int64_t m = 0; m < g->M; m++) {
-                    float s = 0;
-                    for (int64_t p = 0; p < g->P; p++) s += nn_bf16_to_f32(dyn[m * g->P + p]);
-                    db[m] += s;
-                }
-            if (j->dx) nn_bf16_store(j->req_dx, dx, j->dx + n * g->C * g->H * g->W, g->C * g->H * g->W);
+            if (atomic_load(&j->rc)) break;
+            for (int64_t s = 0; s < ns; s++) {
+                const uint16_t *dyn = j->dy + (n0 + s) * g->M * g->P;
+                if (j->want_db)
+                    for (int64_t m = 0; m < g->M; m++) db[m] += nn_bf16_row_sum(dyn + m * g->P, g->P);
+                if (j->dx) nn_bf16_store(j->req_dx, dx + s * CHW, j->dx + (n0 + s) * CHW, CHW);
+            }
         }
     }
     nn_free(col);
@@ -204,7 +192,8 @@ static int conv_forward(const mxp_forward_args *a) {
         free_weights(&j);
         return rc;
     }
-    rc = nn_parallel(a->ctx, j.g.N, 1, fwd_chunk, &j);
+    j.S = block_samples(&j.g);
+    rc = nn_parallel(a->ctx, (j.g.N + j.S - 1) / j.S, 1, fwd_chunk, &j);
     free_weights(&j);
     return rc ? rc : atomic_load(&j.rc);
 }
@@ -228,6 +217,7 @@ static int conv_backward(const mxp_backward_args *a) {
     j.want_dw = a->req[1] != MXP_REQ_NULL;
     j.want_db = !g->no_bias && a->n_in > 2 && a->req[2] != MXP_REQ_NULL;
     j.chunks = g->N < 8 ? g->N : 8;
+    j.S = block_samples(g);
     atomic_init(&j.rc, MXP_OK);
     if (j.chunks < 1) return MXP_OK;
     j.dw_part = nn_alloc((uint64_t)(j.chunks * (g->M * g->K + g->M)) * sizeof(float) + 64);

@@ -137,24 +137,124 @@ static inline uint16_t at(const uint16_t *x, int trans, int64_t ld, int64_t i, i
     return trans ? x[j * ld + i] : x[i * ld + j];
 }
 
-/* B (k×n logical) into panels of NR columns × kp pair rows. */
-static void pack_b(const uint16_t *b, int tb, int64_t ldb, int64_t k, int64_t n, int64_t kp, uint32_t *bp) {
+/* 16×16 transpose of 32-bit words: r[i] holds row i, on return r[e] holds
+ * column e (unpack within 128-bit lanes, then move whole lanes). */
+__attribute__((target("avx512f")))
+static inline void transpose16_epi32(__m512i r[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    /* b[4i+c], lane L: element 4L+c of rows 4i..4i+3 */
+    for (int c = 0; c < 4; c++) {
+        __m512i u0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88), u1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
+        __m512i v0 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88), v1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
+        r[c] = _mm512_shuffle_i32x4(u0, v0, 0x88);
+        r[4 + c] = _mm512_shuffle_i32x4(u1, v1, 0x88);
+        r[8 + c] = _mm512_shuffle_i32x4(u0, v0, 0xdd);
+        r[12 + c] = _mm512_shuffle_i32x4(u1, v1, 0xdd);
+    }
+}
+
+static inline __mmask16 mask16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n > 0 ? n : 0)) - 1); }
+static inline __mmask32 mask32(int64_t n) { return n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n > 0 ? n : 0)) - 1); }
+
+/* B stored k×n (not transposed): pair row q of a panel interleaves rows 2q
+ * and 2q+1, 32 columns at a time. */
+__attribute__((target("avx512f,avx512bw")))
+static void pack_b_rows_512(const uint16_t *b, int64_t ldb, int64_t k, int64_t n, int64_t kp, uint32_t *bp) {
+    const __m512i lo_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                            37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
     int64_t np = (n + NR - 1) / NR;
     for (int64_t p = 0; p < np; p++) {
         uint32_t *dst = bp + p * kp * NR;
-        for (int64_t q = 0; q < kp; q++)
+        __mmask32 m = mask32(n - p * NR);
+        const uint16_t *col = b + p * NR;
+        for (int64_t q = 0; q < kp; q++) {
+            __m512i r0 = 2 * q < k ? _mm512_maskz_loadu_epi16(m, col + 2 * q * ldb) : _mm512_setzero_si512();
+            __m512i r1 = 2 * q + 1 < k ? _mm512_maskz_loadu_epi16(m, col + (2 * q + 1) * ldb) : _mm512_setzero_si512();
+            _mm512_storeu_si512(dst + q * NR, _mm512_permutex2var_epi16(r0, lo_idx, r1));
+            _mm512_storeu_si512(dst + q * NR + 16, _mm512_permutex2var_epi16(r0, hi_idx, r1));
+        }
+    }
+}
+
+/* B stored n×k (transposed): pair (B[2q][j], B[2q+1][j]) is the 32-bit
+ * word q of stored row j, so a panel is a transpose of 32-bit words, 16×16
+ * at a time.  An odd k's last pair (high half 0) and the zero padding up to
+ * kp are written separately. */
+__attribute__((target("avx512f,avx512bw")))
+static void pack_b_words_512(const uint16_t *b, int64_t ldb, int64_t k, int64_t n, int64_t kp, uint32_t *bp) {
+    int64_t np = (n + NR - 1) / NR, kfull = k / 2;
+    for (int64_t p = 0; p < np; p++) {
+        uint32_t *dst = bp + p * kp * NR;
+        for (int64_t half = 0; half < 2; half++) {
+            int64_t j0 = p * NR + half * 16, rows = n - j0 < 16 ? n - j0 : 16;
+            for (int64_t q0 = 0; q0 < kfull; q0 += 16) {
+                __m512i r[16];
+                __mmask16 m = mask16(kfull - q0);
+                for (int64_t t = 0; t < 16; t++)
+                    r[t] = t < rows ? _mm512_maskz_loadu_epi32(m, b + (j0 + t) * ldb + 2 * q0) : _mm512_setzero_si512();
+                transpose16_epi32(r);
+                for (int64_t e = 0; e < 16 && q0 + e < kfull; e++) _mm512_storeu_si512(dst + (q0 + e) * NR + half * 16, r[e]);
+            }
+        }
+        for (int64_t q = kfull; q < kp; q++)
             for (int64_t j = 0; j < NR; j++) {
-                int64_t col = p * NR + j, k0 = 2 * q;
-                uint32_t lo = col < n && k0 < k ? at(b, tb, ldb, k0, col) : 0;
-                uint32_t hi = col < n && k0 + 1 < k ? at(b, tb, ldb, k0 + 1, col) : 0;
-                dst[q * NR + j] = lo | hi << 16;
+                int64_t col = p * NR + j;
+                dst[q * NR + j] = 2 * q < k && col < n ? b[col * ldb + 2 * q] : 0;
             }
     }
+}
+
+/* B (k×n logical) into panels of NR columns × kp pair rows. */
+static void pack_b(const uint16_t *b, int tb, int64_t ldb, int64_t k, int64_t n, int64_t kp, uint32_t *bp) {
+    if (tb) pack_b_words_512(b, ldb, k, n, kp, bp);
+    else pack_b_rows_512(b, ldb, k, n, kp, bp);
+}
+
+/* Rows [i0, i0+MR_AVX) of A stored m×k (not transposed) as pair words
+ * [q][r]: word q of each row, transposed; a 16×16 transpose takes the 8 rows
+ * at pair rows q0.. and q0+16.., giving two pair rows per output vector. */
+__attribute__((target("avx512f,avx512bw")))
+static void pack_a_words_512(const uint16_t *a, int64_t lda, int64_t m, int64_t k, int64_t kp, int64_t i0,
+                             uint32_t *ap) {
+    int64_t kfull = k / 2, rows = m - i0 < MR_AVX ? m - i0 : MR_AVX;
+    for (int64_t q0 = 0; q0 < kfull; q0 += 32) {
+        __m512i r[16];
+        __mmask16 m0 = mask16(kfull - q0), m1 = mask16(kfull - q0 - 16);
+        for (int64_t t = 0; t < MR_AVX; t++) {
+            const uint16_t *row = a + (i0 + t) * lda + 2 * q0;
+            r[t] = t < rows ? _mm512_maskz_loadu_epi32(m0, row) : _mm512_setzero_si512();
+            r[8 + t] = t < rows && m1 ? _mm512_maskz_loadu_epi32(m1, row + 32) : _mm512_setzero_si512();
+        }
+        transpose16_epi32(r);
+        for (int64_t e = 0; e < 16; e++) {
+            if (q0 + e < kfull) _mm256_storeu_si256((__m256i *)(ap + (q0 + e) * MR_AVX), _mm512_castsi512_si256(r[e]));
+            if (q0 + 16 + e < kfull)
+                _mm256_storeu_si256((__m256i *)(ap + (q0 + 16 + e) * MR_AVX), _mm512_extracti64x4_epi64(r[e], 1));
+        }
+    }
+    for (int64_t q = kfull; q < kp; q++)
+        for (int64_t r = 0; r < MR_AVX; r++)
+            ap[q * MR_AVX + r] = 2 * q < k && r < rows ? a[(i0 + r) * lda + 2 * q] : 0;
 }
 
 /* Rows [i0, i0+MR_AVX) of A as pair words [q][r]. */
 static void pack_a_pairs(const uint16_t *a, int ta, int64_t lda, int64_t m, int64_t k, int64_t kp, int64_t i0,
                          uint32_t *ap) {
+    if (!ta) {
+        pack_a_words_512(a, lda, m, k, kp, i0, ap);
+        return;
+    }
     for (int64_t q = 0; q < kp; q++)
         for (int64_t r = 0; r < MR_AVX; r++) {
             int64_t i = i0 + r, k0 = 2 * q;

@@ -1,0 +1,179 @@
+/* bf16/bf16_im2col.c — see bf16_im2col.h.  A stride-1 output row reads one
+ * contiguous run of an input row: lanes ow in [lo, hi) read
+ * x[ow - pw + j·dw], the others are zero (im2col) or untouched (col2im).
+ * One masked load/store covers 32 bf16 (16 fp32) lanes; masked-off lanes
+ * touch no memory, so the run's edges need no separate code. */
+#include "bf16/bf16_im2col.h"
+
+#include <immintrin.h>
+
+static int have_avx512(void) { return nn_bf16_path_available(NN_BF16_AVX512F, NULL); }
+
+/* Output columns [lo, hi) of kernel column j read inside the row (stride 1). */
+static void valid_cols(const conv_geom *g, int64_t j, int64_t *lo, int64_t *hi) {
+    int64_t off = j * g->dw - g->pw; /* w = ow + off */
+    *lo = off < 0 ? -off : 0;
+    *hi = g->W - off < g->Wo ? g->W - off : g->Wo;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Lanes t of a vector starting at o0 with lo <= o0 + t < hi (width <= 32). */
+static inline uint32_t lanes(int64_t o0, int64_t lo, int64_t hi, int width) {
+    int64_t a = lo - o0, b = hi - o0;
+    if (a < 0) a = 0;
+    if (b > width) b = width;
+    if (b <= a) return 0;
+    return (uint32_t)(((1ull << b) - 1) & ~((1ull << a) - 1));
+}
+
+/* Stride-1 rows.  When a row fits one vector (Wo <= 32), its read mask is
+ * the same for every output row of a kernel column, and each output row is
+ * stored whole (32 lanes): the lanes past Wo land where the next output row
+ * or a later sample goes and are overwritten by it; only the last rows of a
+ * sample's run (fewer than 32 values left in it) are stored masked. */
+__attribute__((target("avx512f,avx512bw")))
+static void im2col_s1_512(const conv_geom *g, const uint16_t *x, uint16_t *col, int64_t ld) {
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t i = 0; i < g->kh; i++)
+            for (int64_t j = 0; j < g->kw; j++) {
+                uint16_t *row = col + ((c * g->kh + i) * g->kw + j) * ld;
+                int64_t lo, hi, off = j * g->dw - g->pw;
+                valid_cols(g, j, &lo, &hi);
+                const uint16_t *plane = x + c * g->H * g->W + off;
+                if (g->Wo <= 32) {
+                    __mmask32 read = (__mmask32)lanes(0, lo, hi, 32);
+                    for (int64_t oh = 0; oh < g->Ho; oh++) {
+                        int64_t h = oh * g->sh - g->ph + i * g->dh, left = g->P - oh * g->Wo;
+                        __m512i v = h >= 0 && h < g->H ? _mm512_maskz_loadu_epi16(read, plane + h * g->W)
+                                                       : _mm512_setzero_si512();
+                        if (left >= 32) _mm512_storeu_si512(row + oh * g->Wo, v);
+                        else _mm512_mask_storeu_epi16(row + oh * g->Wo, (__mmask32)((1u << left) - 1), v);
+                    }
+                    continue;
+                }
+                for (int64_t oh = 0; oh < g->Ho; oh++) {
+                    int64_t h = oh * g->sh - g->ph + i * g->dh;
+                    uint16_t *dst = row + oh * g->Wo;
+                    int inside = h >= 0 && h < g->H;
+                    const uint16_t *src = plane + (inside ? h : 0) * g->W;
+                    for (int64_t o0 = 0; o0 < g->Wo; o0 += 32) {
+                        __mmask32 keep = (__mmask32)lanes(o0, 0, g->Wo, 32);
+                        __mmask32 read = inside ? (__mmask32)lanes(o0, lo, hi, 32) : 0;
+                        __m512i v = _mm512_maskz_loadu_epi16(read, src + o0);
+                        _mm512_mask_storeu_epi16(dst + o0, keep, v);
+                    }
+                }
+            }
+}
+
+static void im2col_any(const conv_geom *g, const uint16_t *x, uint16_t *col, int64_t ld) {
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t i = 0; i < g->kh; i++)
+            for (int64_t j = 0; j < g->kw; j++) {
+                uint16_t *row = col + ((c * g->kh + i) * g->kw + j) * ld;
+                for (int64_t oh = 0; oh < g->Ho; oh++) {
+                    int64_t h = oh * g->sh - g->ph + i * g->dh;
+                    uint16_t *dst = row + oh * g->Wo;
+                    if (h < 0 || h >= g->H) {
+                        memset(dst, 0, (size_t)g->Wo * 2);
+                        continue;
+                    }
+                    const uint16_t *src = x + (c * g->H + h) * g->W;
+                    for (int64_t ow = 0; ow < g->Wo; ow++) {
+                        int64_t w = ow * g->sw - g->pw + j * g->dw;
+                        dst[ow] = w >= 0 && w < g->W ? src[w] : 0;
+                    }
+                }
+            }
+}
+
+void nn_bf16_im2col(const conv_geom *g, const uint16_t *x, uint16_t *col, int64_t ld) {
+    if (g->sw == 1 && have_avx512()) im2col_s1_512(g, x, col, ld);
+    else im2col_any(g, x, col, ld);
+}
+
+/* Gathering rather than scattering: each 16-wide piece of a dx row is
+ * loaded once, gets every (i, j) term as a masked load from dcol, and is
+ * stored once.  (Adding row by row into dx, as col2im_any does, makes the
+ * next j's load overlap the previous j's unaligned store one element over,
+ * which stalls store-to-load forwarding: col2im took 12% of a LeNet step.) */
+__attribute__((target("avx512f,avx512bw")))
+static void col2im_s1_512(const conv_geom *g, const float *dcol, int64_t ld, float *dx) {
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t h = 0; h < g->H; h++) {
+            float *dst = dx + (c * g->H + h) * g->W;
+            for (int64_t w0 = 0; w0 < g->W; w0 += 16) {
+                __mmask16 keep = (__mmask16)lanes(w0, 0, g->W, 16);
+                __m512 acc = _mm512_maskz_loadu_ps(keep, dst + w0);
+                for (int64_t i = 0; i < g->kh; i++) {
+                    int64_t t = h + g->ph - i * g->dh; /* oh·sh, sh = 1 */
+                    if (g->sh != 1 && t % g->sh) continue;
+                    int64_t oh = g->sh == 1 ? t : t / g->sh;
+                    if (t < 0 || oh >= g->Ho) continue;
+                    for (int64_t j = 0; j < g->kw; j++) {
+                        int64_t off = j * g->dw - g->pw; /* w = ow + off */
+                        const float *src = dcol + ((c * g->kh + i) * g->kw + j) * ld + oh * g->Wo - off;
+                        __mmask16 m = (__mmask16)lanes(w0, off, g->Wo + off, 16) & keep;
+                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, src + w0));
+                    }
+                }
+                _mm512_mask_storeu_ps(dst + w0, keep, acc);
+            }
+        }
+}
+
+static void col2im_any(const conv_geom *g, const float *dcol, int64_t ld, float *dx) {
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t i = 0; i < g->kh; i++)
+            for (int64_t j = 0; j < g->kw; j++) {
+                const float *row = dcol + ((c * g->kh + i) * g->kw + j) * ld;
+                for (int64_t oh = 0; oh < g->Ho; oh++) {
+                    int64_t h = oh * g->sh - g->ph + i * g->dh;
+                    if (h < 0 || h >= g->H) continue;
+                    float *dst = dx + (c * g->H + h) * g->W;
+                    for (int64_t ow = 0; ow < g->Wo; ow++) {
+                        int64_t w = ow * g->sw - g->pw + j * g->dw;
+                        if (w >= 0 && w < g->W) dst[w] += row[oh * g->Wo + ow];
+                    }
+                }
+            }
+}
+
+void nn_bf16_col2im_f32(const conv_geom *g, const float *dcol, int64_t ld, float *dx) {
+    if (g->sw == 1 && have_avx512()) col2im_s1_512(g, dcol, ld, dx);
+    else col2im_any(g, dcol, ld, dx);
+}
+
+__attribute__((target("avx512f,avx512bw")))
+static float row_sum_512(const uint16_t *x, int64_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask32 m = (__mmask32)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+        __m512i v = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(m, x + i)));
+        acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+float nn_bf16_row_sum(const uint16_t *x, int64_t n) {
+    if (have_avx512()) return row_sum_512(x, n);
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += nn_bf16_to_f32(x[i]);
+    return s;
+}
+
+__attribute__((target("avx512f")))
+static void add_scalar_512(float *x, float v, int64_t n) {
+    __m512 b = _mm512_set1_ps(v);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_add_ps(_mm512_loadu_ps(x + i), b));
+    for (; i < n; i++) x[i] += v;
+}
+
+void nn_f32_add_scalar(float *x, float v, int64_t n) {
+    if (have_avx512()) {
+        add_scalar_512(x, v, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) x[i] += v;
+}
