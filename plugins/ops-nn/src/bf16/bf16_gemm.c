@@ -8,8 +8,9 @@
  * number of pair rows KP is k/2 rounded up, and for AMX up to a multiple of
  * 16 (one tile); the padding is zero, so it adds nothing to a sum.  A is packed per
  * panel of MR rows: pairs for the AVX-512 kernels (word [q][r]), plain rows
- * of 2·KP bf16 for AMX.  Every kernel writes an MR×NR fp32 tile that the
- * driver adds to or stores into C, clipped to m×n.
+ * of 2·KP bf16 for AMX.  The AMX kernel writes an MR×NR fp32 tile that
+ * the driver adds to or stores into C, clipped to m×n; the AVX-512 kernels
+ * accumulate into C directly.
  *
  * The fp32 path widens both operands into scratch and calls OpenBLAS's
  * sgemm (nn_gemm_par): it is the portable path, not a bf16 kernel.
@@ -83,12 +84,33 @@ void nn_bf16_store(int32_t req, const float *src, uint16_t *dst, int64_t n) {
 }
 
 /* ------------------------------------------------------------ AVX-512 kernels */
-/* 8×32 tile: for each pair row q, C[r][j] += a.lo·b.lo + a.hi·b.hi, with
- * the halves widened to fp32 by shifts (exact) and two FMAs. */
+/* The AVX-512 kernels accumulate an 8×32 block of C in registers, starting
+ * from C itself (beta 1) or zero, and store it straight into C, clipped to
+ * rows × cols by masks: no tile buffer and no second pass over C. */
+#define KERN_ARGS const uint32_t *ap, const uint32_t *bp, int64_t kp, float *cp, int64_t ldc, int rows, int cols, int beta
+
+#define KERN_INIT                                                                                      \
+    __m512 c[MR_AVX][2];                                                                               \
+    const __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);                          \
+    const __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffff : cols > 16 ? (1u << (cols - 16)) - 1 : 0);   \
+    for (int r = 0; r < MR_AVX; r++) {                                                                 \
+        int load = beta && r < rows;                                                                   \
+        c[r][0] = load ? _mm512_maskz_loadu_ps(m0, cp + r * ldc) : _mm512_setzero_ps();                \
+        c[r][1] = load ? _mm512_maskz_loadu_ps(m1, cp + r * ldc + 16) : _mm512_setzero_ps();           \
+    }
+
+#define KERN_STORE                                                                                     \
+    for (int r = 0; r < MR_AVX; r++)                                                                   \
+        if (r < rows) {                                                                                \
+            _mm512_mask_storeu_ps(cp + r * ldc, m0, c[r][0]);                                          \
+            _mm512_mask_storeu_ps(cp + r * ldc + 16, m1, c[r][1]);                                     \
+        }
+
+/* For each pair row q, C[r][j] += a.lo·b.lo + a.hi·b.hi, with the halves
+ * widened to fp32 by shifts (exact) and two FMAs. */
 __attribute__((target("avx512f,avx512bw")))
-static void kern_avx512f(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *tile) {
-    __m512 c[MR_AVX][2];
-    for (int r = 0; r < MR_AVX; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+static void kern_avx512f(KERN_ARGS) {
+    KERN_INIT
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
     for (int64_t q = 0; q < kp; q++) {
         __m512i b0 = _mm512_loadu_si512(bp + q * NR), b1 = _mm512_loadu_si512(bp + q * NR + 16);
@@ -105,18 +127,14 @@ static void kern_avx512f(const uint32_t *ap, const uint32_t *bp, int64_t kp, flo
             c[r][1] = _mm512_fmadd_ps(ah, b1h, _mm512_fmadd_ps(al, b1l, c[r][1]));
         }
     }
-    for (int r = 0; r < MR_AVX; r++) {
-        _mm512_storeu_ps(tile + r * NR, c[r][0]);
-        _mm512_storeu_ps(tile + r * NR + 16, c[r][1]);
-    }
+    KERN_STORE
 }
 
-/* The same tile with VDPBF16PS (one instruction per pair row and vector).
+/* The same block with VDPBF16PS (one instruction per pair row and vector).
  * Compiled always, executed only when CPUID shows avx512_bf16. */
 __attribute__((target("avx512f,avx512bw,avx512bf16")))
-static void kern_avx512bf16(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *tile) {
-    __m512 c[MR_AVX][2];
-    for (int r = 0; r < MR_AVX; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+static void kern_avx512bf16(KERN_ARGS) {
+    KERN_INIT
     for (int64_t q = 0; q < kp; q++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + q * NR), b1 = (__m512bh)_mm512_loadu_si512(bp + q * NR + 16);
         const uint32_t *aq = ap + q * MR_AVX;
@@ -126,10 +144,7 @@ static void kern_avx512bf16(const uint32_t *ap, const uint32_t *bp, int64_t kp, 
             c[r][1] = _mm512_dpbf16_ps(c[r][1], a, b1);
         }
     }
-    for (int r = 0; r < MR_AVX; r++) {
-        _mm512_storeu_ps(tile + r * NR, c[r][0]);
-        _mm512_storeu_ps(tile + r * NR + 16, c[r][1]);
-    }
+    KERN_STORE
 }
 
 /* ------------------------------------------------------------ packing */
@@ -301,10 +316,17 @@ static void run_panels(void *arg, int64_t p0, int64_t p1) {
         else pack_a_pairs(j->a, j->ta, j->lda, j->m, j->k, j->kp, i0, ap);
         for (int64_t p = 0; p < np; p++) {
             const uint32_t *bp = j->bp + p * j->kp * NR;
-            if (j->path == NN_BF16_AMX) nn_bf16_amx_tile(ap, bp, j->kp, tile);
-            else if (j->path == NN_BF16_AVX512BF16) kern_avx512bf16(ap, bp, j->kp, tile);
-            else kern_avx512f(ap, bp, j->kp, tile);
             int64_t j0 = p * NR, cols = j->n - j0 < NR ? j->n - j0 : NR;
+            float *cblk = j->c + i0 * j->ldc + j0;
+            if (j->path == NN_BF16_AVX512BF16) {
+                kern_avx512bf16(ap, bp, j->kp, cblk, j->ldc, (int)rows, (int)cols, j->beta);
+                continue;
+            }
+            if (j->path == NN_BF16_AVX512F) {
+                kern_avx512f(ap, bp, j->kp, cblk, j->ldc, (int)rows, (int)cols, j->beta);
+                continue;
+            }
+            nn_bf16_amx_tile(ap, bp, j->kp, tile);
             for (int64_t r = 0; r < rows; r++) {
                 float *crow = j->c + (i0 + r) * j->ldc + j0;
                 const float *t = tile + r * NR;

@@ -66,6 +66,68 @@ static void im2col_s1_512(const conv_geom *g, const uint16_t *x, uint16_t *col, 
             }
 }
 
+/* Several output rows per vector (stride 1 both ways, Wo <= 16): R rows
+ * of a col row come from R input rows W apart, all inside a 64-value
+ * window (two loads) that one VPERMT2W rearranges; lanes outside the input
+ * (padding) are zeroed by the permute's mask.  Loads are masked to the
+ * channel's plane.  Stores use the same overwrite rule as im2col_s1_512. */
+static int rows_per_vector(const conv_geom *g) {
+    if (g->sw != 1 || g->sh != 1 || g->Wo > 16 || g->kw > 16) return 1;
+    int64_t r = 32 / g->Wo;
+    while (r > 1 && (r - 1) * g->W + g->Wo > 64) r--;
+    return (int)r;
+}
+
+/* Loop order c, i, row block, j: a block's row mask depends on (i, block)
+ * only and a kernel column's lane mask on j only, so both are computed
+ * outside the innermost loop; each col row still gets its blocks in
+ * ascending order, as the overwrite rule needs. */
+__attribute__((target("avx512f,avx512bw")))
+static void im2col_rows_512(const conv_geom *g, int R, const uint16_t *x, uint16_t *col, int64_t ld) {
+    uint16_t idx_v[32] = {0};
+    for (int r = 0; r < R; r++)
+        for (int64_t ow = 0; ow < g->Wo; ow++) idx_v[r * g->Wo + ow] = (uint16_t)(r * g->W + ow);
+    const __m512i idx = _mm512_loadu_si512(idx_v);
+    uint32_t cols[16];
+    for (int64_t j = 0; j < g->kw; j++) {
+        int64_t lo, hi;
+        valid_cols(g, j, &lo, &hi);
+        cols[j] = 0;
+        for (int r = 0; r < R; r++) cols[j] |= lanes(0, lo, hi, 32) << (r * g->Wo);
+    }
+    const int64_t plane_n = g->H * g->W;
+    const uint32_t one_row = (uint32_t)((1ull << g->Wo) - 1);
+    for (int64_t c = 0; c < g->Cg; c++) {
+        const uint16_t *plane = x + c * plane_n;
+        for (int64_t i = 0; i < g->kh; i++) {
+            uint16_t *rows_i = col + (c * g->kh + i) * g->kw * ld;
+            for (int64_t oh0 = 0; oh0 < g->Ho; oh0 += R) {
+                int64_t h0 = oh0 - g->ph + i * g->dh, left = g->P - oh0 * g->Wo;
+                uint32_t rows = 0;
+                for (int r = 0; r < R && oh0 + r < g->Ho; r++)
+                    if (h0 + r >= 0 && h0 + r < g->H) rows |= one_row << (r * g->Wo);
+                __mmask32 store = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
+                for (int64_t j = 0; j < g->kw; j++) {
+                    uint16_t *dst = rows_i + j * ld + oh0 * g->Wo;
+                    __mmask32 keep = (__mmask32)(cols[j] & rows);
+                    __m512i v = _mm512_setzero_si512();
+                    if (keep) {
+                        int64_t d = h0 * g->W + j * g->dw - g->pw; /* window start in the plane */
+                        __mmask32 l0 = 0xffffffffu, l1 = 0xffffffffu;
+                        if (d < 0 || d + 64 > plane_n) {
+                            l0 = (__mmask32)lanes(d, 0, plane_n, 32);
+                            l1 = (__mmask32)lanes(d + 32, 0, plane_n, 32);
+                        }
+                        __m512i w0 = _mm512_maskz_loadu_epi16(l0, plane + d), w1 = _mm512_maskz_loadu_epi16(l1, plane + d + 32);
+                        v = _mm512_maskz_permutex2var_epi16(keep, w0, idx, w1);
+                    }
+                    _mm512_mask_storeu_epi16(dst, store, v);
+                }
+            }
+        }
+    }
+}
+
 static void im2col_any(const conv_geom *g, const uint16_t *x, uint16_t *col, int64_t ld) {
     for (int64_t c = 0; c < g->Cg; c++)
         for (int64_t i = 0; i < g->kh; i++)
@@ -88,7 +150,9 @@ static void im2col_any(const conv_geom *g, const uint16_t *x, uint16_t *col, int
 }
 
 void nn_bf16_im2col(const conv_geom *g, const uint16_t *x, uint16_t *col, int64_t ld) {
-    if (g->sw == 1 && have_avx512()) im2col_s1_512(g, x, col, ld);
+    int R = have_avx512() ? rows_per_vector(g) : 1;
+    if (R > 1) im2col_rows_512(g, R, x, col, ld);
+    else if (g->sw == 1 && have_avx512()) im2col_s1_512(g, x, col, ld);
     else im2col_any(g, x, col, ld);
 }
 
