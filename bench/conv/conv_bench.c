@@ -10,6 +10,8 @@
  * Threads: MXP_NUM_THREADS (run.sh sets 2).  The tune cache lives where
  * $XDG_CACHE_HOME says (run.sh points it at a fresh directory per bench
  * run, so the first round's warm-up is where tune times the candidates).
+ * --dtype bfloat16 runs every array in bf16 (the variants that take it:
+ * bf16, bf16_direct, auto, tune).
  * Not a test: nothing is asserted. */
 #include <mxplug.h>
 
@@ -47,10 +49,12 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static int32_t g_dtype = MXP_DTYPE_F32;
+
 static mxp_ndarray *arr(int ndim, const int64_t *shape, uint64_t seed) {
     mxp_ndarray *a = NULL;
     mxp_device cpu = {MXP_DEV_CPU, 0};
-    if (mxp_ndarray_create(shape, ndim, MXP_DTYPE_F32, cpu, &a)) return NULL;
+    if (mxp_ndarray_create(shape, ndim, g_dtype, cpu, &a)) return NULL;
     int64_t n = mxp_ndarray_size(a);
     float *v = malloc((size_t)n * sizeof *v + 1);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -60,7 +64,17 @@ static mxp_ndarray *arr(int ndim, const int64_t *shape, uint64_t seed) {
         s ^= s << 17;
         v[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
     }
-    mxp_ndarray_sync_copy_from(a, v, (size_t)n * sizeof *v);
+    if (g_dtype == MXP_DTYPE_BF16) { /* truncation will do for timing */
+        uint16_t *h = (uint16_t *)v;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &v[i], 4);
+            h[i] = (uint16_t)(u >> 16);
+        }
+        mxp_ndarray_sync_copy_from(a, v, (size_t)n * 2);
+    } else {
+        mxp_ndarray_sync_copy_from(a, v, (size_t)n * sizeof *v);
+    }
     free(v);
     return a;
 }
@@ -112,6 +126,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--pass") && i + 1 < argc) { /* one pass only: fwd or fwdbwd */
             pass_lo = pass_hi = !strcmp(argv[++i], "fwdbwd");
         }
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "bfloat16")) {
+            g_dtype = MXP_DTYPE_BF16;
+            i++;
+        }
         else if (!strcmp(argv[i], "--min")) use_min = 1; /* fastest run, not the median: less noise on a loaded machine */
         else if (!strcmp(argv[i], "--clock") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) {
             g_clock = CLOCK_PROCESS_CPUTIME_ID;
@@ -119,13 +137,13 @@ int main(int argc, char **argv) {
         }
         else {
             fprintf(stderr, "usage: %s [--reps N] [--layers abcde] [--layer NAME=N,C,H,W,M,K,PAD[,STRIDE]]...\n"
-                            "       [--variants gemm,winograd,...] [--pass fwd|fwdbwd] [--clock cpu] [--min]\n", argv[0]);
+                            "       [--variants gemm,winograd,...] [--pass fwd|fwdbwd] [--clock cpu] [--min] [--dtype bfloat16]\n", argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
     if (g_n_extra && !only_given) only = "";
-    const char *variants[] = {"gemm", "direct", "winograd", "pointwise", "strip", "auto", "tune"};
+    const char *variants[] = {"gemm", "direct", "winograd", "pointwise", "strip", "bf16", "bf16_direct", "auto", "tune"};
     double *t = malloc((size_t)reps * sizeof *t);
     size_t nfixed = sizeof k_layers / sizeof k_layers[0];
     for (size_t li = 0; li < nfixed + (size_t)g_n_extra; li++) {
@@ -157,7 +175,7 @@ int main(int argc, char **argv) {
                 mxp__node *nd = NULL;
                 int rc = mxp__node_create("Convolution", 4, keys, vals, &nd);
                 mxp_shape is[3], os = {.ndim = -1};
-                int32_t it[3] = {MXP_DTYPE_F32, MXP_DTYPE_F32, MXP_DTYPE_F32}, ot = MXP_DTYPE_UNKNOWN;
+                int32_t it[3] = {g_dtype, g_dtype, g_dtype}, ot = MXP_DTYPE_UNKNOWN;
                 for (int i = 0; i < 3; i++) {
                     is[i].ndim = mxp_ndarray_ndim(b.in[i]);
                     for (int k = 0; k < is[i].ndim; k++) is[i].dims[k] = mxp_ndarray_shape(b.in[i])[k];

@@ -93,5 +93,8 @@ int nn_bf16_gemm_apacked(const mxp_op_ctx *ctx, const nn_bf16_apack *a, int tb, 
  * bfloat16 inputs only), called from pack.c. */
 int nn_register_bf16(mxp_registrar *r);
 extern const mxp_op_impl nn_bf16_fc_impl, nn_bf16_conv_impl;
+/* bf16_conv3x3.c: 3x3 / 1x1 stride 1-2 convolution without im2col on the
+ * avx512bf16 path (impl "bf16_direct", rank 520), registered by pack.c. */
+extern const mxp_op_impl nn_bf16_direct_conv_impl;
 
 #endif
