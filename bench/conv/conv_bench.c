@@ -114,6 +114,15 @@ static int parse_layer(const char *spec) {
     return 0;
 }
 
+/* 1 when name is one of the comma-separated words of list ("bf16" is not
+ * "bf16_direct"). */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n])) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int reps = 5;
     const char *only = "abcde", *variant_list = NULL;
@@ -170,7 +179,7 @@ int main(int argc, char **argv) {
         const char *keys[] = {"kernel", "pad", "num_filter", "stride"}, *vals[] = {kern, pad, nf, strd};
         for (int bwd = pass_lo; bwd <= pass_hi; bwd++) {
             for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-                if (variant_list && !strstr(variant_list, variants[v])) continue;
+                if (variant_list && !listed(variant_list, variants[v])) continue;
                 mxp_op_set_impl("Convolution", strcmp(variants[v], "auto") ? variants[v] : NULL);
                 mxp__node *nd = NULL;
                 int rc = mxp__node_create("Convolution", 4, keys, vals, &nd);

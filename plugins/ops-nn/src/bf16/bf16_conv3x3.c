@@ -62,7 +62,9 @@ typedef struct dgeo {
 static void dgeo_derive(dgeo *d) {
     const conv_geom *g = &d->g;
     d->nph = g->sh * g->sw;
-    d->Wq = g->Wo + (g->kw - 1) / g->sw;
+    /* even, so that position pairs (q, q+1) of the weight gradient lie in one
+     * row when Wo is even (one more junk column at stride 2) */
+    d->Wq = up(g->Wo + (g->kw - 1) / g->sw, 2);
     d->Hq = g->Ho + (g->kh - 1) / g->sh;
     d->phs = d->Hq * d->Wq + SLACK;
     d->Q = g->Ho * d->Wq;
@@ -277,7 +279,9 @@ TGT static void split_phases(const dgeo *d, const uint16_t *x, int paired, void 
                         uint16_t *row = (uint16_t *)dst + base + r * d->Wq;
                         for (int64_t c = 0; c < c0; c++) row[c] = 0;
                         const uint16_t *s0 = x0 + src;
-                        for (int64_t c = c0; c < c1; c++) row[c] = s0[(c - c0) * g->sw];
+                        if (g->sw == 1) memcpy(row + c0, s0, (size_t)(c1 - c0) * 2);
+                        else
+                            for (int64_t c = c0; c < c1; c++) row[c] = s0[(c - c0) * g->sw];
                         for (int64_t c = c1 > c0 ? c1 : c0; c < d->Wq; c++) row[c] = 0;
                     }
                 }
@@ -303,10 +307,29 @@ static void pad_dy_pairs(const dgeo *d, const uint16_t *dy, uint32_t *dst) {
 }
 
 /* dy of one sample transposed to words dyt[qp][o] = (dy[o][2qp], dy[o][2qp+1])
- * over the flat grid q = oh·Wq + ow (zero at junk columns and o >= M). */
-static void transpose_dy(const dgeo *d, const uint16_t *dy, uint16_t *dyt, int64_t Mp16, int64_t nqp) {
+ * over the flat grid q = oh·Wq + ow (zero at junk columns and o >= M).
+ * With Wo even (Wq is) a pair is one 32-bit word of a dy row: 16 channels
+ * of it are gathered at once; otherwise element by element. */
+TGT static void transpose_dy(const dgeo *d, const uint16_t *dy, uint16_t *dyt, int64_t Mp16, int64_t nqp) {
     const conv_geom *g = &d->g;
     memset(dyt, 0, (size_t)(nqp * Mp16) * 4);
+    if (g->Wo % 2 == 0 && g->P / 2 * 16 < INT32_MAX) {
+        const int *w = (const int *)dy; /* dy words: channel o at o·P/2 */
+        uint32_t *t = (uint32_t *)dyt;
+        int64_t half = g->P / 2;
+        for (int64_t o0 = 0; o0 < g->M; o0 += 16) {
+            __mmask16 live = o0 + 16 <= g->M ? 0xffff : (__mmask16)((1u << (g->M - o0)) - 1);
+            __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32((int)half));
+            for (int64_t oh = 0; oh < g->Ho; oh++)
+                for (int64_t k = 0; k < g->Wo / 2; k++) {
+                    const int *src = w + o0 * half + oh * (g->Wo / 2) + k;
+                    __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, src, 4);
+                    _mm512_storeu_si512(t + (oh * d->Wq / 2 + k) * Mp16 + o0, v);
+                }
+        }
+        return;
+    }
     for (int64_t o = 0; o < g->M; o++)
         for (int64_t oh = 0; oh < g->Ho; oh++)
             for (int64_t ow = 0; ow < g->Wo; ow++) {
@@ -486,9 +509,15 @@ static void bwd_chunks(void *arg, int64_t c0, int64_t c1) {
                 wgrad_kernel(xs, d->nph * d->phs, g->C, d->off, d->ntaps, (const uint32_t *)dyt, j->Mp16, nqp, dw);
             }
             if (j->want_db)
-                for (int64_t m = 0; m < g->M; m++) {
+                for (int64_t m = 0; m < g->M; m++) { /* 16 partial sums: vectorisable, fixed order */
+                    float part[16] = {0};
+                    const uint16_t *row = dyn + m * g->P;
+                    int64_t p = 0;
+                    for (; p + 16 <= g->P; p += 16)
+                        for (int k = 0; k < 16; k++) part[k] += nn_bf16_to_f32(row[p + k]);
+                    for (; p < g->P; p++) part[p % 16] += nn_bf16_to_f32(row[p]);
                     float s = 0;
-                    for (int64_t p = 0; p < g->P; p++) s += nn_bf16_to_f32(dyn[m * g->P + p]);
+                    for (int k = 0; k < 16; k++) s += part[k];
                     db[m] += s;
                 }
             if (!j->dx) continue;
