@@ -254,6 +254,7 @@ TGT static void split_phases(const dgeo *d, const uint16_t *x, int paired, void 
     for (int64_t cp = 0; cp < nplanes; cp++)
         for (int64_t a = 0; a < g->sh; a++)
             for (int64_t b = 0; b < g->sw; b++) {
+                if (a >= g->kh || b >= g->kw) continue; /* no tap reads it (1x1 at stride 2) */
                 int64_t base = cp * cs + (a * g->sw + b) * d->phs;
                 const uint16_t *x0 = paired ? x + 2 * cp * g->H * g->W : x + cp * g->H * g->W;
                 const uint16_t *x1 = paired && 2 * cp + 1 < g->C ? x0 + g->H * g->W : NULL;
@@ -383,24 +384,24 @@ static void fwd_samples(void *arg, int64_t n0, int64_t n1) {
     const conv_geom *g = &d->g;
     uint32_t *xi = nn_alloc((uint64_t)(d->ncp * d->nph * d->phs) * 4u + 64);
     float *tmp = nn_alloc((uint64_t)(d->Mp * d->ldq) * 4u + 64);
-    float *row = nn_alloc((uint64_t)g->Wo * 4u + 64);
-    if (!xi || !tmp || !row) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16_direct): out of memory"));
-    for (int64_t n = n0; n < n1 && xi && tmp && row && !atomic_load(&j->rc); n++) {
+    float *yf = nn_alloc((uint64_t)(g->M * g->P) * 4u + 64);
+    if (!xi || !tmp || !yf) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16_direct): out of memory"));
+    for (int64_t n = n0; n < n1 && xi && tmp && yf && !atomic_load(&j->rc); n++) {
         split_phases(d, j->x + n * g->C * g->H * g->W, 1, xi);
         fwd_kernel(xi, d->nph * d->phs, d->ncp, d->off, d->ntaps, j->wpk, d->Mp, tmp, d->ldq, d->Q);
-        uint16_t *yn = j->y + n * g->M * g->P;
-        for (int64_t o = 0; o < g->M; o++) {
+        for (int64_t o = 0; o < g->M; o++) { /* drop the junk columns, add the bias */
             float b = j->bias ? nn_bf16_to_f32(j->bias[o]) : 0.f;
             for (int64_t oh = 0; oh < g->Ho; oh++) {
                 const float *t = tmp + o * d->ldq + oh * d->Wq;
-                for (int64_t ow = 0; ow < g->Wo; ow++) row[ow] = t[ow] + b;
-                nn_bf16_store(j->req_y, row, yn + (o * g->Ho + oh) * g->Wo, g->Wo);
+                float *r = yf + (o * g->Ho + oh) * g->Wo;
+                for (int64_t ow = 0; ow < g->Wo; ow++) r[ow] = t[ow] + b;
             }
         }
+        nn_bf16_store(j->req_y, yf, j->y + n * g->M * g->P, g->M * g->P);
     }
     nn_free(xi);
     nn_free(tmp);
-    nn_free(row);
+    nn_free(yf);
 }
 
 static int check(const mxp_tensor *t, uint32_t n) {
