@@ -365,6 +365,23 @@ static void pack_fwd(const dgeo *d, const uint16_t *w, uint32_t *wpk) {
             }
 }
 
+/* dst[i] = bf16(src[i] + add), rounded to nearest even with NaN quieted
+ * exactly as nn_f32_to_bf16 (req write only; 16 values per step, masked
+ * at the end). */
+TGT static void row_to_bf16(const float *src, float add, uint16_t *dst, int64_t n) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), qbit = _mm512_set1_epi32(0x400000);
+    const __m512 a = _mm512_set1_ps(add);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512i x = _mm512_castps_si512(_mm512_add_ps(_mm512_maskz_loadu_ps(k, src + i), a));
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs), inf);
+        __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(x, 16), one)));
+        r = _mm512_mask_or_epi32(r, nan, x, qbit);
+        _mm256_mask_storeu_epi16(dst + i, k, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+}
+
 /* ------------------------------------------------------------- forward */
 typedef struct djob {
     dgeo d;
@@ -397,15 +414,20 @@ static void fwd_samples(void *arg, int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1 && xi && tmp && yf && !atomic_load(&j->rc); n++) {
         split_phases(d, j->x + n * g->C * g->H * g->W, 1, xi);
         fwd_kernel(xi, d->nph * d->phs, d->ncp, d->off, d->ntaps, j->wpk, d->Mp, tmp, d->ldq, d->Q);
+        uint16_t *yn = j->y + n * g->M * g->P;
         for (int64_t o = 0; o < g->M; o++) { /* drop the junk columns, add the bias */
             float b = j->bias ? nn_bf16_to_f32(j->bias[o]) : 0.f;
             for (int64_t oh = 0; oh < g->Ho; oh++) {
                 const float *t = tmp + o * d->ldq + oh * d->Wq;
+                if (j->req_y != MXP_REQ_ADD) {
+                    row_to_bf16(t, b, yn + (o * g->Ho + oh) * g->Wo, g->Wo);
+                    continue;
+                }
                 float *r = yf + (o * g->Ho + oh) * g->Wo;
                 for (int64_t ow = 0; ow < g->Wo; ow++) r[ow] = t[ow] + b;
             }
         }
-        nn_bf16_store(j->req_y, yf, j->y + n * g->M * g->P, g->M * g->P);
+        if (j->req_y == MXP_REQ_ADD) nn_bf16_store(j->req_y, yf, yn, g->M * g->P);
     }
     nn_free(xi);
     nn_free(tmp);
@@ -531,7 +553,9 @@ static void bwd_chunks(void *arg, int64_t c0, int64_t c1) {
                 }
             if (!j->dx) continue;
             pad_dy_pairs(d, dyn, dyp);
-            memset(dxf, 0, (size_t)CHW * 4);
+            /* stride 1, req write: the one phase covers dx, rounded row by row */
+            int direct = g->sh == 1 && g->sw == 1 && j->req_dx != MXP_REQ_ADD;
+            if (!direct) memset(dxf, 0, (size_t)CHW * 4);
             for (int64_t a = 0; a < g->sh; a++)
                 for (int64_t b = 0; b < g->sw; b++) {
                     int ph = (int)(a * g->sw + b);
@@ -542,6 +566,11 @@ static void bwd_chunks(void *arg, int64_t c0, int64_t c1) {
                     for (int64_t c = 0; c < g->C; c++)
                         for (int64_t r = 0; r < nr; r++) {
                             const float *t = tmp + c * ldd + r * d->Wd;
+                            if (direct) { /* rows r0.. are dx rows 0.. (and columns) at stride 1 */
+                                row_to_bf16(t, 0.f, j->dx + n * CHW + (c * g->H + j->r0_ph[ph] + r - g->ph) * g->W +
+                                                        j->c0_ph[ph] - g->pw, nc);
+                                continue;
+                            }
                             float *dst = dxf + (c * g->H + g->sh * (j->r0_ph[ph] + r) + a - g->ph) * g->W +
                                          g->sw * j->c0_ph[ph] + b - g->pw;
                             if (g->sw == 1) memcpy(dst, t, (size_t)nc * 4);
@@ -549,7 +578,7 @@ static void bwd_chunks(void *arg, int64_t c0, int64_t c1) {
                                 for (int64_t q = 0; q < nc; q++) dst[q * g->sw] = t[q];
                         }
                 }
-            nn_bf16_store(j->req_dx, dxf, j->dx + n * CHW, CHW);
+            if (!direct) nn_bf16_store(j->req_dx, dxf, j->dx + n * CHW, CHW);
         }
     }
     nn_free(xs);
