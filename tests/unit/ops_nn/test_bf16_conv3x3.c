@@ -154,6 +154,9 @@ Test(bf16_direct, resnet_like_shapes, .init = setup, .fini = teardown) {
     conv_case((cgeo){9, 16, 12, 12, 48, 3, 2, 1}, 1); /* stride 2, three vectors             */
     conv_case((cgeo){4, 3, 32, 32, 16, 3, 1, 1}, 1);  /* ResNet-20 conv0                    */
     conv_case((cgeo){3, 32, 8, 8, 64, 1, 2, 0}, 1);   /* projection, several channel blocks */
+    conv_case((cgeo){2, 16, 32, 32, 32, 3, 2, 1}, 1); /* ResNet-20 stage-2 entry: 16-wide rows */
+    conv_case((cgeo){2, 5, 34, 35, 16, 3, 2, 1}, 0);  /* stride 2, odd C, W: rows of 18        */
+    conv_case((cgeo){2, 4, 9, 33, 16, 1, 2, 0}, 0);   /* 1x1 stride 2, rows of 17               */
 }
 
 /* Forcing another kernel path: supports() refuses, naming the variable,

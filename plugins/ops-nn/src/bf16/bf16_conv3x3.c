@@ -246,6 +246,35 @@ TGT static void wgrad_kernel(const uint16_t *xs, int64_t cs, int64_t C, const in
 }
 
 /* ------------------------------------------------------------- layouts */
+/* row[c] = (s0[sw·c], s1[sw·c]) for c < n (s1 NULL: high halves zero),
+ * sw 1 or 2: 16 words per step.  At stride 2 the 31 values a step spans
+ * are read with a 16-bit mask, never the 32nd (it may lie past the data). */
+TGT static void pair_row(uint32_t *row, const uint16_t *s0, const uint16_t *s1, int64_t n, int64_t sw) {
+    const __m512i low = _mm512_set1_epi32(0xffff);
+    int64_t c = 0;
+    if (sw == 1 && s1)
+        for (; c + 16 <= n; c += 16) {
+            __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(s0 + c)));
+            __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(s1 + c)));
+            _mm512_storeu_si512(row + c, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+    else if (sw == 2 && s1)
+        for (; c + 16 <= n; c += 16) {
+            __m512i v0 = _mm512_maskz_loadu_epi16(0x7fffffff, s0 + 2 * c);
+            __m512i v1 = _mm512_maskz_loadu_epi16(0x7fffffff, s1 + 2 * c);
+            _mm512_storeu_si512(row + c, _mm512_or_si512(_mm512_and_si512(v0, low), _mm512_slli_epi32(v1, 16)));
+        }
+    for (; c < n; c++) row[c] = s0[c * sw] | (s1 ? (uint32_t)s1[c * sw] << 16 : 0);
+}
+
+/* row[c] = s[2c] for c < n, 16 values per step (as pair_row). */
+TGT static void plain_row_s2(uint16_t *row, const uint16_t *s, int64_t n) {
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        _mm256_storeu_si256((void *)(row + c), _mm512_cvtepi32_epi16(_mm512_maskz_loadu_epi16(0x7fffffff, s + 2 * c)));
+    for (; c < n; c++) row[c] = s[2 * c];
+}
+
 /* Phase planes of one sample: words (x[2cp], x[2cp+1]) when paired, else
  * 16-bit values of channel c, each plane group d->nph·d->phs apart. */
 TGT static void split_phases(const dgeo *d, const uint16_t *x, int paired, void *dst) {
@@ -270,27 +299,14 @@ TGT static void split_phases(const dgeo *d, const uint16_t *x, int paired, void 
                         uint32_t *row = (uint32_t *)dst + base + r * d->Wq;
                         for (int64_t c = 0; c < c0; c++) row[c] = 0;
                         const uint16_t *s0 = x0 + src, *s1 = x1 ? x1 + src : NULL;
-                        if (g->sw == 1 && s1)
-                        {
-                            int64_t c = c0;
-                            for (; c + 16 <= c1; c += 16) { /* 16 pairs per step */
-                                __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(s0 + (c - c0))));
-                                __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(s1 + (c - c0))));
-                                _mm512_storeu_si512(row + c, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-                            }
-                            for (; c < c1; c++) row[c] = s0[c - c0] | (uint32_t)s1[c - c0] << 16;
-                        }
-                        else
-                            for (int64_t c = c0; c < c1; c++)
-                                row[c] = s0[(c - c0) * g->sw] | (s1 ? (uint32_t)s1[(c - c0) * g->sw] << 16 : 0);
+                        pair_row(row + c0, s0, s1, c1 - c0, g->sw);
                         for (int64_t c = c1 > c0 ? c1 : c0; c < d->Wq; c++) row[c] = 0;
                     } else {
                         uint16_t *row = (uint16_t *)dst + base + r * d->Wq;
                         for (int64_t c = 0; c < c0; c++) row[c] = 0;
                         const uint16_t *s0 = x0 + src;
                         if (g->sw == 1) memcpy(row + c0, s0, (size_t)(c1 - c0) * 2);
-                        else
-                            for (int64_t c = c0; c < c1; c++) row[c] = s0[(c - c0) * g->sw];
+                        else plain_row_s2(row + c0, s0, c1 - c0);
                         for (int64_t c = c1 > c0 ? c1 : c0; c < d->Wq; c++) row[c] = 0;
                     }
                 }
