@@ -168,18 +168,20 @@ static void col2im_s1_512(const conv_geom *g, const float *dcol, int64_t ld, flo
             float *dst = dx + (c * g->H + h) * g->W;
             for (int64_t w0 = 0; w0 < g->W; w0 += 16) {
                 __mmask16 keep = (__mmask16)lanes(w0, 0, g->W, 16);
+                __mmask16 cols[16]; /* lanes of kernel column j (kw <= 16) */
+                for (int64_t j = 0; j < g->kw; j++) {
+                    int64_t off = j * g->dw - g->pw;
+                    cols[j] = (__mmask16)lanes(w0, off, g->Wo + off, 16) & keep;
+                }
                 __m512 acc = _mm512_maskz_loadu_ps(keep, dst + w0);
                 for (int64_t i = 0; i < g->kh; i++) {
-                    int64_t t = h + g->ph - i * g->dh; /* oh·sh, sh = 1 */
-                    if (g->sh != 1 && t % g->sh) continue;
-                    int64_t oh = g->sh == 1 ? t : t / g->sh;
-                    if (t < 0 || oh >= g->Ho) continue;
-                    for (int64_t j = 0; j < g->kw; j++) {
-                        int64_t off = j * g->dw - g->pw; /* w = ow + off */
-                        const float *src = dcol + ((c * g->kh + i) * g->kw + j) * ld + oh * g->Wo - off;
-                        __mmask16 m = (__mmask16)lanes(w0, off, g->Wo + off, 16) & keep;
-                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, src + w0));
-                    }
+                    int64_t t = h + g->ph - i * g->dh; /* oh·sh */
+                    if (t < 0 || t % g->sh) continue;
+                    int64_t oh = t / g->sh;
+                    if (oh >= g->Ho) continue;
+                    const float *src = dcol + (c * g->kh + i) * g->kw * ld + oh * g->Wo + w0 + g->pw;
+                    for (int64_t j = 0; j < g->kw; j++, src += ld - g->dw) /* w = ow + j·dw - pw */
+                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(cols[j], src));
                 }
                 _mm512_mask_storeu_ps(dst + w0, keep, acc);
             }
@@ -204,7 +206,7 @@ static void col2im_any(const conv_geom *g, const float *dcol, int64_t ld, float 
 }
 
 void nn_bf16_col2im_f32(const conv_geom *g, const float *dcol, int64_t ld, float *dx) {
-    if (g->sw == 1 && have_avx512()) col2im_s1_512(g, dcol, ld, dx);
+    if (g->sw == 1 && g->kw <= 16 && have_avx512()) col2im_s1_512(g, dcol, ld, dx);
     else col2im_any(g, dcol, ld, dx);
 }
 
