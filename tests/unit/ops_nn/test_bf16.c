@@ -206,6 +206,10 @@ Test(bf16, conv_against_float64, .init = setup, .fini = teardown) {
     conv_case((cgeo){2, 3, 5, 37, 4, 3, 1, 1, 1, 0}, 0);
     conv_case((cgeo){2, 2, 9, 11, 5, 3, 1, 3, 1, 2}, 0); /* dilation 2, pad 3: edge rows all zero */
     conv_case((cgeo){3, 4, 8, 8, 6, 3, 1, 0, 2, 2}, 1);  /* dilation 2, two groups, no pad */
+    /* stride 2 through the permuting im2col: one 17-value row per vector
+     * with padding; ResNet's 1x1 stride-2 projection (4 rows per vector) */
+    conv_case((cgeo){2, 3, 20, 33, 4, 3, 2, 1, 1, 0}, 0);
+    conv_case((cgeo){2, 4, 8, 8, 6, 1, 2, 0, 1, 0}, 1);
     /* many samples per GEMM: K·P = 18·25 small, so blocks of 16 samples;
      * 150 samples in 8 chunks of 18-19: each chunk is a block of 16 and a
      * ragged one (3 samples: an odd number of columns, 75) */

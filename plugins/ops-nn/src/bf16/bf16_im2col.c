@@ -9,11 +9,13 @@
 
 static int have_avx512(void) { return nn_bf16_path_available(NN_BF16_AVX512F, NULL); }
 
-/* Output columns [lo, hi) of kernel column j read inside the row (stride 1). */
+/* Output columns [lo, hi) whose input column ow·sw + j·dw - pw lies
+ * inside the row. */
 static void valid_cols(const conv_geom *g, int64_t j, int64_t *lo, int64_t *hi) {
-    int64_t off = j * g->dw - g->pw; /* w = ow + off */
-    *lo = off < 0 ? -off : 0;
-    *hi = g->W - off < g->Wo ? g->W - off : g->Wo;
+    int64_t off = j * g->dw - g->pw, sw = g->sw; /* w = ow·sw + off */
+    *lo = off < 0 ? (-off + sw - 1) / sw : 0;
+    *hi = g->W - off > 0 ? (g->W - off + sw - 1) / sw : 0;
+    if (*hi > g->Wo) *hi = g->Wo;
     if (*hi < *lo) *hi = *lo;
 }
 
@@ -66,15 +68,18 @@ static void im2col_s1_512(const conv_geom *g, const uint16_t *x, uint16_t *col, 
             }
 }
 
-/* Several output rows per vector (stride 1 both ways, Wo <= 16): R rows
- * of a col row come from R input rows W apart, all inside a 64-value
- * window (two loads) that one VPERMT2W rearranges; lanes outside the input
- * (padding) are zeroed by the permute's mask.  Loads are masked to the
- * channel's plane.  Stores use the same overwrite rule as im2col_s1_512. */
+/* Output rows of at most 32 values, any stride: R output rows (R·Wo <= 32)
+ * of a col row come from R input rows sh·W apart, all inside a 64-value
+ * window (two loads) that one VPERMT2W rearranges (picking every sw-th
+ * value); lanes outside the input (padding) are zeroed by the permute's
+ * mask.  Loads are masked to the channel's plane.  Stores use the same
+ * overwrite rule as im2col_s1_512. */
+/* Output rows per vector for im2col_rows_512, 0 when it does not apply:
+ * lane r·Wo + ow reads window offset r·sh·W + ow·sw, all within 64. */
 static int rows_per_vector(const conv_geom *g) {
-    if (g->sw != 1 || g->sh != 1 || g->Wo > 16 || g->kw > 16) return 1;
+    if (g->Wo > 32 || g->kw > 16 || (g->Wo - 1) * g->sw + 1 > 64) return 0;
     int64_t r = 32 / g->Wo;
-    while (r > 1 && (r - 1) * g->W + g->Wo > 64) r--;
+    while (r > 1 && (r - 1) * g->sh * g->W + (g->Wo - 1) * g->sw + 1 > 64) r--;
     return (int)r;
 }
 
@@ -86,7 +91,7 @@ __attribute__((target("avx512f,avx512bw")))
 static void im2col_rows_512(const conv_geom *g, int R, const uint16_t *x, uint16_t *col, int64_t ld) {
     uint16_t idx_v[32] = {0};
     for (int r = 0; r < R; r++)
-        for (int64_t ow = 0; ow < g->Wo; ow++) idx_v[r * g->Wo + ow] = (uint16_t)(r * g->W + ow);
+        for (int64_t ow = 0; ow < g->Wo; ow++) idx_v[r * g->Wo + ow] = (uint16_t)(r * g->sh * g->W + ow * g->sw);
     const __m512i idx = _mm512_loadu_si512(idx_v);
     uint32_t cols[16];
     for (int64_t j = 0; j < g->kw; j++) {
@@ -102,10 +107,10 @@ static void im2col_rows_512(const conv_geom *g, int R, const uint16_t *x, uint16
         for (int64_t i = 0; i < g->kh; i++) {
             uint16_t *rows_i = col + (c * g->kh + i) * g->kw * ld;
             for (int64_t oh0 = 0; oh0 < g->Ho; oh0 += R) {
-                int64_t h0 = oh0 - g->ph + i * g->dh, left = g->P - oh0 * g->Wo;
+                int64_t h0 = oh0 * g->sh - g->ph + i * g->dh, left = g->P - oh0 * g->Wo;
                 uint32_t rows = 0;
                 for (int r = 0; r < R && oh0 + r < g->Ho; r++)
-                    if (h0 + r >= 0 && h0 + r < g->H) rows |= one_row << (r * g->Wo);
+                    if (h0 + r * g->sh >= 0 && h0 + r * g->sh < g->H) rows |= one_row << (r * g->Wo);
                 __mmask32 store = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
                 for (int64_t j = 0; j < g->kw; j++) {
                     uint16_t *dst = rows_i + j * ld + oh0 * g->Wo;
@@ -150,9 +155,9 @@ static void im2col_any(const conv_geom *g, const uint16_t *x, uint16_t *col, int
 }
 
 void nn_bf16_im2col(const conv_geom *g, const uint16_t *x, uint16_t *col, int64_t ld) {
-    int R = have_avx512() ? rows_per_vector(g) : 1;
-    if (R > 1) im2col_rows_512(g, R, x, col, ld);
-    else if (g->sw == 1 && have_avx512()) im2col_s1_512(g, x, col, ld);
+    int R = have_avx512() ? rows_per_vector(g) : 0;
+    if (R > 1 || (R == 1 && g->sw != 1)) im2col_rows_512(g, R, x, col, ld);
+    else if (g->sw == 1 && have_avx512()) im2col_s1_512(g, x, col, ld); /* one load per row */
     else im2col_any(g, x, col, ld);
 }
 

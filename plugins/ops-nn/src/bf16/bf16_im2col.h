@@ -1,8 +1,10 @@
 /* bf16/bf16_im2col.h — data movement around the bf16 convolution's GEMMs:
  * im2col of bf16 data, col2im of the fp32 data gradient, row sums and bias
- * adds.  Stride-1 rows (any padding and dilation) run as masked AVX-512
- * loads and stores when the CPU has avx512f/avx512bw; other strides, and
- * CPUs without AVX-512, take the element-wise loops (same results: these
+ * adds.  With avx512f/avx512bw, im2col runs as masked AVX-512 loads,
+ * permutes and stores (output rows of at most 32 values: any stride,
+ * padding, dilation; longer rows: stride 1), col2im as masked loads for
+ * stride 1 in w; other cases, and CPUs without AVX-512, take the
+ * element-wise loops (same results: these
  * copy and add, they do not reorder sums, except nn_bf16_row_sum whose
  * order depends only on the CPU's features, never on thread count). */
 #ifndef NN_BF16_IM2COL_H
