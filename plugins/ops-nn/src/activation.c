@@ -9,6 +9,7 @@
  * without libm (below); the other cases are plain loops. */
 #include "nn_common.h"
 #include "nn_simd.h"
+#include "nn_exp.h"
 #include <math.h>
 #include <string.h>
 
@@ -28,10 +29,7 @@ TC static void relu_bwd_f32(const float *y, const float *dy, float *o, int64_t n
 /* float32 tanh and sigmoid without libm calls, so their loops vectorize
  * (libm's double tanh per element made tanh ~40x slower than relu: most of
  * a tanh LeNet's step).  Both rest on exp of a non-positive argument:
- * y = n ln2 + r (n = round(y / ln2), ln2 in two parts so r is exact to
- * float, |r| <= ln2/2), e^r by a degree-6 polynomial (relative error
- * 2.6e-9 in exact arithmetic; coefficients fitted here by weighted least
- * squares on Chebyshev nodes), times 2^n built in the exponent bits.
+ * exp_nonpos_f32 (nn_exp.h, shared with softmax.c).
  * tanh: |x| < 0.55 by x + x^3 P(x^2) (degree 5 in x^2, same fit, 3e-11),
  * else (1 - e)/(1 + e) with e = exp(-2|x|), which has no cancellation
  * there; |x| >= 9 gives 1 (tanh(9) rounds to 1 in float).  sigmoid:
@@ -43,27 +41,6 @@ TC static void relu_bwd_f32(const float *y, const float *dy, float *o, int64_t n
  * these kernels never read the FP flags. */
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
-static inline float exp_nonpos_f32(float y) { /* y in [-87, 0] */
-    /* n = round(y / ln2) by adding 1.5 * 2^23 (the low bits then hold n). */
-    float t = y * 1.44269504088896341f + 12582912.0f;
-    int32_t tb;
-    memcpy(&tb, &t, sizeof tb);
-    int32_t n = tb - 0x4B400000;
-    float fn = t - 12582912.0f;
-    float r = (y - fn * 0.693145751953125f) - fn * 1.42860676533018e-06f;
-    float p = 1.382942059e-3f;
-    p = p * r + 8.37477152e-3f;
-    p = p * r + 4.166835803e-2f;
-    p = p * r + 1.666642083e-1f;
-    p = p * r + 4.999999149e-1f;
-    p = p * r + 1.000000036f;
-    p = p * r + 1.0f;
-    int32_t bits = (n + 127) * (1 << 23);
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 static inline float tanh_f32(float x) {
     float a = x < 0 ? -x : x;
     float e = exp_nonpos_f32(-2.0f * (a < 9.0f ? a : 9.0f));

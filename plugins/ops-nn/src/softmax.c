@@ -4,8 +4,16 @@
  * accumulation in double).  Backward reads the output:
  *   softmax:     dx = y * (dy - sum(dy*y)) / T
  *   log_softmax: dx = (dy - exp(y) * sum(dy)) / T
- * Also provides nn_softmax_axis for SoftmaxOutput / softmax_cross_entropy. */
+ * Also provides nn_softmax_axis for SoftmaxOutput / softmax_cross_entropy.
+ * float32 softmax (not log) over contiguous rows (the last axis: every
+ * classifier's output) written, not added, runs smx_rows_f32 instead: exp
+ * without libm in a vector loop, the row sum in double; within a few ulp
+ * of the double path, plus the rounding of x - max to float (relative
+ * |x - max| 2^-24: 1e-6 at -17, where the probability is 4e-8) (libm's double exp per element made SoftmaxOutput
+ * 6 us of the MLP's 170 us training step, batch 64 x 10 classes). */
 #include "nn_common.h"
+#include "nn_exp.h"
+#include "nn_simd.h"
 #include <math.h>
 
 typedef struct smx_params {
@@ -48,9 +56,45 @@ static void smx_fwd_range(void *arg, int64_t b, int64_t e) {
     });
 }
 
+/* Rows [b, e) of float32 softmax along contiguous rows of K, y = x
+ * allowed: z = x / T - max, e = exp(z) into y (0 below -87, where e^z is
+ * under float's normal range; NaN stays NaN, so a row with a NaN or +inf
+ * is all NaN, as in the double path), y *= 1 / sum(e), the sum in double.
+ * The max skips NaN as smx_fwd_range's does. */
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math") /* the selects vectorize: see activation.c */
+TC static void smx_rows_f32(const float *x, float *y, int64_t b, int64_t e, int64_t K, float invT) {
+    for (int64_t r = b; r < e; r++) {
+        const float *xr = x + r * K;
+        float *yr = y + r * K;
+        float mx = -INFINITY;
+        for (int64_t k = 0; k < K; k++) {
+            float v = xr[k] * invT;
+            mx = v > mx ? v : mx;
+        }
+        for (int64_t k = 0; k < K; k++) {
+            float z = xr[k] * invT - mx;
+            float ex = exp_nonpos_f32(z >= -87.0f ? z : -87.0f);
+            yr[k] = z >= -87.0f ? ex : z != z ? z : 0.0f;
+        }
+        double sum = 0;
+        for (int64_t k = 0; k < K; k++) sum += yr[k];
+        float inv = (float)(1.0 / sum);
+        for (int64_t k = 0; k < K; k++) yr[k] *= inv;
+    }
+}
+#pragma GCC pop_options
+
+static void smx_rows_f32_range(void *arg, int64_t b, int64_t e) {
+    const sjob *j = arg;
+    smx_rows_f32(j->x, j->o, b, e, j->K, (float)j->invT);
+}
+
 int nn_softmax_axis(const mxp_op_ctx *ctx, int32_t dt, const void *x, void *y, int32_t req,
                     int64_t O, int64_t K, int64_t S, double temperature, int log_out) {
     sjob j = { dt, req, log_out, K, S, 1.0 / temperature, x, NULL, NULL, y };
+    if (dt == MXP_DTYPE_F32 && S == 1 && !log_out && req != MXP_REQ_ADD)
+        return nn_parallel(ctx, O, 64, smx_rows_f32_range, &j);
     return nn_parallel(ctx, O * S, 64, smx_fwd_range, &j);
 }
 

@@ -77,3 +77,49 @@ Test(softmax_output, label_shape_errors, .init = setup, .fini = teardown) {
     cr_assert(strstr(fh_error(), "(7)") && strstr(fh_error(), "(8,10)"), "%s", fh_error());
     fh_node_free(&n);
 }
+
+/* The float32 row kernel (softmax.c smx_rows_f32: rows along the last axis,
+ * written): rows of 37 (vector tails) over a range wide enough that many
+ * exponents fall below -87 (flushed to 0, as double exp rounds to float
+ * there) against double softmax, element by element, within 5 ulp plus
+ * what rounding z = x - max to float costs (relative |z| 2^-24: the float
+ * path's one inherent error, ~2.9e-6 at z = -69); a row holding -inf
+ * has 0 there, a row holding NaN is all NaN, as the double path gives. */
+Test(softmax_output, f32_rows_wide_range, .init = setup, .fini = teardown) {
+    enum { O = 9, K = 37 };
+    fh_node n;
+    cr_assert_eq(fh_node_init(&n, pack, "SoftmaxOutput", "default", "", MXP_DTYPE_F32), 0, "%s", fh_error());
+    n.in_shape[0] = (mxp_shape){2, 0, {O, K}};
+    cr_assert_eq(fh_node_infer(&n), MXP_OK, "%s", fh_error());
+    cr_assert_eq(fh_node_alloc(&n, 1), 1);
+    float *x = n.in[0], *lab = n.in[1];
+    uint64_t r = 7;
+    for (int64_t i = 0; i < O * K; i++) x[i] = (float)fh_rand(&r, -120, 60);
+    for (int64_t i = 0; i < O; i++) lab[i] = (float)(i % K);
+    x[2 * K + 5] = -INFINITY;
+    x[3 * K + 11] = NAN;
+    for (int64_t k = 0; k < K; k++) x[4 * K + k] = (float)(k % 3) - 1.0f; /* a narrow row */
+    cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
+    const float *y = n.out[0];
+    for (int64_t o = 0; o < O; o++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < K; k++) if (x[o * K + k] > mx) mx = x[o * K + k];
+        for (int64_t k = 0; k < K; k++) sum += exp((double)x[o * K + k] - mx);
+        for (int64_t k = 0; k < K; k++) {
+            double want = exp((double)x[o * K + k] - mx) / sum;
+            float got = y[o * K + k];
+            if (o == 3) {
+                cr_assert(isnan(got), "row with NaN: [%lld] = %g", (long long)k, got);
+                continue;
+            }
+            double z = (double)x[o * K + k] - mx;
+            if (isinf(z)) {
+                cr_assert_eq(got, 0.0f, "exp(-inf): [%lld][%lld] = %g", (long long)o, (long long)k, got);
+                continue;
+            }
+            cr_assert(fabs(got - want) <= (6e-7 + fabs(z) * 0x1p-24) * want + 1e-37, "[%lld][%lld] = %.9g, want %.9g", (long long)o,
+                      (long long)k, got, want);
+        }
+    }
+    fh_node_free(&n);
+}
