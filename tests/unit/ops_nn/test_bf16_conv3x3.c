@@ -147,6 +147,7 @@ Test(bf16_direct, small_and_odd_shapes, .init = setup, .fini = teardown) {
     conv_case((cgeo){3, 6, 9, 7, 20, 1, 2, 0}, 0);   /* 1x1 stride 2 (ResNet projection)     */
     conv_case((cgeo){2, 5, 5, 6, 3, 1, 1, 0}, 1);    /* 1x1 stride 1                         */
     conv_case((cgeo){1, 2, 1, 1, 4, 3, 2, 1}, 0);    /* 1x1 map                              */
+    conv_case((cgeo){2, 3, 5, 40, 18, 3, 1, 1}, 1);  /* rows of 40: two 16-word dy blocks    */
 }
 
 Test(bf16_direct, resnet_like_shapes, .init = setup, .fini = teardown) {

@@ -331,26 +331,57 @@ static void pad_dy_pairs(const dgeo *d, const uint16_t *dy, uint32_t *dst) {
     }
 }
 
+/* r[j] <- column j of the 16x16 matrix of 32-bit words whose rows are r[i]:
+ * unpacks within 128-bit lanes, then two rounds of lane shuffles. */
+TGT static inline void transpose16x16(__m512i r[16]) {
+    __m512i t[16], u[4];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* r[i+m] lane L: rows i..i+3 of column 4L+m */
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int m = 0; m < 4; m++) {
+        u[0] = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x44);
+        u[1] = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xee);
+        u[2] = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x44);
+        u[3] = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xee);
+        t[m] = _mm512_shuffle_i32x4(u[0], u[2], 0x88);
+        t[4 + m] = _mm512_shuffle_i32x4(u[0], u[2], 0xdd);
+        t[8 + m] = _mm512_shuffle_i32x4(u[1], u[3], 0x88);
+        t[12 + m] = _mm512_shuffle_i32x4(u[1], u[3], 0xdd);
+    }
+    for (int j = 0; j < 16; j++) r[j] = t[j];
+}
+
 /* dy of one sample transposed to words dyt[qp][o] = (dy[o][2qp], dy[o][2qp+1])
  * over the flat grid q = oh·Wq + ow (zero at junk columns and o >= M).
- * With Wo even (Wq is) a pair is one 32-bit word of a dy row: 16 channels
- * of it are gathered at once; otherwise element by element. */
+ * With Wo even (Wq is) a pair is one 32-bit word of a dy row: blocks of 16
+ * channels x 16 words are transposed in registers; otherwise element by
+ * element. */
 TGT static void transpose_dy(const dgeo *d, const uint16_t *dy, uint16_t *dyt, int64_t Mp16, int64_t nqp) {
     const conv_geom *g = &d->g;
     memset(dyt, 0, (size_t)(nqp * Mp16) * 4);
-    if (g->Wo % 2 == 0 && g->P / 2 * 16 < INT32_MAX) {
-        const int *w = (const int *)dy; /* dy words: channel o at o·P/2 */
+    if (g->Wo % 2 == 0) {
+        const uint32_t *w = (const uint32_t *)dy; /* dy words: channel o at o·P/2 */
         uint32_t *t = (uint32_t *)dyt;
-        int64_t half = g->P / 2;
+        int64_t half = g->P / 2, wr = g->Wo / 2;
         for (int64_t o0 = 0; o0 < g->M; o0 += 16) {
-            __mmask16 live = o0 + 16 <= g->M ? 0xffff : (__mmask16)((1u << (g->M - o0)) - 1);
-            __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32((int)half));
+            int64_t nch = g->M - o0 < 16 ? g->M - o0 : 16;
             for (int64_t oh = 0; oh < g->Ho; oh++)
-                for (int64_t k = 0; k < g->Wo / 2; k++) {
-                    const int *src = w + o0 * half + oh * (g->Wo / 2) + k;
-                    __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, src, 4);
-                    _mm512_storeu_si512(t + (oh * d->Wq / 2 + k) * Mp16 + o0, v);
+                for (int64_t k0 = 0; k0 < wr; k0 += 16) {
+                    int64_t nk = wr - k0 < 16 ? wr - k0 : 16;
+                    __mmask16 k = nk == 16 ? 0xffff : (__mmask16)((1u << nk) - 1);
+                    __m512i r[16];
+                    for (int i = 0; i < 16; i++)
+                        r[i] = i < nch ? _mm512_maskz_loadu_epi32(k, w + (o0 + i) * half + oh * wr + k0)
+                                       : _mm512_setzero_si512();
+                    transpose16x16(r);
+                    for (int64_t c = 0; c < nk; c++) _mm512_storeu_si512(t + (oh * d->Wq / 2 + k0 + c) * Mp16 + o0, r[c]);
                 }
         }
         return;
