@@ -81,6 +81,10 @@ static void dgeo_derive(dgeo *d) {
     d->Pw = (g->kw + g->sw - 1) / g->sw - 1;
     int64_t rmax = (g->H - 1 + g->ph) / g->sh + 1, cmax = (g->W - 1 + g->pw) / g->sw + 1;
     d->Wd = (cmax > g->Wo ? cmax : g->Wo) + d->Pw;
+    /* At stride 1 a row may read past its end into the next row's first Pw
+     * columns, which are zero, so dy plus its left pad is wide enough
+     * (8x8 maps: 10 columns instead of 11, 5 vectors per channel, not 6). */
+    if (g->sh == 1 && g->sw == 1) d->Wd = g->Wo + d->Pw;
     d->Hd = (rmax > g->Ho ? rmax : g->Ho) + d->Ph + 1;
     d->dps = d->Hd * d->Wd + SLACK;
     d->mcp = (g->M + 1) / 2;
