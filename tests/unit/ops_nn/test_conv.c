@@ -449,6 +449,13 @@ Test(conv, pointwise_two_threads, .init = setup, .fini = teardown) {
         {1, 20, 94, 94, 13, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
         {2, 12, 90, 97, 14, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1},
         {2, 70, 45, 23, 30, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
+        /* items capped by their input's bytes (128 KiB): 300 input
+         * channels give 3-strip items, 14 strips a sample (a ragged
+         * 4-pixel last strip) in 5 items; the data gradient's 300 rows
+         * over 13 channels keep 16-strip items */
+        {2, 300, 20, 21, 13, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+        /* over 1024 input channels: one strip an item */
+        {1, 1100, 6, 11, 5, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
     };
     fh_set_threads(2);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)

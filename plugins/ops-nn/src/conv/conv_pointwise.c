@@ -224,14 +224,28 @@ static void gemm_range(void *arg, int64_t b, int64_t e) {
     nn_free(panel);
 }
 
+/* Strips per item for K input rows: at most PW_WIDE_STRIPS, and few
+ * enough that an item's input (K rows of the group's pixels) fits
+ * PW_GROUP_BYTES.  While an item computes, the next one is prefetched into
+ * L2 beside it, so two items and the weights must fit there: on a 1 MiB L2
+ * (AMD Zen 5) 16 strips of a 256-row input (458 KiB an item) had the
+ * prefetch evict the current item's strips before they were read. */
+#ifndef PW_GROUP_BYTES
+#define PW_GROUP_BYTES (128 << 10)
+#endif
+static int64_t group_strips(int64_t K) {
+    return max64(1, min64(PW_WIDE_STRIPS, PW_GROUP_BYTES / (K * PW_STRIP * (int64_t)sizeof(float))));
+}
+
 /* out = A src (+ bias) for every sample and group, A from pack_a. */
 static int gemm_run(const mxp_op_ctx *ctx, const conv_geom *g, const float *src, const float *apk, const float *bias,
                     float *out, int transpose, int add) {
     pwjob j = {src, apk, bias, out, g->G, transpose ? g->Mg : g->Cg, transpose ? g->Cg : g->Mg, g->P, 0, 0, 0, add,
                pwk_have_stream() && g->P % 16 == 0, 0, 0};
-    /* each (sample, group)'s strips in near-equal groups of at most PW_WIDE_STRIPS */
-    int64_t strips = (g->P + PW_STRIP - 1) / PW_STRIP;
-    int64_t ngrp = (strips + PW_WIDE_STRIPS - 1) / PW_WIDE_STRIPS;
+    /* each (sample, group)'s strips in near-equal groups of at most
+     * group_strips() */
+    int64_t strips = (g->P + PW_STRIP - 1) / PW_STRIP, gmax = group_strips(j.K);
+    int64_t ngrp = (strips + gmax - 1) / gmax;
     j.gw = (strips + ngrp - 1) / ngrp * PW_STRIP;
     j.ngrp = (g->P + j.gw - 1) / j.gw;
     j.nitems = g->N * g->G * j.ngrp;
