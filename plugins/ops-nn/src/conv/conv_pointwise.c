@@ -266,6 +266,24 @@ typedef struct dwjob {
     atomic_int no_memory;
 } dwjob;
 
+/* A prefetch cursor over rows of ncol floats (row stride ld): `per`
+ * lines a step, row by row, until `rows` rows are done (hints only). */
+typedef struct dy_pf {
+    const float *row;
+    int64_t col, ncol, rows, per;
+} dy_pf;
+
+static void dy_pf_step(dy_pf *pf, int64_t ld) {
+    for (int64_t i = 0; i < pf->per && pf->rows > 0; i++) {
+        __builtin_prefetch(pf->row + pf->col, 0, 3);
+        pf->col += 16;
+        if (pf->col >= pf->ncol) {
+            pf->col = 0;
+            if (--pf->rows > 0) pf->row += ld; /* never past the array's end */
+        }
+    }
+}
+
 static void dw_range(void *arg, int64_t b, int64_t e) {
     dwjob *j = arg;
     float *dyT = nn_alloc((uint64_t)(j->Q * j->Mgp) * sizeof(float));
@@ -279,12 +297,27 @@ static void dw_range(void *arg, int64_t b, int64_t e) {
         double *db = j->dbp ? j->dbp + q * j->G * j->Mg : NULL;
         memset(pt, 0, psz * sizeof(float));
         if (db) memset(db, 0, (size_t)(j->G * j->Mg) * sizeof(double));
-        for (int64_t t = q * j->T / j->nparts; t < (q + 1) * j->T / j->nparts; t++) {
+        int64_t t1 = (q + 1) * j->T / j->nparts;
+        for (int64_t t = q * j->T / j->nparts; t < t1; t++) {
             int64_t n = t / j->nq, p0 = (t % j->nq) * j->Q, np = min64(j->Q, j->P - p0);
             for (int64_t gr = 0; gr < j->G; gr++) {
                 const float *dys = j->dy + ((n * j->G + gr) * j->Mg) * j->P + p0;
                 pwk_trans(dys, j->P, j->Mg, np, dyT, j->Mgp, db ? db + gr * j->Mg : NULL);
                 if (!j->want_dw) continue;
+                /* the next (chunk, group)'s dy, a few lines after each kernel
+                 * call: its rows are a row pitch apart, which the hardware
+                 * prefetchers do not follow, and the transpose waited on
+                 * every one (~14% of the pass on AMD Zen 5) */
+                dy_pf pf = {0};
+                if (gr + 1 < j->G || t + 1 < t1) {
+                    int64_t tn = gr + 1 < j->G ? t : t + 1, gn = gr + 1 < j->G ? gr + 1 : 0;
+                    int64_t pn = (tn % j->nq) * j->Q;
+                    pf.row = j->dy + ((tn / j->nq * j->G + gn) * j->Mg) * j->P + pn;
+                    pf.ncol = min64(j->Q, j->P - pn);
+                    pf.rows = j->Mg;
+                    int64_t calls = (j->Cg + PW_DWC - 1) / PW_DWC * ((j->Mgp + PW_DWM - 1) / PW_DWM);
+                    pf.per = (j->Mg * ((pf.ncol + 15) / 16) + calls - 1) / calls;
+                }
                 const float *xs = j->x + ((n * j->G + gr) * j->Cg) * j->P + p0;
                 for (int64_t c0 = 0; c0 < j->Cg; c0 += PW_DWC) {
                     int nc = (int)min64(PW_DWC, j->Cg - c0);
@@ -293,6 +326,7 @@ static void dw_range(void *arg, int64_t b, int64_t e) {
                         const float *xpf = m0 == 0 && c0 + 2 * PW_DWC <= j->Cg ? xs + (c0 + PW_DWC) * j->P : NULL;
                         pwk_dw(nmv, nc, dyT + m0, j->Mgp, xs + c0 * j->P, j->P, np,
                                pt + (gr * j->Cg + c0) * j->Mgp + m0, j->Mgp, xpf);
+                        dy_pf_step(&pf, j->P);
                     }
                 }
             }

@@ -305,26 +305,24 @@ TC static void trans_any(const float *src, int64_t lds, int64_t R, int64_t np, f
     int64_t Rp = (R + 15) / 16 * 16;
     for (int64_t r0 = 0; r0 < Rp; r0 += 16) {
         int64_t p0 = 0, nr = R - r0 < 16 ? R - r0 : 16; /* rows past R are zero */
-        v16 sum[16];
-        for (int i = 0; i < 16; i++) sum[i] = (v16){0};
+        /* the row sums from the transposed vectors (lane i = row r0 + i):
+         * one accumulator, where 16 (one per row) spilled to the stack */
+        v16 sum = {0};
         for (; p0 + 16 <= np; p0 += 16) {
             v16 t[16];
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++) {
                 t[i] = (v16){0};
                 if (i < nr) t[i] = ld16(src + (r0 + i) * lds + p0);
-                sum[i] += t[i];
             }
             tr16(t);
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++) st16(dst + (p0 + i) * ldt + r0, t[i]);
+            sum += ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])) +
+                   (((t[8] + t[9]) + (t[10] + t[11])) + ((t[12] + t[13]) + (t[14] + t[15])));
         }
         if (rowsum && p0)
-            for (int i = 0; i < nr; i++) {
-                double s = 0;
-                for (int l = 0; l < 16; l++) s += sum[i][l];
-                rowsum[r0 + i] += s;
-            }
+            for (int i = 0; i < nr; i++) rowsum[r0 + i] += sum[i];
         for (int64_t r = r0; r < r0 + 16; r++) { /* ragged pixels */
             const float *s = src + r * lds;
             double acc = 0;
