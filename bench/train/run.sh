@@ -50,7 +50,7 @@
 # Diagnosis: BENCH_DUMP=DIR makes both sides write their trained
 # parameters and aux states there (mxplug.txt/.bin, torch.txt/.bin);
 # compare_params.py DIR mxplug DIR torch prints their relative distance.
-# Env: BUILD (absolute build dir, set by make), EPOCHS, DATA, NETS ("lenet mlp lenet-bf16 resnet20"), SEED,
+# Env: BUILD (absolute build dir, set by make), EPOCHS, DATA, NETS ("lenet mlp lenet-bf16 resnet20 resnet20-bf16"), SEED,
 # RESNET_EPOCHS, RESNET_LIMIT.
 # Last lines, one per net:
 #   train <lenet|mlp|lenet-bf16|resnet20> mxplug_sps=<x> torch_sps=<y> mxplug_acc=<a> torch_acc=<b> torch_passive_sps=<p> torch_active_sps=<q>
@@ -59,7 +59,7 @@ set -eu
 BUILD=${BUILD:?set BUILD to the build directory}
 EPOCHS=${EPOCHS:-10}
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
-NETS=${NETS:-lenet mlp lenet-bf16 resnet20}
+NETS=${NETS:-lenet mlp lenet-bf16 resnet20 resnet20-bf16}
 SEED=${SEED:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
