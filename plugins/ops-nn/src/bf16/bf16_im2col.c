@@ -89,10 +89,16 @@ static int rows_per_vector(const conv_geom *g) {
  * ascending order, as the overwrite rule needs. */
 __attribute__((target("avx512f,avx512bw")))
 static void im2col_rows_512(const conv_geom *g, int R, const uint16_t *x, uint16_t *col, int64_t ld) {
-    uint16_t idx_v[32] = {0};
-    for (int r = 0; r < R; r++)
-        for (int64_t ow = 0; ow < g->Wo; ow++) idx_v[r * g->Wo + ow] = (uint16_t)(r * g->sh * g->W + ow * g->sw);
-    const __m512i idx = _mm512_loadu_si512(idx_v);
+    /* Lane t = r·Wo + ow reads window offset r·sh·W + ow·sw = t·sw + r·(sh·W - Wo·sw):
+     * built in a register, not a stack array (a 64-byte aligned stack array
+     * is stored with VMOVDQA64, which faults on ASan's fake stack frames
+     * under detect_stack_use_after_return).  Lanes past R·Wo are never kept. */
+    const __m512i iota = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
+                                          12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i idx = _mm512_mullo_epi16(iota, _mm512_set1_epi16((short)g->sw));
+    const __m512i row_step = _mm512_set1_epi16((short)(g->sh * g->W - g->Wo * g->sw));
+    for (int r = 1; r < R; r++)
+        idx = _mm512_mask_add_epi16(idx, (__mmask32)~((1u << (r * g->Wo)) - 1), idx, row_step);
     uint32_t cols[16];
     for (int64_t j = 0; j < g->kw; j++) {
         int64_t lo, hi;
