@@ -159,9 +159,9 @@ all: $(BUILD)/lib/libmxplug.so $(BUILD)/lib/libmxplug.a $(PACK_SOS) \
 
 # Installs missing Debian packages (tools/install-deps.sh); a no-op costing
 # one dpkg-query when everything is there.  Order-only prerequisite of every
-# compile rule.
-deps:
-	@tools/install-deps.sh --if-missing
+# compile rule.  The work is the included stamp's rule above (run once per
+# make, before the makefiles' probes); `make deps` alone runs just that.
+deps: $(DEPS_STAMP)
 
 # ---------------------------------------------------------------- tests
 # Unit tests link the static runtime (internal functions are reachable) and

@@ -28,6 +28,8 @@
 
 #include "nn_common.h"
 
+#include <stdatomic.h>
+
 typedef enum nn_bf16_path {
     NN_BF16_FP32 = 0,
     NN_BF16_AVX512F = 1,
@@ -92,6 +94,13 @@ int nn_bf16_gemm_apacked(const mxp_op_ctx *ctx, const nn_bf16_apack *a, int tb, 
 /* Registration of the bf16 Convolution and FullyConnected impls (rank 512,
  * bfloat16 inputs only), called from pack.c. */
 int nn_register_bf16(mxp_registrar *r);
+/* A parallel job's status: the first failure among its chunks wins (later
+ * ones are consequences). */
+static inline void nn_bf16_job_fail(atomic_int *status, int rc) {
+    int ok = MXP_OK;
+    atomic_compare_exchange_strong(status, &ok, rc);
+}
+
 extern const mxp_op_impl nn_bf16_fc_impl, nn_bf16_conv_impl;
 /* bf16_conv3x3.c: 3x3 / 1x1 stride 1-2 convolution without im2col on the
  * avx512bf16 path (impl "bf16_direct", rank 520), registered by pack.c. */

@@ -60,11 +60,6 @@ typedef struct cjob {
     atomic_int rc;
 } cjob;
 
-static void fail(cjob *j, int rc) {
-    int ok = MXP_OK;
-    atomic_compare_exchange_strong(&j->rc, &ok, rc);
-}
-
 /* Forward of sample blocks [b0, b1): y_g[Mg][S·P] = W_g · col[K][S·P]. */
 static void fwd_chunk(void *arg, int64_t b0, int64_t b1) {
     cjob *j = arg;
@@ -72,7 +67,7 @@ static void fwd_chunk(void *arg, int64_t b0, int64_t b1) {
     int64_t S = j->S, SP = S * g->P;
     uint16_t *col = nn_alloc((uint64_t)(g->K * SP) * 2u + 64);
     float *y = nn_alloc((uint64_t)(g->M * SP + g->M) * sizeof(float) + 64);
-    if (!col || !y) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory"));
+    if (!col || !y) nn_bf16_job_fail(&j->rc, NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory"));
     float *bias = y ? y + g->M * SP : NULL;
     if (y && j->bias) nn_bf16_widen(j->bias, bias, g->M);
     for (int64_t blk = b0; blk < b1 && col && y && !atomic_load(&j->rc); blk++) {
@@ -82,7 +77,7 @@ static void fwd_chunk(void *arg, int64_t b0, int64_t b1) {
                 nn_bf16_im2col(g, j->x + ((n0 + s) * g->C + gi * g->Cg) * g->H * g->W, col + s * g->P, np);
             int rc = nn_bf16_gemm_apacked(NULL, &j->wpack[gi], 0, np, col, np, 0, y + gi * g->Mg * np, np);
             if (rc) {
-                fail(j, rc);
+                nn_bf16_job_fail(&j->rc, rc);
                 break;
             }
         }
@@ -106,7 +101,7 @@ static void bwd_chunk(void *arg, int64_t c0, int64_t c1) {
     int64_t S = j->S, SP = S * g->P, CHW = g->C * g->H * g->W;
     uint16_t *col = nn_alloc((uint64_t)(g->K * SP + g->Mg * SP) * 2u + 64);
     float *dcol = nn_alloc((uint64_t)(g->K * SP + S * CHW) * sizeof(float) + 64);
-    if (!col || !dcol) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory"));
+    if (!col || !dcol) nn_bf16_job_fail(&j->rc, NN_ERR(MXP_ENOMEM, "Convolution (bf16): out of memory"));
     uint16_t *dyc = col ? col + g->K * SP : NULL;
     float *dx = dcol ? dcol + g->K * SP : NULL;
     for (int64_t c = c0; c < c1 && col && dcol; c++) {
@@ -133,7 +128,7 @@ static void bwd_chunk(void *arg, int64_t c0, int64_t c1) {
                         nn_bf16_col2im_f32(g, dcol + s * g->P, np, dx + s * CHW + gi * g->Cg * g->H * g->W);
                 }
                 if (rc) {
-                    fail(j, rc);
+                    nn_bf16_job_fail(&j->rc, rc);
                     break;
                 }
             }

@@ -449,11 +449,6 @@ typedef struct djob {
     atomic_int rc;
 } djob;
 
-static void fail(djob *j, int rc) {
-    int ok = MXP_OK;
-    atomic_compare_exchange_strong(&j->rc, &ok, rc);
-}
-
 static void fwd_samples(void *arg, int64_t n0, int64_t n1) {
     djob *j = arg;
     const dgeo *d = &j->d;
@@ -461,7 +456,7 @@ static void fwd_samples(void *arg, int64_t n0, int64_t n1) {
     uint32_t *xi = nn_alloc((uint64_t)(d->ncp * d->nph * d->phs) * 4u + 64);
     float *tmp = nn_alloc((uint64_t)(d->Mp * d->ldq) * 4u + 64);
     float *yf = nn_alloc((uint64_t)(g->M * g->P) * 4u + 64);
-    if (!xi || !tmp || !yf) fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16_direct): out of memory"));
+    if (!xi || !tmp || !yf) nn_bf16_job_fail(&j->rc, NN_ERR(MXP_ENOMEM, "Convolution (bf16_direct): out of memory"));
     for (int64_t n = n0; n < n1 && xi && tmp && yf && !atomic_load(&j->rc); n++) {
         split_phases(d, j->x + n * g->C * g->H * g->W, 1, xi);
         fwd_kernel(xi, d->nph * d->phs, d->ncp, d->off, d->ntaps, j->wpk, d->Mp, tmp, d->ldq, d->Q);
@@ -577,7 +572,7 @@ static void bwd_chunks(void *arg, int64_t c0, int64_t c1) {
     uint32_t *dyp = j->dx ? nn_alloc((uint64_t)(d->mcp * d->dps) * 4u + 64) : NULL;
     float *tmp = j->dx ? nn_alloc((uint64_t)(d->Cp * ldd + CHW) * 4u + 64) : NULL;
     if ((j->want_dw && (!xs || !dyt)) || (j->dx && (!dyp || !tmp))) {
-        fail(j, NN_ERR(MXP_ENOMEM, "Convolution (bf16_direct): out of memory"));
+        nn_bf16_job_fail(&j->rc, NN_ERR(MXP_ENOMEM, "Convolution (bf16_direct): out of memory"));
         c1 = c0;
     }
     float *dxf = tmp ? tmp + d->Cp * ldd : NULL;
