@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nn_test_util.h"
+#include "conv_ref_bf16.h"
 
 static fh_pack *pack;
 static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
@@ -151,7 +152,7 @@ static void conv_case(cgeo c, int nobias) {
         n.in_shape[0] = nn_shape(4, (int64_t[]){c.N, c.C, c.H, c.W});
         cr_assert_eq(fh_node_infer(&n), 0, "%s", fh_error());
         cr_assert_eq(fh_node_alloc(&n, 1), 1, "%s", n.reason);
-        int64_t Ho = n.out_shape[0].dims[2], Wo = n.out_shape[0].dims[3], Cg = c.C / c.G, Mg = c.M / c.G;
+        int64_t Ho = n.out_shape[0].dims[2], Wo = n.out_shape[0].dims[3], Cg = c.C / c.G;
         int64_t ny = c.N * c.M * Ho * Wo, nx = c.N * c.C * c.H * c.W, nw = c.M * Cg * c.k * c.k;
         uint64_t r = 3;
         for (uint32_t k = 0; k < n.n_in; k++) fill(n.in[k], fh_shape_numel(&n.in_shape[k]), &r, -1, 1);
@@ -161,24 +162,7 @@ static void conv_case(cgeo c, int nobias) {
         double *ref = calloc((size_t)(ny + nx + nw + c.M) * 2, sizeof(double)), *mag = ref + ny + nx + nw + c.M;
         double *ry = ref, *rdx = ry + ny, *rdw = rdx + nx, *rdb = rdw + nw;
         double *my = mag, *mdx = my + ny, *mdw = mdx + nx, *mdb = mdw + nw;
-        for (int64_t s = 0; s < c.N; s++) for (int64_t m = 0; m < c.M; m++) {
-            int64_t g = m / Mg;
-            for (int64_t oh = 0; oh < Ho; oh++) for (int64_t ow = 0; ow < Wo; ow++) {
-                int64_t yi = ((s * c.M + m) * Ho + oh) * Wo + ow;
-                double acc = b ? bf(b, m) : 0, mg = fabs(acc), go = bf(dy, yi);
-                for (int64_t ci = 0; ci < Cg; ci++) for (int64_t i = 0; i < c.k; i++) for (int64_t j = 0; j < c.k; j++) {
-                    int64_t h = oh * c.s - c.p + i * c.d, ww = ow * c.s - c.p + j * c.d;
-                    if (h < 0 || h >= c.H || ww < 0 || ww >= c.W) continue;
-                    int64_t xi = ((s * c.C + g * Cg + ci) * c.H + h) * c.W + ww, wi = ((m * Cg + ci) * c.k + i) * c.k + j;
-                    double t = bf(x, xi) * bf(w, wi);
-                    acc += t; mg += fabs(t);
-                    rdx[xi] += go * bf(w, wi); mdx[xi] += fabs(go * bf(w, wi));
-                    rdw[wi] += go * bf(x, xi); mdw[wi] += fabs(go * bf(x, xi));
-                }
-                ry[yi] = acc; my[yi] = mg;
-                rdb[m] += go; mdb[m] += fabs(go);
-            }
-        }
+        conv_ref_bf16(&(conv_ref_geom){c.N, c.C, c.H, c.W, c.M, c.k, c.s, c.p, c.G, c.d, Ho, Wo}, x, w, b, dy, ref, mag);
         cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
         check_close("conv forward", paths[p], n.out[0], ry, my, ny);
         cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());

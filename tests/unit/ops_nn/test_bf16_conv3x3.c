@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nn_test_util.h"
+#include "conv_ref_bf16.h"
 
 static fh_pack *pack;
 static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
@@ -88,22 +89,7 @@ static void conv_case(cgeo c, int nobias) {
     double *ref = calloc((size_t)(ny + nx + nw + c.M) * 2, sizeof(double)), *mag = ref + ny + nx + nw + c.M;
     double *ry = ref, *rdx = ry + ny, *rdw = rdx + nx, *rdb = rdw + nw;
     double *my = mag, *mdx = my + ny, *mdw = mdx + nx, *mdb = mdw + nw;
-    for (int64_t s = 0; s < c.N; s++) for (int64_t m = 0; m < c.M; m++)
-        for (int64_t oh = 0; oh < Ho; oh++) for (int64_t ow = 0; ow < Wo; ow++) {
-            int64_t yi = ((s * c.M + m) * Ho + oh) * Wo + ow;
-            double acc = b ? bf(b, m) : 0, mg = fabs(acc), go = bf(dy, yi);
-            for (int64_t ci = 0; ci < c.C; ci++) for (int64_t i = 0; i < c.k; i++) for (int64_t j = 0; j < c.k; j++) {
-                int64_t h = oh * c.s - c.p + i, ww = ow * c.s - c.p + j;
-                if (h < 0 || h >= c.H || ww < 0 || ww >= c.W) continue;
-                int64_t xi = ((s * c.C + ci) * c.H + h) * c.W + ww, wi = ((m * c.C + ci) * c.k + i) * c.k + j;
-                double t = bf(x, xi) * bf(w, wi);
-                acc += t; mg += fabs(t);
-                rdx[xi] += go * bf(w, wi); mdx[xi] += fabs(go * bf(w, wi));
-                rdw[wi] += go * bf(x, xi); mdw[wi] += fabs(go * bf(x, xi));
-            }
-            ry[yi] = acc; my[yi] = mg;
-            rdb[m] += go; mdb[m] += fabs(go);
-        }
+    conv_ref_bf16(&(conv_ref_geom){c.N, c.C, c.H, c.W, c.M, c.k, c.s, c.p, 1, 1, Ho, Wo}, x, w, b, dy, ref, mag);
     cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     check_close("forward", kw, n.out[0], ry, my, ny);
     cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
