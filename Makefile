@@ -161,7 +161,11 @@ all: $(BUILD)/lib/libmxplug.so $(BUILD)/lib/libmxplug.a $(PACK_SOS) \
 # one dpkg-query when everything is there.  Order-only prerequisite of every
 # compile rule.  The work is the included stamp's rule above (run once per
 # make, before the makefiles' probes); `make deps` alone runs just that.
+# Its recipe names the skipped packs and why: a recipe runs after make's
+# last reading of the makefiles, so a pack that the install just made
+# buildable is not reported skipped by the first reading's probes.
 deps: $(DEPS_STAMP)
+	@$(foreach p,$(PACKS_ALL),$(if $(PACK_SKIP_$(p)),echo '$(p): skipped: $(PACK_SKIP_$(p))';)) :
 
 # ---------------------------------------------------------------- tests
 # Unit tests link the static runtime (internal functions are reachable) and

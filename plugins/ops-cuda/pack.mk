@@ -2,7 +2,7 @@
 # the plain build when nvcc is found: sanitizer builds (SANITIZE set) skip
 # it, since ASan/TSan cannot instrument device code and the CUDA libraries
 # are not built for them; without nvcc the pack is skipped.  Either way make
-# prints one line saying why.  C sources (src/*.c) are compiled by $(CC)
+# prints one line saying why (the Makefile's deps target).  C sources (src/*.c) are compiled by $(CC)
 # against the toolkit's headers; CUDA sources (src/*.cu) by nvcc for sm_80
 # and sm_90 plus sm_90 PTX (A100, H100, H200, and later GPUs through the
 # driver's JIT).  The pack links cudart, cuBLAS and cuDNN; the host links
@@ -15,11 +15,7 @@ else ifeq ($(NVCC),)
 PACK_SKIP_ops-cuda := nvcc not found (install the CUDA Toolkit, or set NVCC= or CUDA_HOME=)
 endif
 
-ifneq ($(PACK_SKIP_ops-cuda),)
-ifeq ($(filter clean,$(MAKECMDGOALS)),)
-$(info ops-cuda: skipped: $(PACK_SKIP_ops-cuda))
-endif
-else
+ifeq ($(PACK_SKIP_ops-cuda),)
 CUDA_GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS := -std=c++17 -O3 $(CUDA_GENCODE) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
