@@ -485,6 +485,7 @@ double fh_get_raw(const void *data, int32_t dtype, int64_t i) {
     case MXP_DTYPE_U16: return *(const uint16_t *)p;
     case MXP_DTYPE_U32: return *(const uint32_t *)p;
     case MXP_DTYPE_U64: return (double)*(const uint64_t *)p;
+    case MXP_DTYPE_BF16: { uint32_t u = (uint32_t)*(const uint16_t *)p << 16; float f; memcpy(&f, &u, 4); return f; }
     default: return NAN;
     }
 }
@@ -502,6 +503,11 @@ void fh_set_raw(void *data, int32_t dtype, int64_t i, double v) {
     case MXP_DTYPE_U16: *(uint16_t *)p = (uint16_t)v; break;
     case MXP_DTYPE_U32: *(uint32_t *)p = (uint32_t)v; break;
     case MXP_DTYPE_U64: *(uint64_t *)p = (uint64_t)v; break;
+    case MXP_DTYPE_BF16: { /* nearest even (finite values only: test data) */
+        float f = (float)v; uint32_t u; memcpy(&u, &f, 4);
+        *(uint16_t *)p = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        break;
+    }
     default: break;
     }
 }

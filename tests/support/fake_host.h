@@ -142,6 +142,9 @@ typedef struct fh_node {
     char in_names[FH_NODE_MAX][MXP_NAME_MAX];
     mxp_shape in_shape[FH_NODE_MAX], out_shape[FH_NODE_MAX], aux_shape[FH_NODE_MAX];
     int32_t in_dtype[FH_NODE_MAX]; /* defaults to dtype; set e.g. a label's */
+    /* default to dtype; set e.g. a bfloat16 BatchNorm's float32 mean/var
+     * outputs and moving statistics */
+    int32_t out_dtype[FH_NODE_MAX], aux_dtype[FH_NODE_MAX];
     void *in[FH_NODE_MAX], *out[FH_NODE_MAX], *aux[FH_NODE_MAX];
     void *in_grad[FH_NODE_MAX], *out_grad[FH_NODE_MAX];
     void *state;

@@ -623,7 +623,7 @@ int fh_node_init(fh_node *n, fh_pack *p, const char *op, const char *impl, const
     n->n_aux = list_names(n->def->list_aux, n->def->aux_names, n->params, n->def->user_data, names, 0);
     for (int i = 0; i < FH_NODE_MAX; i++) {
         n->in_shape[i].ndim = -1; n->out_shape[i].ndim = -1; n->aux_shape[i].ndim = -1;
-        n->in_dtype[i] = dtype;
+        n->in_dtype[i] = dtype; n->out_dtype[i] = dtype; n->aux_dtype[i] = dtype;
     }
     return MXP_OK;
 }
@@ -641,7 +641,7 @@ static void fill_query(fh_node *n, mxp_impl_query_args *q, int is_train, int32_t
     q->device.type = MXP_DEV_CPU;
     q->n_in = n->n_in; q->n_out = n->n_out; q->n_aux = n->n_aux; q->is_train = is_train;
     q->in_shapes = n->in_shape; q->out_shapes = n->out_shape; q->aux_shapes = n->aux_shape;
-    for (int i = 0; i < FH_NODE_MAX; i++) { odt[i] = n->dtype; adt[i] = n->dtype; }
+    for (int i = 0; i < FH_NODE_MAX; i++) { odt[i] = n->out_dtype[i]; adt[i] = n->aux_dtype[i]; }
     q->in_dtypes = n->in_dtype; q->out_dtypes = odt; q->aux_dtypes = adt;
     q->reason = n->reason; q->reason_size = sizeof n->reason;
 }
@@ -669,11 +669,11 @@ int fh_node_alloc(fh_node *n, int is_train) {
         n->in[i] = calloc(1, b + 8); n->in_grad[i] = calloc(1, b + 8);
     }
     for (uint32_t i = 0; i < n->n_out; i++) {
-        uint64_t b = (uint64_t)fh_shape_numel(&n->out_shape[i]) * mxp_dtype_size(n->dtype);
+        uint64_t b = (uint64_t)fh_shape_numel(&n->out_shape[i]) * mxp_dtype_size(n->out_dtype[i]);
         n->out[i] = calloc(1, b + 8); n->out_grad[i] = calloc(1, b + 8);
     }
     for (uint32_t i = 0; i < n->n_aux; i++)
-        n->aux[i] = calloc(1, (uint64_t)fh_shape_numel(&n->aux_shape[i]) * mxp_dtype_size(n->dtype) + 8);
+        n->aux[i] = calloc(1, (uint64_t)fh_shape_numel(&n->aux_shape[i]) * mxp_dtype_size(n->aux_dtype[i]) + 8);
     return 1;
 }
 
@@ -693,8 +693,8 @@ int fh_node_forward(fh_node *n, int is_train, const int32_t *req) {
     int32_t wr[FH_NODE_MAX];
     for (int i = 0; i < FH_NODE_MAX; i++) wr[i] = MXP_REQ_WRITE;
     for (uint32_t i = 0; i < n->n_in; i++) mk_tensor(&in[i], n->in[i], &n->in_shape[i], n->in_dtype[i]);
-    for (uint32_t i = 0; i < n->n_out; i++) mk_tensor(&out[i], n->out[i], &n->out_shape[i], n->dtype);
-    for (uint32_t i = 0; i < n->n_aux; i++) mk_tensor(&aux[i], n->aux[i], &n->aux_shape[i], n->dtype);
+    for (uint32_t i = 0; i < n->n_out; i++) mk_tensor(&out[i], n->out[i], &n->out_shape[i], n->out_dtype[i]);
+    for (uint32_t i = 0; i < n->n_aux; i++) mk_tensor(&aux[i], n->aux[i], &n->aux_shape[i], n->aux_dtype[i]);
     mxp_op_ctx c = node_ctx(n, is_train);
     mxp_forward_args a = { MXP_HEADER(mxp_forward_args), &c, n->params, n->state, n->impl->user_data,
                            n->n_in, n->n_out, n->n_aux, 0, in, out, aux, req ? req : wr, NULL };
@@ -721,10 +721,10 @@ int fh_node_backward(fh_node *n, const int32_t *req) {
         mk_tensor(&ig[i], n->in_grad[i], &n->in_shape[i], n->in_dtype[i]);
     }
     for (uint32_t i = 0; i < n->n_out; i++) {
-        mk_tensor(&out[i], need_out[i] ? n->out[i] : NULL, &n->out_shape[i], n->dtype);
-        mk_tensor(&og[i], need_og[i] ? n->out_grad[i] : NULL, &n->out_shape[i], n->dtype);
+        mk_tensor(&out[i], need_out[i] ? n->out[i] : NULL, &n->out_shape[i], n->out_dtype[i]);
+        mk_tensor(&og[i], need_og[i] ? n->out_grad[i] : NULL, &n->out_shape[i], n->out_dtype[i]);
     }
-    for (uint32_t i = 0; i < n->n_aux; i++) mk_tensor(&aux[i], n->aux[i], &n->aux_shape[i], n->dtype);
+    for (uint32_t i = 0; i < n->n_aux; i++) mk_tensor(&aux[i], n->aux[i], &n->aux_shape[i], n->aux_dtype[i]);
     mxp_op_ctx c = node_ctx(n, 1);
     mxp_backward_args a = { MXP_HEADER(mxp_backward_args), &c, n->params, n->state, n->impl->user_data,
                             n->n_in, n->n_out, n->n_aux, 0, og, in, out, ig, aux, req ? req : wr, NULL };

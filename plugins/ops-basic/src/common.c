@@ -3,7 +3,10 @@
  * elementwise driver ob_ew (see common.h for the contract).
  * ob_ew's chunk path keeps its buffers on the stack (OB_CHUNK elements per
  * operand) so it needs no allocation and runs chunks in parallel through
- * ctx->parallel_for. */
+ * ctx->parallel_for.  Contiguous all-bfloat16 operands (a mixed-precision
+ * graph's adds and gradient sums) take the float32 kernel on chunks
+ * widened with the vectorised casts and round each result once, instead
+ * of the generic path's per-element conversions through double. */
 #include "common.h"
 
 #include <math.h>
@@ -312,6 +315,28 @@ static void scatter(const mxp_tensor *t, int64_t start, int64_t m, const void *b
     }
 }
 
+/* bf16 path: every operand contiguous bf16; chunks widened to float32,
+ * the float32 kernel, each result rounded once (req add: the output's
+ * chunk is widened and the kernel adds).  The output may alias an input
+ * exactly: a chunk's inputs are widened before its output is written. */
+static void ew_bf16_chunks(void *arg, int64_t begin, int64_t end) {
+    const ew_job *j = arg;
+    int64_t total = mxp_tensor_numel(j->out);
+    float bufs[OB_MAX_EW_IN][OB_CHUNK], obuf[OB_CHUNK];
+    for (int64_t c = begin; c < end; c++) {
+        int64_t s = c * OB_CHUNK, m = total - s < OB_CHUNK ? total - s : OB_CHUNK;
+        const float *p[OB_MAX_EW_IN] = {0};
+        for (int i = 0; i < j->n_in; i++) {
+            ob_bf16_to_f32_n(ob_base(j->in[i]) + s * 2, bufs[i], m);
+            p[i] = bufs[i];
+        }
+        uint16_t *o = (uint16_t *)(void *)ob_base(j->out) + s;
+        if (j->req == MXP_REQ_ADD) ob_bf16_to_f32_n(o, obuf, m);
+        j->k->f32(m, p, obuf, j->req == MXP_REQ_ADD ? MXP_REQ_ADD : MXP_REQ_WRITE, j->e);
+        ob_f32_to_bf16_n(obuf, o, m);
+    }
+}
+
 /* Chunk path: chunks [begin, end) of OB_CHUNK elements each. */
 static void ew_chunks(void *arg, int64_t begin, int64_t end) {
     const ew_job *j = arg;
@@ -370,6 +395,15 @@ int ob_ew(const mxp_op_ctx *ctx, int n_in, const mxp_tensor *const *in,
     for (int i = 0; i < n_in; i++)
         j.dense &= in[i]->dtype == j.kdt && mxp_tensor_is_contiguous(in[i]);
     int par = ctx && ctx->parallel_for;
+    int all_bf16 = out->dtype == MXP_DTYPE_BF16 && mxp_tensor_is_contiguous(out);
+    for (int i = 0; i < n_in; i++) all_bf16 &= in[i]->dtype == MXP_DTYPE_BF16 && mxp_tensor_is_contiguous(in[i]);
+    if (all_bf16) {
+        int64_t nchunks = (n + OB_CHUNK - 1) / OB_CHUNK;
+        j.kdt = MXP_DTYPE_F32;
+        if (par && nchunks >= 16) return ctx->parallel_for(ctx, nchunks, 8, ew_bf16_chunks, &j);
+        ew_bf16_chunks(&j, 0, nchunks);
+        return MXP_OK;
+    }
     if (j.dense) {
         if (par && n >= 2 * OB_PAR_GRAIN) return ctx->parallel_for(ctx, n, OB_PAR_GRAIN, ew_dense, &j);
         ew_dense(&j, 0, n);

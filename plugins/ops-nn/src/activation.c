@@ -6,9 +6,16 @@
  * loops compiled for AVX-512, AVX2 and baseline x86-64 (target_clones,
  * chosen at load time; static behind plain calls, none under ASan, as in
  * conv/microkernel.c), and so have float32 tanh and sigmoid, computed
- * without libm (below); the other cases are plain loops. */
+ * without libm (below); the other cases are plain loops.
+ * bfloat16 (a mixed-precision graph, graph/amp.c): relu forward and
+ * backward run on the bf16 values directly (a select per element, 16
+ * lanes, no rounding: max(x, 0) and the masked dy are bf16 values); the
+ * other act_types and req add widen to float32, run the float32 loops and
+ * round once (bf16_via_f32.c). */
 #include "nn_common.h"
 #include "nn_simd.h"
+#include "bf16_vec.h"
+#include "bf16_via_f32.h"
 #include "nn_exp.h"
 #include <math.h>
 #include <string.h>
@@ -24,6 +31,34 @@ TC static void relu_fwd_f32(const float *x, float *o, int64_t n, int add) {
 TC static void relu_bwd_f32(const float *y, const float *dy, float *o, int64_t n, int add) {
     if (add) for (int64_t i = 0; i < n; i++) { float g = dy[i]; o[i] += y[i] > 0 ? g : 0; }
     else for (int64_t i = 0; i < n; i++) { float g = dy[i]; o[i] = y[i] > 0 ? g : 0; }
+}
+
+/* bf16 relu: o = x > 0 ? x : +0 (NaN -> 0, as float32), o may be x. */
+TC static void relu_fwd_bf16(const uint16_t *x, uint16_t *o, int64_t n) {
+    const v16 z = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16 v = ldh16(x + i);
+        i16v on = v > z, vi;
+        memcpy(&vi, &v, sizeof vi);
+        vi &= on;
+        h16 h = __builtin_convertvector((w16)vi >> 16, h16);
+        memcpy(o + i, &h, sizeof h);
+    }
+    for (; i < n; i++) o[i] = nn_bf16_to_f32(x[i]) > 0 ? x[i] : 0;
+}
+/* o = y > 0 ? dy : +0 on bf16; o may be dy. */
+TC static void relu_bwd_bf16(const uint16_t *y, const uint16_t *dy, uint16_t *o, int64_t n) {
+    const v16 z = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        i16v on = ldh16(y + i) > z;
+        h16 g, m = __builtin_convertvector(on, h16);
+        memcpy(&g, dy + i, sizeof g);
+        g &= m;
+        memcpy(o + i, &g, sizeof g);
+    }
+    for (; i < n; i++) o[i] = nn_bf16_to_f32(y[i]) > 0 ? dy[i] : 0;
 }
 
 /* float32 tanh and sigmoid without libm calls, so their loops vectorize
@@ -109,6 +144,10 @@ typedef struct act_job {
 
 static void act_fwd_range(void *arg, int64_t b, int64_t e) {
     const act_job *j = arg;
+    if (j->dt == MXP_DTYPE_BF16) { /* relu, req write/inplace (act_forward) */
+        relu_fwd_bf16((const uint16_t *)j->x + b, (uint16_t *)j->o + b, e - b);
+        return;
+    }
     if (j->type == ACT_RELU && j->dt == MXP_DTYPE_F32) {
         relu_fwd_f32((const float *)j->x + b, (float *)j->o + b, e - b, j->req == MXP_REQ_ADD);
         return;
@@ -134,6 +173,10 @@ static void act_fwd_range(void *arg, int64_t b, int64_t e) {
 
 static void act_bwd_range(void *arg, int64_t b, int64_t e) {
     const act_job *j = arg;
+    if (j->dt == MXP_DTYPE_BF16) {
+        relu_bwd_bf16((const uint16_t *)j->y + b, (const uint16_t *)j->dy + b, (uint16_t *)j->o + b, e - b);
+        return;
+    }
     if (j->type == ACT_RELU && j->dt == MXP_DTYPE_F32) {
         relu_bwd_f32((const float *)j->y + b, (const float *)j->dy + b, (float *)j->o + b, e - b,
                      j->req == MXP_REQ_ADD);
@@ -155,7 +198,11 @@ static void act_bwd_range(void *arg, int64_t b, int64_t e) {
 
 static int act_forward(const mxp_forward_args *a) {
     const act_params *p = a->params; int st; int32_t dt;
-    if ((st = nn_check_float("Activation", a->in, 1, &dt)) < 0) return st;
+    if (a->in[0].dtype == MXP_DTYPE_BF16 && (p->act_type != ACT_RELU || a->req[0] == MXP_REQ_ADD ||
+                                             a->out[0].dtype != MXP_DTYPE_BF16))
+        return nn_bf16_via_f32_forward(a, act_forward);
+    if (a->in[0].dtype == MXP_DTYPE_BF16) dt = MXP_DTYPE_BF16;
+    else if ((st = nn_check_float("Activation", a->in, 1, &dt)) < 0) return st;
     if ((st = nn_check_contig("Activation", a->in, 1)) < 0 || (st = nn_check_contig("Activation", a->out, 1)) < 0) return st;
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     act_job j = { p->act_type, dt, a->req[0], nn_ptr(&a->in[0]), NULL, NULL, nn_ptr(&a->out[0]) };
@@ -164,6 +211,10 @@ static int act_forward(const mxp_forward_args *a) {
 
 static int act_backward(const mxp_backward_args *a) {
     const act_params *p = a->params; int st;
+    if (a->out_grad[0].dtype == MXP_DTYPE_BF16 &&
+        (p->act_type != ACT_RELU || a->req[0] == MXP_REQ_ADD || a->in_grad[0].dtype != MXP_DTYPE_BF16 ||
+         !a->out[0].data || a->out[0].dtype != MXP_DTYPE_BF16))
+        return nn_bf16_via_f32_backward(a, act_backward);
     if ((st = nn_check_contig("Activation", a->in_grad, 1)) < 0 || (st = nn_check_contig("Activation", a->out_grad, 1)) < 0) return st;
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     act_job j = { p->act_type, a->out_grad[0].dtype, a->req[0], nn_ptr(&a->in[0]), nn_ptr(&a->out[0]),

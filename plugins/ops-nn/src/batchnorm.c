@@ -29,8 +29,15 @@
  * _mxp_BatchNormAddReLU: the same with a fourth argument, addend:
  * output = max(BatchNorm(x) + addend, 0) (the fusion pass's residual
  * pattern); its backward masks dy with the output and hands the masked dy
- * on as the addend's gradient. */
+ * on as the addend's gradient.
+ * bfloat16 (a mixed-precision graph, graph/amp.c): data, output and the
+ * data gradient (and the addend and its gradient) are bf16, while gamma,
+ * beta, the moving statistics, the saved mean/var and the gamma/beta
+ * gradients are float32 (bn_infer_type says so; MXNet's and PyTorch's
+ * mixed BatchNorm do the same); the passes are batchnorm_bf16.c's, with
+ * the float32 path's coefficients and float32/double sums. */
 #include "batchnorm_f32.h"
+#include "batchnorm_bf16.h"
 #include <math.h>
 
 typedef struct bn_params {
@@ -80,6 +87,48 @@ static int bn_infer_shape(mxp_infer_shape_args *a) {
     return nn_shape_known(d) ? MXP_OK : MXP_EINCOMPLETE;
 }
 
+/* data and output share a dtype; the parameters, statistics and aux
+ * states are float32 for bfloat16 data, else the data's dtype.  The data
+ * dtype comes from data or output; when neither is known the parameters'
+ * dtype is taken for it (the default rule's answer before bf16 support). */
+static int bn_infer_type(mxp_infer_type_args *a) {
+    int32_t d = a->in[0] >= 0 ? a->in[0] : a->out[0];
+    for (uint32_t i = 1; i < a->n_in && d < 0; i++)
+        if (i != 3 && a->in[i] >= 0) d = a->in[i];
+    for (uint32_t i = 0; i < a->n_aux && d < 0; i++) d = a->aux[i];
+    if (d < 0 && a->n_in > 3) d = a->in[3];
+    if (d < 0) return MXP_EINCOMPLETE;
+    int32_t pd = d == MXP_DTYPE_BF16 ? MXP_DTYPE_F32 : d;
+    a->in[0] = d;
+    a->out[0] = d;
+    for (uint32_t i = 1; i < a->n_in; i++) a->in[i] = i == 3 ? d : pd;
+    for (uint32_t i = 1; i < a->n_out; i++) a->out[i] = pd;
+    for (uint32_t i = 0; i < a->n_aux; i++) a->aux[i] = pd;
+    return MXP_OK;
+}
+
+/* Checks data dtype d (float32, float64 or bfloat16) and every present
+ * tensor against it: data, output and the addend (index 3) in d, the
+ * rest in float32 for bf16 data, else in d. */
+static int bn_check_types(const char *op, int32_t d, const mxp_tensor *in, uint32_t n_in, const mxp_tensor *out,
+                          uint32_t n_out, const mxp_tensor *aux, uint32_t n_aux) {
+    if (d != MXP_DTYPE_F32 && d != MXP_DTYPE_F64 && d != MXP_DTYPE_BF16)
+        return NN_ERR(MXP_ETYPE, "%s: data dtype %d not supported (float32, float64, bfloat16)", op, d);
+    int32_t pd = d == MXP_DTYPE_BF16 ? MXP_DTYPE_F32 : d;
+    for (uint32_t i = 0; i < n_in; i++)
+        if (in[i].data && in[i].dtype != (i == 0 || i == 3 ? d : pd))
+            return NN_ERR(MXP_ETYPE, "%s: input %u has dtype %d, expected %d (data %d)", op, i, in[i].dtype,
+                          i == 0 || i == 3 ? d : pd, d);
+    for (uint32_t i = 0; out && i < n_out; i++)
+        if (out[i].data && out[i].dtype != (i == 0 ? d : pd))
+            return NN_ERR(MXP_ETYPE, "%s: output %u has dtype %d, expected %d (data %d)", op, i, out[i].dtype,
+                          i == 0 ? d : pd, d);
+    for (uint32_t i = 0; aux && i < n_aux; i++)
+        if (aux[i].data && aux[i].dtype != pd)
+            return NN_ERR(MXP_ETYPE, "%s: aux state %u has dtype %d, expected %d (data %d)", op, i, aux[i].dtype, pd, d);
+    return MXP_OK;
+}
+
 typedef struct bnjob {
     const bn_params *p;
     int32_t dt, req, req_g, req_b, batch_stats;
@@ -113,8 +162,9 @@ static int bn_forward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
     float *sc = (float *)(var + C), *sh = sc + C;
     int st = MXP_OK;
     float *mm = j->mm, *mv = j->mv;
+    const int half = j->dt == MXP_DTYPE_BF16;
     if (j->batch_stats) {
-        st = nn_bnf_stats(ctx, j->x, j->O, C, j->S, mean, var);
+        st = half ? nn_bnh_stats(ctx, j->x, j->O, C, j->S, mean, var) : nn_bnf_stats(ctx, j->x, j->O, C, j->S, mean, var);
         for (int64_t c = 0; c < C && st >= 0; c++) {
             mm[c] = (float)(mm[c] * p->momentum + mean[c] * (1 - p->momentum));
             mv[c] = (float)(mv[c] * p->momentum + var[c] * (1 - p->momentum));
@@ -128,7 +178,8 @@ static int bn_forward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
         bn_coeffs(p, j->gamma, j->beta, c, mean[c], var[c], &sc[c], &sh[c]);
     }
     if (st >= 0 && j->req != MXP_REQ_NULL)
-        st = nn_bnf_apply(ctx, j->x, j->res, j->y, j->O, C, j->S, sc, sh, j->req == MXP_REQ_ADD, j->relu);
+        st = half ? nn_bnh_apply(ctx, j->x, j->res, j->y, j->O, C, j->S, sc, sh, j->req == MXP_REQ_ADD, j->relu)
+                  : nn_bnf_apply(ctx, j->x, j->res, j->y, j->O, C, j->S, sc, sh, j->req == MXP_REQ_ADD, j->relu);
     nn_free(mean);
     return st;
 }
@@ -147,22 +198,27 @@ static int bn_backward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
         msc = K + C; msh = msc + C;
         for (int64_t c = 0; c < C; c++) bn_coeffs(p, j->gamma, j->beta, c, mean[c], var[c], &msc[c], &msh[c]);
     }
-    const float *dy = j->dy;
-    float *gtmp = NULL;
+    const int half = j->dt == MXP_DTYPE_BF16;
+    const size_t esize = half ? sizeof(uint16_t) : sizeof(float);
+    const void *dy = j->dy;
+    void *gtmp = NULL;
     int st;
     if (j->yout) { /* add + ReLU: g = dy masked by the output, into the addend's gradient when it is written */
-        float *g = j->req_r == MXP_REQ_WRITE ? j->dres : NULL;
+        void *g = j->req_r == MXP_REQ_WRITE ? j->dres : NULL;
         uint64_t n = (uint64_t)(j->O * C * j->S);
-        if (!g && !(g = gtmp = nn_alloc((n ? n : 1) * sizeof(float)))) {
+        if (!g && !(g = gtmp = nn_alloc((n ? n : 1) * esize))) {
             nn_free(sdy);
             return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%llu values)", (unsigned long long)n);
         }
-        st = nn_bnf_dsums_ymask(ctx, j->x, j->dy, j->yout, g, j->O, C, j->S, mean, sdy, sdyx);
-        if (j->req_r == MXP_REQ_ADD)
-            for (uint64_t i = 0; i < n; i++) ((float *)j->dres)[i] += g[i];
+        st = half ? nn_bnh_dsums_ymask(ctx, j->x, j->dy, j->yout, g, j->O, C, j->S, mean, sdy, sdyx)
+                  : nn_bnf_dsums_ymask(ctx, j->x, j->dy, j->yout, g, j->O, C, j->S, mean, sdy, sdyx);
+        if (j->req_r == MXP_REQ_ADD && half) nn_bnh_add_into(j->dres, g, (int64_t)n);
+        else if (j->req_r == MXP_REQ_ADD)
+            for (uint64_t i = 0; i < n; i++) ((float *)j->dres)[i] += ((const float *)g)[i];
         dy = g;
     } else
-        st = nn_bnf_dsums(ctx, j->x, j->dy, j->O, C, j->S, mean, msc, msh, sdy, sdyx);
+        st = half ? nn_bnh_dsums(ctx, j->x, j->dy, j->O, C, j->S, mean, msc, msh, sdy, sdyx)
+                  : nn_bnf_dsums(ctx, j->x, j->dy, j->O, C, j->S, mean, msc, msh, sdy, sdyx);
     for (int64_t c = 0; c < C && st >= 0; c++) {
         double inv = 1.0 / sqrt((double)var[c] + p->eps);
         double g = p->fix_gamma ? 1.0 : ((const float *)j->gamma)[c];
@@ -174,7 +230,8 @@ static int bn_backward_f32(const mxp_op_ctx *ctx, const bnjob *j) {
         K[c] = j->batch_stats ? (float)(-g * inv * sdy[c] / cnt) : 0.0f;
     }
     if (st >= 0 && j->req != MXP_REQ_NULL)
-        st = nn_bnf_dx(ctx, j->x, dy, j->dx, j->O, C, j->S, mean, A, B, K, msc, msh, j->req == MXP_REQ_ADD);
+        st = half ? nn_bnh_dx(ctx, j->x, dy, j->dx, j->O, C, j->S, mean, A, B, K, msc, msh, j->req == MXP_REQ_ADD)
+                  : nn_bnf_dx(ctx, j->x, dy, j->dx, j->O, C, j->S, mean, A, B, K, msc, msh, j->req == MXP_REQ_ADD);
     nn_free(gtmp);
     nn_free(sdy);
     return st;
@@ -246,7 +303,8 @@ static int bn_prepare(const bn_params *p, const mxp_tensor *x, bnjob *j) {
 
 static int bn_forward(const mxp_forward_args *a) {
     const bn_params *p = a->params; int32_t dt; int st;
-    if ((st = nn_check_float("BatchNorm", a->in, 3, &dt)) < 0) return st;
+    dt = a->in[0].dtype;
+    if ((st = bn_check_types("BatchNorm", dt, a->in, 3, a->out, a->n_out, a->aux, a->n_aux)) < 0) return st;
     if ((st = nn_check_contig("BatchNorm", a->in, 3)) < 0 || (st = nn_check_contig("BatchNorm", a->out, a->n_out)) < 0) return st;
     bnjob j; memset(&j, 0, sizeof j);
     j.p = p; j.dt = dt; j.req = a->req[0];
@@ -257,7 +315,7 @@ static int bn_forward(const mxp_forward_args *a) {
     j.mean = a->n_out > 1 && a->req[1] != MXP_REQ_NULL ? nn_ptr(&a->out[1]) : NULL;
     j.var = a->n_out > 2 && a->req[2] != MXP_REQ_NULL ? nn_ptr(&a->out[2]) : NULL;
     j.mm = nn_ptr(&a->aux[0]); j.mv = nn_ptr(&a->aux[1]);
-    if (dt == MXP_DTYPE_F32) return bn_forward_f32(a->ctx, &j);
+    if (dt != MXP_DTYPE_F64) return bn_forward_f32(a->ctx, &j);
     return nn_parallel(a->ctx, j.C, 1, bn_fwd_range, &j);
 }
 
@@ -265,8 +323,11 @@ static int bn_backward(const mxp_backward_args *a) {
     const bn_params *p = a->params; int st;
     if ((st = nn_check_contig("BatchNorm", a->in, 3)) < 0 || (st = nn_check_contig("BatchNorm", a->in_grad, 3)) < 0 ||
         (st = nn_check_contig("BatchNorm", a->out_grad, 1)) < 0) return st;
+    int32_t dt = a->out_grad[0].dtype;
+    if ((st = bn_check_types("BatchNorm", dt, a->in, 3, NULL, 0, NULL, 0)) < 0 ||
+        (st = bn_check_types("BatchNorm", dt, a->in_grad, 3, NULL, 0, NULL, 0)) < 0) return st;
     bnjob j; memset(&j, 0, sizeof j);
-    j.p = p; j.dt = a->out_grad[0].dtype; j.req = a->req[0]; j.req_g = a->req[1]; j.req_b = a->req[2];
+    j.p = p; j.dt = dt; j.req = a->req[0]; j.req_g = a->req[1]; j.req_b = a->req[2];
     if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
     j.batch_stats = a->ctx->is_train && !p->use_global_stats;
     j.x = nn_ptr(&a->in[0]); j.gamma = nn_ptr(&a->in[1]); j.dy = nn_ptr(&a->out_grad[0]);
@@ -274,7 +335,7 @@ static int bn_backward(const mxp_backward_args *a) {
     else { j.mean = nn_ptr(&a->aux[0]); j.var = nn_ptr(&a->aux[1]); }
     if (!j.mean || !j.var) return NN_ERR(MXP_EINVAL, "BatchNorm: backward needs the saved mean/var");
     j.dx = nn_ptr(&a->in_grad[0]); j.dg = nn_ptr(&a->in_grad[1]); j.db = nn_ptr(&a->in_grad[2]);
-    if (j.dt == MXP_DTYPE_F32) return bn_backward_f32(a->ctx, &j);
+    if (j.dt != MXP_DTYPE_F64) return bn_backward_f32(a->ctx, &j);
     return nn_parallel(a->ctx, j.C, 1, bn_bwd_range, &j);
 }
 
@@ -288,7 +349,7 @@ static const mxp_op_def bn_def = {
     .hdr = MXP_HEADER(mxp_op_def), .name = "BatchNorm", .doc = "Batch normalization.",
     .params = bn_schema, .n_params = NN_COUNT(bn_schema), .params_size = sizeof(bn_params),
     .arg_names = bn_args, .output_names = bn_outs, .aux_names = bn_aux,
-    .infer_shape = bn_infer_shape,
+    .infer_shape = bn_infer_shape, .infer_type = bn_infer_type,
     .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA | MXP_BWD_OUT_DATA,
     .declare_backward = bn_declare_backward,
     .n_visible_outputs = 1,
@@ -310,11 +371,12 @@ static void relu_put_f64(const double *t, double *y, int64_t n, int32_t req) {
 static int fused_forward(const mxp_forward_args *a, const char *name, uint32_t n_in) {
     const bn_params *p = a->params; int32_t dt; int st;
     const int has_res = n_in == 4;
-    if ((st = nn_check_float(name, a->in, n_in, &dt)) < 0) return st;
+    dt = a->in[0].dtype;
+    if ((st = bn_check_types(name, dt, a->in, n_in, a->out, a->n_out, a->aux, a->n_aux)) < 0) return st;
     /* the addend is read as a flat array on both paths */
     if (has_res && ((st = nn_check_contig(name, a->in, n_in)) < 0 || (st = nn_check_contig(name, a->out, a->n_out)) < 0))
         return st;
-    if (dt == MXP_DTYPE_F32 || a->req[0] == MXP_REQ_NULL) {
+    if (dt != MXP_DTYPE_F64 || a->req[0] == MXP_REQ_NULL) {
         if (!has_res && ((st = nn_check_contig(name, a->in, n_in)) < 0 ||
                          (st = nn_check_contig(name, a->out, a->n_out)) < 0)) return st;
         bnjob j; memset(&j, 0, sizeof j);
@@ -327,7 +389,7 @@ static int fused_forward(const mxp_forward_args *a, const char *name, uint32_t n
         j.mean = a->n_out > 1 && a->req[1] != MXP_REQ_NULL ? nn_ptr(&a->out[1]) : NULL;
         j.var = a->n_out > 2 && a->req[2] != MXP_REQ_NULL ? nn_ptr(&a->out[2]) : NULL;
         j.mm = nn_ptr(&a->aux[0]); j.mv = nn_ptr(&a->aux[1]);
-        if (dt == MXP_DTYPE_F32) return bn_forward_f32(a->ctx, &j);
+        if (dt != MXP_DTYPE_F64) return bn_forward_f32(a->ctx, &j);
         return nn_parallel(a->ctx, j.C, 1, bn_fwd_range, &j);
     }
     int64_t n = mxp_tensor_numel(&a->out[0]);
@@ -363,9 +425,11 @@ static int fused_backward(const mxp_backward_args *a, const char *name, uint32_t
     if ((st = nn_check_contig(name, a->in, n_in)) < 0 || (st = nn_check_contig(name, a->in_grad, n_in)) < 0 ||
         (st = nn_check_contig(name, a->out_grad, 1)) < 0) return st;
     int32_t dt = a->out_grad[0].dtype;
+    if ((st = bn_check_types(name, dt, a->in, n_in, NULL, 0, NULL, 0)) < 0 ||
+        (st = bn_check_types(name, dt, a->in_grad, n_in, NULL, 0, NULL, 0)) < 0) return st;
     const void *yout = nn_ptr(&a->out[0]);
-    if (!yout && (has_res || dt != MXP_DTYPE_F32)) return NN_ERR(MXP_EINVAL, "%s: backward needs the output", name);
-    if (dt == MXP_DTYPE_F32) {
+    if (!yout && (has_res || dt == MXP_DTYPE_F64)) return NN_ERR(MXP_EINVAL, "%s: backward needs the output", name);
+    if (dt != MXP_DTYPE_F64) {
         bnjob j; memset(&j, 0, sizeof j);
         j.p = p; j.dt = dt; j.req = a->req[0]; j.req_g = a->req[1]; j.req_b = a->req[2]; j.relu = !has_res;
         if ((st = bn_prepare(p, &a->in[0], &j)) < 0) return st;
@@ -411,7 +475,7 @@ static const mxp_op_def bnr_def = {
     .doc = "BatchNorm followed by ReLU in one op (made by the executor's fusion pass).",
     .params = bn_schema, .n_params = NN_COUNT(bn_schema), .params_size = sizeof(bn_params),
     .arg_names = bn_args, .output_names = bn_outs, .aux_names = bn_aux,
-    .infer_shape = bn_infer_shape,
+    .infer_shape = bn_infer_shape, .infer_type = bn_infer_type,
     .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA | MXP_BWD_OUT_DATA,
     .declare_backward = bnr_declare_backward,
     .n_visible_outputs = 1,
@@ -453,7 +517,7 @@ static const mxp_op_def bnar_def = {
     .doc = "max(BatchNorm(data) + addend, 0) in one op (made by the executor's fusion pass).",
     .params = bn_schema, .n_params = NN_COUNT(bn_schema), .params_size = sizeof(bn_params),
     .arg_names = bnar_args, .output_names = bn_outs, .aux_names = bn_aux,
-    .infer_shape = bnar_infer_shape,
+    .infer_shape = bnar_infer_shape, .infer_type = bn_infer_type,
     .backward_deps = MXP_BWD_OUT_GRAD | MXP_BWD_IN_DATA | MXP_BWD_OUT_DATA,
     .declare_backward = bnar_declare_backward,
     .n_visible_outputs = 1,

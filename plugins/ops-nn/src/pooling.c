@@ -9,8 +9,13 @@
  * data (2x2 stride 2 and the like) has a fast path with the same results.
  * The op definition here also accepts 1-D (NCW) and 3-D (NCDHW) kernels and
  * data; those run on pooling_nd.c's impl, and this impl refuses them.
- * Also _mxp_ReLUPooling, max pooling of relu(data) (the fusion pass's). */
+ * Also _mxp_ReLUPooling, max pooling of relu(data) (the fusion pass's).
+ * bfloat16 data (a mixed-precision graph, graph/amp.c) runs the float32
+ * code on widened copies and rounds the result once (bf16_via_f32.c):
+ * pooling is a small part of a CNN step (ResNet-20's global average pool
+ * reads 64 values per output), so it has no bf16 loops of its own. */
 #include "pooling.h"
+#include "bf16_via_f32.h"
 #include "nn_simd.h"
 #include <float.h>
 
@@ -378,8 +383,14 @@ static void pool_bwd_disjoint_range(void *arg, int64_t b, int64_t e) {
     });
 }
 
+static int pool_forward(const mxp_forward_args *a);
+static int relu_pool_forward(const mxp_forward_args *a);
+static int pool_backward(const mxp_backward_args *a);
+static int relu_pool_backward(const mxp_backward_args *a);
+
 static int pool_run_forward(const mxp_forward_args *a, int relu) {
     int32_t dt; int st;
+    if (a->in[0].dtype == MXP_DTYPE_BF16) return nn_bf16_via_f32_forward(a, relu ? relu_pool_forward : pool_forward);
     if ((st = nn_check_float("Pooling", a->in, 1, &dt)) < 0) return st;
     if ((st = nn_check_contig("Pooling", a->in, 1)) < 0 || (st = nn_check_contig("Pooling", a->out, 1)) < 0) return st;
     if (a->in[0].ndim != 4) return NN_ERR(MXP_ESHAPE, "Pooling: data must be 4-D");
@@ -392,6 +403,8 @@ static int pool_run_forward(const mxp_forward_args *a, int relu) {
 
 static int pool_run_backward(const mxp_backward_args *a, int relu) {
     int st;
+    if (a->out_grad[0].dtype == MXP_DTYPE_BF16)
+        return nn_bf16_via_f32_backward(a, relu ? relu_pool_backward : pool_backward);
     if ((st = nn_check_contig("Pooling", a->in_grad, 1)) < 0 || (st = nn_check_contig("Pooling", a->out_grad, 1)) < 0) return st;
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     pjob j; memset(&j, 0, sizeof j);

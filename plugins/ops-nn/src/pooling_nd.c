@@ -11,6 +11,7 @@
  * max backward routes a window's gradient to its first maximum in
  * (d, h, w) order, rescanning the input, as the 2-D impl does. */
 #include "pooling.h"
+#include "bf16_via_f32.h"
 
 #include <float.h>
 
@@ -105,6 +106,7 @@ static void bwd_range(void *arg, int64_t b, int64_t e) {
 }
 
 static int nd_forward(const mxp_forward_args *a) {
+    if (a->in[0].dtype == MXP_DTYPE_BF16) return nn_bf16_via_f32_forward(a, nd_forward); /* bf16: float32 copies */
     int32_t dt; int st;
     if ((st = nn_check_float("Pooling", a->in, 1, &dt)) < 0) return st;
     if ((st = nn_check_contig("Pooling", a->in, 1)) < 0 || (st = nn_check_contig("Pooling", a->out, 1)) < 0) return st;
@@ -118,6 +120,7 @@ static int nd_forward(const mxp_forward_args *a) {
 }
 
 static int nd_backward(const mxp_backward_args *a) {
+    if (a->out_grad[0].dtype == MXP_DTYPE_BF16) return nn_bf16_via_f32_backward(a, nd_backward);
     int st;
     int32_t dt = a->out_grad[0].dtype;
     if ((st = nn_check_float("Pooling", a->out_grad, 1, NULL)) < 0) return st;

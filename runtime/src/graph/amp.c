@@ -1,9 +1,21 @@
 /* graph/amp.c — mixed-precision conversion of a symbol (MXNet's
  * amp.convert_symbol for a list of low-precision ops): amp_cast nodes are
  * inserted around the listed ops of a deep copy, so those ops run on
- * bfloat16 (or float16) values while every other op, every variable and
- * every head stays float32.  Not here: choosing kernels (ops pick impls by
- * dtype) or loss scaling (bfloat16 has float32's exponent range).
+ * bfloat16 (or float16) values while every variable and every head stays
+ * float32.
+ * For bfloat16, a second list of "follow" ops (MXNet's BF16_FP32_FUNCS:
+ * BatchNorm and its fused forms, Activation, Pooling, Flatten, the
+ * elementwise adds) runs in whichever precision its data inputs have: when
+ * all of them are bf16 the op reads them as they are and its output is
+ * bf16, so conv -> BatchNorm -> ReLU -> conv carries no cast; when they
+ * differ the op takes the widest type (MXNet's WIDEST_TYPE_CASTS): its bf16
+ * data inputs are cast to float32 and its output is float32.  BatchNorm's
+ * gamma/beta/moving statistics are not data: they stay float32 (the
+ * kernels keep statistics and parameters in float32), and its mean/var
+ * outputs are float32.  Every other op reads float32.  float16 has no such
+ * kernels, so it keeps the plain rule (cast around the listed ops only).
+ * Not here: choosing kernels (ops pick impls by dtype) or loss scaling
+ * (bfloat16 has float32's exponent range).
  * Invariant: the input symbol is never modified; each (entry, dtype) gets
  * at most one cast node, shared by all its consumers. */
 #include "graph/graph.h"
@@ -25,6 +37,7 @@ typedef struct amp_ctx {
     const char *const *ops;
     gnode **order; /* op and variable nodes of the copy, post-order */
     int n_order, cap_order;
+    struct node_low *low; /* per node: is its data output low precision? (sorted by node) */
     cast_memo *memo;
     int n_memo, cap_memo;
     int mark;
@@ -32,11 +45,60 @@ typedef struct amp_ctx {
 
 static const char *const g_default_ops[] = {"Convolution", "FullyConnected"};
 
-static int is_low(const amp_ctx *c, const gnode *n) {
+/* Ops with bf16 and float32 kernels (ops-nn, ops-basic), run in the
+ * precision of their data inputs.  data: bit i set when argument i is data
+ * (0: every argument); the others (BatchNorm's gamma, beta) stay float32. */
+typedef struct follow_op {
+    const char *name;
+    unsigned data;
+} follow_op;
+static const follow_op g_follow[] = {
+    {"BatchNorm", 0x1},    {"_mxp_BatchNormReLU", 0x1}, {"_mxp_BatchNormAddReLU", 0x9 /* data, addend */},
+    {"Activation", 0},     {"Pooling", 0},              {"_mxp_ReLUPooling", 0},
+    {"Flatten", 0},        {"elemwise_add", 0},         {"ElementWiseSum", 0},
+};
+
+typedef struct node_low {
+    const gnode *node;
+    int low;
+} node_low;
+
+static int is_target(const amp_ctx *c, const gnode *n) {
     if (!n->op) return 0;
     for (int i = 0; i < c->n_ops; i++)
         if (!strcmp(n->op, c->ops[i])) return 1;
     return 0;
+}
+
+/* The follow-list entry of n, or NULL (only for a bfloat16 target). */
+static const follow_op *follow_of(const amp_ctx *c, const gnode *n) {
+    if (!n->op || c->target != MXP_DTYPE_BF16) return NULL;
+    for (size_t i = 0; i < sizeof g_follow / sizeof g_follow[0]; i++)
+        if (!strcmp(n->op, g_follow[i].name)) return &g_follow[i];
+    return NULL;
+}
+
+/* Is argument i of n (follow op f) a data input? */
+static int is_data_arg(const gnode *n, const follow_op *f, int i) {
+    return i < n->n_args && (f->data == 0 || (i < 32 && (f->data >> i & 1u)));
+}
+
+static int cmp_low(const void *a, const void *b) {
+    const gnode *x = ((const node_low *)a)->node, *y = ((const node_low *)b)->node;
+    return x < y ? -1 : x > y;
+}
+
+static node_low *low_slot(const amp_ctx *c, const gnode *n) {
+    node_low key = {n, 0};
+    return bsearch(&key, c->low, (size_t)c->n_order, sizeof key, cmp_low);
+}
+
+/* Is entry e low precision?  A node's outputs are when it was marked
+ * low, except BatchNorm's statistics outputs (mean, var: float32). */
+static int entry_low(const amp_ctx *c, gentry e) {
+    const node_low *s = low_slot(c, e.node);
+    if (!s || !s->low) return 0;
+    return e.index == 0 || !e.node->op || !strstr(e.node->op, "BatchNorm");
 }
 
 static int collect(amp_ctx *c, gnode *n) {
@@ -118,19 +180,33 @@ int mxp_symbol_amp_convert(const mxp_symbol *sym, int target, int n_ops, const c
     if (rc) return rc;
     c.mark = __atomic_sub_fetch(&g_amp_mark, 1, __ATOMIC_RELAXED); /* the copy is private: any unique mark */
     for (int i = 0; i < copy->n_out && !rc; i++) rc = collect(&c, copy->outs[i].node);
+    if (!rc && !(c.low = calloc((size_t)c.n_order + 1, sizeof *c.low))) rc = mxp__error_oom("amp convert");
+    for (int k = 0; k < c.n_order && !rc; k++) c.low[k] = (node_low){c.order[k], 0};
+    if (!rc) qsort(c.low, (size_t)c.n_order, sizeof *c.low, cmp_low);
+    /* post-order: every input's precision is decided before its reader's */
     for (int k = 0; k < c.n_order && !rc; k++) {
         gnode *n = c.order[k];
-        int low = is_low(&c, n);
-        for (int i = 0; i < n->n_inputs && !rc; i++) {
-            int from_low = is_low(&c, n->inputs[i].node);
-            if (low && i < n->n_args && !from_low) rc = recast(&c, &n->inputs[i], target);
-            else if ((!low || i >= n->n_args) && from_low) rc = recast(&c, &n->inputs[i], MXP_DTYPE_F32);
+        const follow_op *f = follow_of(&c, n);
+        int low = is_target(&c, n);
+        if (f) { /* low when every data input is low (else the widest: float32) */
+            int n_data = 0, n_low = 0;
+            for (int i = 0; i < n->n_inputs; i++)
+                if (is_data_arg(n, f, i)) n_data++, n_low += entry_low(&c, n->inputs[i]);
+            low = n_data > 0 && n_low == n_data;
         }
+        for (int i = 0; i < n->n_inputs && !rc; i++) {
+            int from_low = entry_low(&c, n->inputs[i]);
+            int wants_low = low && i < n->n_args && (!f || is_data_arg(n, f, i));
+            if (wants_low && !from_low) rc = recast(&c, &n->inputs[i], target);
+            else if (!wants_low && from_low) rc = recast(&c, &n->inputs[i], MXP_DTYPE_F32);
+        }
+        low_slot(&c, n)->low = low;
     }
     for (int i = 0; i < copy->n_out && !rc; i++)
-        if (is_low(&c, copy->outs[i].node)) rc = recast(&c, &copy->outs[i], MXP_DTYPE_F32);
+        if (entry_low(&c, copy->outs[i])) rc = recast(&c, &copy->outs[i], MXP_DTYPE_F32);
     for (int i = 0; i < c.n_memo; i++) mxp__gnode_release(c.memo[i].cast);
     free(c.memo);
+    free(c.low);
     free(c.order);
     if (rc) {
         mxp_symbol_release(copy);
