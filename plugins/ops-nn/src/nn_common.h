@@ -5,7 +5,9 @@
  * nn_register_* functions called from pack.c.
  *
  * Invariants: kernels receive contiguous row-major tensors (checked by
- * nn_check_contig before any kernel runs) of dtype float32 or float64;
+ * nn_check_contig before any kernel runs) of dtype float32 or float64
+ * (bfloat16 where an op says so: the bf16 Convolution/FullyConnected,
+ * BatchNorm, Activation, Pooling);
  * every helper returns an mxp status after describing failures with
  * host->set_error. */
 #ifndef NN_COMMON_H
