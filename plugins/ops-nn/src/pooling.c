@@ -10,12 +10,13 @@
  * The op definition here also accepts 1-D (NCW) and 3-D (NCDHW) kernels and
  * data; those run on pooling_nd.c's impl, and this impl refuses them.
  * Also _mxp_ReLUPooling, max pooling of relu(data) (the fusion pass's).
- * bfloat16 data (a mixed-precision graph, graph/amp.c) runs the float32
- * code on widened copies and rounds the result once (bf16_via_f32.c):
- * pooling is a small part of a CNN step (ResNet-20's global average pool
- * reads 64 values per output), so it has no bf16 loops of its own. */
+ * bfloat16 data (a mixed-precision graph, graph/amp.c) runs the same
+ * float32 plane kernels: each parallel task widens its plane (and, in the
+ * backward, the plane's dy) into float32 scratch, runs the kernel on it
+ * and rounds the plane's result into place once (req add in float32), so
+ * the data is read once as bf16 and no whole-tensor copy is made. */
 #include "pooling.h"
-#include "bf16_via_f32.h"
+#include "bf16/bf16.h"
 #include "nn_simd.h"
 #include <float.h>
 
@@ -383,28 +384,87 @@ static void pool_bwd_disjoint_range(void *arg, int64_t b, int64_t e) {
     });
 }
 
-static int pool_forward(const mxp_forward_args *a);
-static int relu_pool_forward(const mxp_forward_args *a);
-static int pool_backward(const mxp_backward_args *a);
-static int relu_pool_backward(const mxp_backward_args *a);
+/* bf16: job `f` (float32, req write) run plane by plane on float32
+ * copies; x/y/dy/dx of the caller's job are bf16. */
+typedef struct pool_bf16_job {
+    pjob f;           /* the float32 job; its pointers are set per plane */
+    nn_range_fn fn;   /* the float32 plane kernel */
+    const uint16_t *x, *dy;
+    uint16_t *y, *dx;
+    int32_t req;
+    int backward;
+    atomic_int st;
+} pool_bf16_job;
+
+static void pool_bf16_range(void *arg, int64_t b, int64_t e) {
+    pool_bf16_job *j = arg;
+    const pgeom *g = &j->f.g;
+    int64_t in_n = g->H * g->W, out_n = g->Ho * g->Wo;
+    float *buf = nn_alloc((uint64_t)(2 * in_n + out_n) * sizeof(float) + 64);
+    if (!buf) {
+        nn_bf16_job_fail(&j->st, NN_ERR(MXP_ENOMEM, "Pooling (bf16): out of memory"));
+        return;
+    }
+    float *xs = buf, *ins = buf + in_n, *outs = ins + in_n; /* ins: dx (backward) */
+    for (int64_t pl = b; pl < e; pl++) {
+        pjob sub = j->f;
+        sub.req = MXP_REQ_WRITE;
+        if (j->x) {
+            nn_bf16_widen(j->x + pl * in_n, xs, in_n);
+            sub.x = xs;
+        }
+        if (!j->backward) {
+            sub.y = outs;
+            j->fn(&sub, 0, 1);
+            nn_bf16_store(j->req, outs, j->y + pl * out_n, out_n);
+        } else {
+            nn_bf16_widen(j->dy + pl * out_n, outs, out_n);
+            sub.dy = outs;
+            sub.dx = ins;
+            j->fn(&sub, 0, 1);
+            nn_bf16_store(j->req, ins, j->dx + pl * in_n, in_n);
+        }
+    }
+    nn_free(buf);
+}
+
+static int pool_run_bf16(const mxp_op_ctx *ctx, const pjob *f, nn_range_fn fn, int backward) {
+    pool_bf16_job j;
+    memset(&j, 0, sizeof j);
+    j.f = *f;
+    j.f.dt = MXP_DTYPE_F32;
+    j.fn = fn;
+    j.x = f->x; j.dy = f->dy; j.y = f->y; j.dx = f->dx;
+    j.req = f->req;
+    j.backward = backward;
+    atomic_init(&j.st, MXP_OK);
+    int st = nn_parallel(ctx, f->g.N * f->g.C, 1, pool_bf16_range, &j);
+    return st < 0 ? st : atomic_load(&j.st);
+}
 
 static int pool_run_forward(const mxp_forward_args *a, int relu) {
     int32_t dt; int st;
-    if (a->in[0].dtype == MXP_DTYPE_BF16) return nn_bf16_via_f32_forward(a, relu ? relu_pool_forward : pool_forward);
-    if ((st = nn_check_float("Pooling", a->in, 1, &dt)) < 0) return st;
+    if (a->in[0].dtype == MXP_DTYPE_BF16) {
+        if (a->out[0].dtype != MXP_DTYPE_BF16) return NN_ERR(MXP_ETYPE, "Pooling: bfloat16 data, output dtype %d", a->out[0].dtype);
+        dt = MXP_DTYPE_BF16;
+    } else if ((st = nn_check_float("Pooling", a->in, 1, &dt)) < 0) return st;
     if ((st = nn_check_contig("Pooling", a->in, 1)) < 0 || (st = nn_check_contig("Pooling", a->out, 1)) < 0) return st;
     if (a->in[0].ndim != 4) return NN_ERR(MXP_ESHAPE, "Pooling: data must be 4-D");
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     pjob j; memset(&j, 0, sizeof j);
     pool_geom(a->params, a->in[0].shape, &j.g, 0);
     j.dt = dt; j.req = a->req[0]; j.relu = relu; j.x = nn_ptr(&a->in[0]); j.y = nn_ptr(&a->out[0]);
-    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_disjoint_max(&j.g) ? pool_fwd_disjoint_range : pool_fwd_range, &j);
+    nn_range_fn fn = pool_disjoint_max(&j.g) ? pool_fwd_disjoint_range : pool_fwd_range;
+    if (dt == MXP_DTYPE_BF16) return pool_run_bf16(a->ctx, &j, fn, 0);
+    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, fn, &j);
 }
 
 static int pool_run_backward(const mxp_backward_args *a, int relu) {
     int st;
-    if (a->out_grad[0].dtype == MXP_DTYPE_BF16)
-        return nn_bf16_via_f32_backward(a, relu ? relu_pool_backward : pool_backward);
+    if (a->out_grad[0].dtype == MXP_DTYPE_BF16 &&
+        (a->in_grad[0].dtype != MXP_DTYPE_BF16 || (a->in[0].data && a->in[0].dtype != MXP_DTYPE_BF16)))
+        return NN_ERR(MXP_ETYPE, "Pooling: bfloat16 output gradient with data / data gradient of dtype %d / %d",
+                      a->in[0].dtype, a->in_grad[0].dtype);
     if ((st = nn_check_contig("Pooling", a->in_grad, 1)) < 0 || (st = nn_check_contig("Pooling", a->out_grad, 1)) < 0) return st;
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
     pjob j; memset(&j, 0, sizeof j);
@@ -412,7 +472,9 @@ static int pool_run_backward(const mxp_backward_args *a, int relu) {
     j.dt = a->out_grad[0].dtype; j.req = a->req[0]; j.relu = relu; j.x = nn_ptr(&a->in[0]);
     j.dy = nn_ptr(&a->out_grad[0]); j.dx = nn_ptr(&a->in_grad[0]);
     if (j.g.type == POOL_MAX && !j.x) return NN_ERR(MXP_EINVAL, "Pooling: max backward needs data");
-    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, pool_disjoint_max(&j.g) ? pool_bwd_disjoint_range : pool_bwd_range, &j);
+    nn_range_fn fn = pool_disjoint_max(&j.g) ? pool_bwd_disjoint_range : pool_bwd_range;
+    if (j.dt == MXP_DTYPE_BF16) return pool_run_bf16(a->ctx, &j, fn, 1);
+    return nn_parallel(a->ctx, j.g.N * j.g.C, 1, fn, &j);
 }
 
 static int pool_forward(const mxp_forward_args *a) { return pool_run_forward(a, 0); }
