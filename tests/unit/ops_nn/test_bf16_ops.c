@@ -253,7 +253,7 @@ Test(bf16_ops, activation, .init = setup, .fini = teardown) {
 
 /* Pooling on bf16 (float32 copies inside): ResNet's global average pool
  * and a 3x3/2 max pool with padding, forward and backward, and the fused
- * _mxp_ReLUPooling (2x2/2). */
+ * _mxp_ReLUPooling (2x2/2), req write and add. */
 Test(bf16_ops, pooling, .init = setup, .fini = teardown) {
     const char *const kws[] = {"global_pool=True pool_type=avg kernel=(1,1)", "pool_type=max kernel=(3,3) stride=(2,2) pad=(1,1)",
                                "pool_type=max kernel=(2,2) stride=(2,2)"};
@@ -289,6 +289,17 @@ Test(bf16_ops, pooling, .init = setup, .fini = teardown) {
                     else if (at >= 0) dx[at] += g;
                 }
         for (int64_t i = 0; i < P * H * W; i++) close_to("pool backward", bfv(n.in_grad[0], i), dx[i], 1.0, i);
+        /* req add, forward and backward: the float32 sum rounded once */
+        int64_t no = P * Ho * Wo;
+        uint16_t *y0 = malloc((size_t)no * 2), *g0 = malloc((size_t)(P * H * W) * 2);
+        memcpy(y0, n.out[0], (size_t)no * 2);
+        memcpy(g0, n.in_grad[0], (size_t)(P * H * W) * 2);
+        int32_t add[1] = {MXP_REQ_ADD};
+        cr_assert_eq(fh_node_forward(&n, 1, add), 0, "%s", fh_error());
+        for (int64_t i = 0; i < no; i++) close_to("pool forward (add)", bfv(n.out[0], i), 2 * bfv(y0, i), 1.0, i);
+        cr_assert_eq(fh_node_backward(&n, add), 0, "%s", fh_error());
+        for (int64_t i = 0; i < P * H * W; i++) close_to("pool backward (add)", bfv(n.in_grad[0], i), 2 * bfv(g0, i), 1.0, i);
+        free(y0); free(g0);
         free(dx);
         fh_node_free(&n);
     }
