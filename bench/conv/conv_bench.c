@@ -83,9 +83,32 @@ typedef struct bufs {
     mxp_ndarray *in[3], *y, *og, *ig[3];
 } bufs;
 
+/* Passes: forward, forward+backward (every gradient), and the backward
+ * alone for the data gradient only or the weight and bias gradients only
+ * (after one untimed training forward, so each rep is one backward push). */
+enum { PASS_FWD, PASS_FWDBWD, PASS_DGRAD, PASS_WGRAD, N_PASSES };
+static const char *const k_pass_names[N_PASSES] = {"fwd", "fwdbwd", "dgrad", "wgrad"};
+
+/* The gradients a backward-only pass asks for (NULL entries: req null). */
+static void pass_grads(const bufs *b, int pass, mxp_ndarray **ig) {
+    for (int i = 0; i < 3; i++) ig[i] = b->ig[i];
+    if (pass == PASS_DGRAD) ig[1] = ig[2] = NULL;
+    if (pass == PASS_WGRAD) ig[0] = NULL;
+}
+
 /* One timed pass; returns 0 or the error. */
-static int run_once(mxp__node *nd, bufs *b, int bwd) {
-    int rc = mxp__node_forward(nd, b->in, &b->y, NULL, NULL, bwd);
+static int run_once(mxp__node *nd, bufs *b, int pass) {
+    int rc = 0;
+    if (pass == PASS_DGRAD || pass == PASS_WGRAD) {
+        mxp_ndarray *ig[3];
+        pass_grads(b, pass, ig);
+        rc = mxp__node_backward(nd, &b->og, b->in, &b->y, ig, NULL, NULL);
+        for (int i = 0; !rc && i < 3; i++)
+            if (ig[i]) rc = mxp_ndarray_wait_to_read(ig[i]);
+        return rc;
+    }
+    int bwd = pass == PASS_FWDBWD;
+    rc = mxp__node_forward(nd, b->in, &b->y, NULL, NULL, bwd);
     if (!rc && bwd) rc = mxp__node_backward(nd, &b->og, b->in, &b->y, b->ig, NULL, NULL);
     if (!rc) rc = mxp_ndarray_wait_to_read(b->y);
     for (int i = 0; bwd && !rc && i < 3; i++) rc = mxp_ndarray_wait_to_read(b->ig[i]);
@@ -95,12 +118,13 @@ static int run_once(mxp__node *nd, bufs *b, int bwd) {
 /* --layer NAME=N,C,H,W,M,K,PAD[,STRIDE]: one extra layer (e.g. ResNet-20's
  * 16-channel 32x32 3x3 layer: r1=64,16,32,32,16,3,1), run alone unless
  * --layers names others too. */
-static layer g_extra[8];
-static char g_extra_name[8][16];
+#define MAX_EXTRA 16
+static layer g_extra[MAX_EXTRA];
+static char g_extra_name[MAX_EXTRA][16];
 static int g_n_extra;
 
 static int parse_layer(const char *spec) {
-    if (g_n_extra >= 8) return -1;
+    if (g_n_extra >= MAX_EXTRA) return -1;
     layer *L = &g_extra[g_n_extra];
     const char *eq = strchr(spec, '=');
     if (!eq || eq == spec || eq - spec >= 16) return -1;
@@ -113,6 +137,16 @@ static int parse_layer(const char *spec) {
     g_n_extra++;
     return 0;
 }
+
+/* --resnet20: ResNet-20's convolution shapes at batch 64
+ * (examples/resnet/resnet20-symbol.json): the RGB stem, the 3x3 stride-1
+ * layer of each stage, the two stride-2 3x3 layers and the two 1x1
+ * stride-2 projections. */
+static const char *const k_resnet20[] = {
+    "stem=64,3,32,32,16,3,1",     "s1=64,16,32,32,16,3,1",     "s2down=64,16,32,32,32,3,1,2",
+    "s2proj=64,16,32,32,32,1,0,2", "s2=64,32,16,16,32,3,1",    "s3down=64,32,16,16,64,3,1,2",
+    "s3proj=64,32,16,16,64,1,0,2", "s3=64,64,8,8,64,3,1",
+};
 
 /* 1 when name is one of the comma-separated words of list ("bf16" is not
  * "bf16_direct"). */
@@ -131,9 +165,22 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) only = argv[++i], only_given = 1;
         else if (!strcmp(argv[i], "--layer") && i + 1 < argc && !parse_layer(argv[i + 1])) i++;
+        else if (!strcmp(argv[i], "--resnet20")) {
+            for (size_t k = 0; k < sizeof k_resnet20 / sizeof k_resnet20[0]; k++) parse_layer(k_resnet20[k]);
+        }
         else if (!strcmp(argv[i], "--variants") && i + 1 < argc) variant_list = argv[++i];
-        else if (!strcmp(argv[i], "--pass") && i + 1 < argc) { /* one pass only: fwd or fwdbwd */
-            pass_lo = pass_hi = !strcmp(argv[++i], "fwdbwd");
+        else if (!strcmp(argv[i], "--pass") && i + 1 < argc) { /* one pass only, or "all" four */
+            const char *want = argv[++i];
+            if (!strcmp(want, "all")) pass_lo = PASS_FWD, pass_hi = PASS_WGRAD;
+            else {
+                int p = 0;
+                while (p < N_PASSES && strcmp(want, k_pass_names[p])) p++;
+                if (p == N_PASSES) {
+                    fprintf(stderr, "conv_bench: --pass fwd|fwdbwd|dgrad|wgrad|all, not %s\n", want);
+                    return 2;
+                }
+                pass_lo = pass_hi = p;
+            }
         }
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "bfloat16")) {
             g_dtype = MXP_DTYPE_BF16;
@@ -145,14 +192,14 @@ int main(int argc, char **argv) {
             i++;
         }
         else {
-            fprintf(stderr, "usage: %s [--reps N] [--layers abcde] [--layer NAME=N,C,H,W,M,K,PAD[,STRIDE]]...\n"
-                            "       [--variants gemm,winograd,...] [--pass fwd|fwdbwd] [--clock cpu] [--min] [--dtype bfloat16]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps N] [--layers abcde] [--layer NAME=N,C,H,W,M,K,PAD[,STRIDE]]... [--resnet20]\n"
+                            "       [--variants gemm,winograd,...] [--pass fwd|fwdbwd|dgrad|wgrad|all] [--clock cpu] [--min] [--dtype bfloat16]\n", argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
     if (g_n_extra && !only_given) only = "";
-    const char *variants[] = {"gemm", "direct", "winograd", "pointwise", "strip", "bf16", "bf16_direct", "auto", "tune"};
+    const char *variants[] = {"gemm", "direct", "winograd", "pointwise", "strip", "bf16", "bf16_direct", "bf16_wino_row", "auto", "tune"};
     double *t = malloc((size_t)reps * sizeof *t);
     size_t nfixed = sizeof k_layers / sizeof k_layers[0];
     for (size_t li = 0; li < nfixed + (size_t)g_n_extra; li++) {
@@ -177,7 +224,8 @@ int main(int argc, char **argv) {
         snprintf(nf, sizeof nf, "%lld", (long long)L->m);
         snprintf(strd, sizeof strd, "(%lld, %lld)", (long long)st, (long long)st);
         const char *keys[] = {"kernel", "pad", "num_filter", "stride"}, *vals[] = {kern, pad, nf, strd};
-        for (int bwd = pass_lo; bwd <= pass_hi; bwd++) {
+        for (int pass = pass_lo; pass <= pass_hi; pass++) {
+            const char *pname = k_pass_names[pass];
             for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
                 if (variant_list && !listed(variant_list, variants[v])) continue;
                 mxp_op_set_impl("Convolution", strcmp(variants[v], "auto") ? variants[v] : NULL);
@@ -190,20 +238,22 @@ int main(int argc, char **argv) {
                     for (int k = 0; k < is[i].ndim; k++) is[i].dims[k] = mxp_ndarray_shape(b.in[i])[k];
                 }
                 if (!rc) rc = mxp__node_infer(nd, is, it, &os, &ot, NULL, NULL);
-                if (!rc) rc = run_once(nd, &b, bwd); /* warm-up (and tune's timing) */
+                if (!rc && pass >= PASS_DGRAD) /* the forward the backward-only passes differentiate */
+                    rc = mxp__node_forward(nd, b.in, &b.y, NULL, NULL, 1);
+                if (!rc) rc = run_once(nd, &b, pass); /* warm-up (and tune's timing) */
                 for (int r = 0; !rc && r < reps; r++) {
                     double t0 = now_ms();
-                    rc = run_once(nd, &b, bwd);
+                    rc = run_once(nd, &b, pass);
                     t[r] = now_ms() - t0;
                 }
                 const char *impl = nd && mxp__node_impl_name(nd) ? mxp__node_impl_name(nd) : "-";
                 if (rc) {
-                    printf("mx %s %s %s - -\n", L->name, bwd ? "fwdbwd" : "fwd", variants[v]);
-                    fprintf(stderr, "conv_bench: layer %s %s %s: %s\n", L->name, bwd ? "fwdbwd" : "fwd", variants[v],
+                    printf("mx %s %s %s - -\n", L->name, pname, variants[v]);
+                    fprintf(stderr, "conv_bench: layer %s %s %s: %s\n", L->name, pname, variants[v],
                             mxp_last_error());
                 } else {
                     qsort(t, (size_t)reps, sizeof *t, cmp_d);
-                    printf("mx %s %s %s %s %.4f\n", L->name, bwd ? "fwdbwd" : "fwd", variants[v], impl, t[use_min ? 0 : reps / 2]);
+                    printf("mx %s %s %s %s %.4f\n", L->name, pname, variants[v], impl, t[use_min ? 0 : reps / 2]);
                 }
                 fflush(stdout);
                 mxp__node_free(nd);

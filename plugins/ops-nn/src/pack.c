@@ -34,6 +34,7 @@ static int nn_init(const mxp_plugin_init_args *a) {
     if ((st = nn_register_rnn(r)) < 0) return st;
     if ((st = nn_register_bf16(r)) < 0) return st;
     if ((st = r->add_impl(r, &nn_bf16_direct_conv_impl)) < 0) return st;
+    if ((st = r->add_impl(r, &nn_bf16_wino_row_conv_impl)) < 0) return st;
     return MXP_OK;
 }
 

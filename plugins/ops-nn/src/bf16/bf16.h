@@ -105,5 +105,18 @@ extern const mxp_op_impl nn_bf16_fc_impl, nn_bf16_conv_impl;
 /* bf16_conv3x3.c: 3x3 / 1x1 stride 1-2 convolution without im2col on the
  * avx512bf16 path (impl "bf16_direct", rank 520), registered by pack.c. */
 extern const mxp_op_impl nn_bf16_direct_conv_impl;
+/* 1 when VDPBF16PS kernels may run now: the CPU has avx512_bf16 and
+ * MXP_BF16_KERNEL is auto or names avx512bf16/amx (AMX CPUs have it too);
+ * else 0 with why = "<impl>: <reason>" (why may be NULL). */
+int nn_bf16_vdp_ready(const char *impl, char *why, size_t n);
+/* bf16_direct's register-blocked product (avx512bf16 only): out[o][q] =
+ * Σ_cp Σ_t wpk[(cp·ntaps + t)·nout + o] · in[cp·cps + q + off[t]], words
+ * of bf16 pairs, fp32 out (ldo floats per row) for o < nout (a multiple
+ * of 8) and q < Q rounded up to 16 (in must be readable that far). */
+void nn_bf16_direct_fwd_kernel(const uint32_t *in, int64_t cps, int64_t ncp, const int64_t *off, int ntaps,
+                               const uint32_t *wpk, int64_t nout, float *out, int64_t ldo, int64_t Q);
+/* bf16_wino_row.c: 3x3 stride-1 convolution with F(2,3) along rows (impl
+ * "bf16_wino_row"), registered by pack.c. */
+extern const mxp_op_impl nn_bf16_wino_row_conv_impl;
 
 #endif

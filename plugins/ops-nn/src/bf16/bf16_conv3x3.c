@@ -104,21 +104,20 @@ static int shape_ok(const conv_geom *g, char *why, size_t n) {
     return 1;
 }
 
-/* 1 when this impl's kernels may run now: the CPU has avx512_bf16 and
- * MXP_BF16_KERNEL is auto or names avx512bf16/amx (AMX CPUs have it too). */
-static int path_ok(char *why, size_t n) {
+int nn_bf16_vdp_ready(const char *impl, char *why, size_t n) {
     const char *miss = NULL;
     if (!nn_bf16_path_available(NN_BF16_AVX512BF16, &miss)) {
-        if (why) snprintf(why, n, "bf16_direct: needs the avx512bf16 path (%s)", miss ? miss : "unavailable");
+        if (why) snprintf(why, n, "%s: needs the avx512bf16 path (%s)", impl, miss ? miss : "unavailable");
         return 0;
     }
     const char *env = getenv("MXP_BF16_KERNEL");
     if (env && *env && strcasecmp(env, "auto") && strcasecmp(env, "avx512bf16") && strcasecmp(env, "amx")) {
-        if (why) snprintf(why, n, "bf16_direct: MXP_BF16_KERNEL=%s forces another kernel path", env);
+        if (why) snprintf(why, n, "%s: MXP_BF16_KERNEL=%s forces another kernel path", impl, env);
         return 0;
     }
     return 1;
 }
+static int path_ok(char *why, size_t n) { return nn_bf16_vdp_ready("bf16_direct", why, n); }
 
 static int dsupports(mxp_impl_query_args *a) {
     for (uint32_t i = 0; i < a->n_in; i++)
@@ -170,8 +169,10 @@ FWD_BLOCK(1)
 FWD_BLOCK(2)
 FWD_BLOCK(3)
 
-/* out[o][q], o < nout (a multiple of FWD_NO), q < Q rounded up to 16. */
-TGT static void fwd_kernel(const uint32_t *in, int64_t cps, int64_t ncp, const int64_t *off, int ntaps,
+/* out[o][q], o < nout (a multiple of FWD_NO), q < Q rounded up to 16
+ * (declared in bf16.h as nn_bf16_direct_fwd_kernel: bf16_wino_row.c runs
+ * its per-frequency products through it). */
+TGT void nn_bf16_direct_fwd_kernel(const uint32_t *in, int64_t cps, int64_t ncp, const int64_t *off, int ntaps,
                            const uint32_t *wpk, int64_t nout, float *out, int64_t ldo, int64_t Q) {
     for (int64_t o0 = 0; o0 < nout; o0 += FWD_NO)
         for (int64_t q0 = 0; q0 < Q; q0 += 16 * FWD_NV) {
@@ -459,7 +460,7 @@ static void fwd_samples(void *arg, int64_t n0, int64_t n1) {
     if (!xi || !tmp || !yf) nn_bf16_job_fail(&j->rc, NN_ERR(MXP_ENOMEM, "Convolution (bf16_direct): out of memory"));
     for (int64_t n = n0; n < n1 && xi && tmp && yf && !atomic_load(&j->rc); n++) {
         split_phases(d, j->x + n * g->C * g->H * g->W, 1, xi);
-        fwd_kernel(xi, d->nph * d->phs, d->ncp, d->off, d->ntaps, j->wpk, d->Mp, tmp, d->ldq, d->Q);
+        nn_bf16_direct_fwd_kernel(xi, d->nph * d->phs, d->ncp, d->off, d->ntaps, j->wpk, d->Mp, tmp, d->ldq, d->Q);
         uint16_t *yn = j->y + n * g->M * g->P;
         for (int64_t o = 0; o < g->M; o++) { /* drop the junk columns, add the bias */
             float b = j->bias ? nn_bf16_to_f32(j->bias[o]) : 0.f;
@@ -607,7 +608,7 @@ static void bwd_chunks(void *arg, int64_t c0, int64_t c1) {
                     int ph = (int)(a * g->sw + b);
                     int64_t nr = j->r1_ph[ph] - j->r0_ph[ph], nc = j->c1_ph[ph] - j->c0_ph[ph];
                     if (!j->ntap_ph[ph] || nr <= 0 || nc <= 0) continue;
-                    fwd_kernel(dyp + j->base_ph[ph], d->dps, d->mcp, j->off_ph[ph], j->ntap_ph[ph], j->wpk_ph[ph],
+                    nn_bf16_direct_fwd_kernel(dyp + j->base_ph[ph], d->dps, d->mcp, j->off_ph[ph], j->ntap_ph[ph], j->wpk_ph[ph],
                                d->Cp, tmp, ldd, nr * d->Wd);
                     for (int64_t c = 0; c < g->C; c++)
                         for (int64_t r = 0; r < nr; r++) {

@@ -1,0 +1,335 @@
+/* bf16/bf16_wino_row.c — Convolution impl "bf16_wino_row": bfloat16 3x3
+ * kernels at stride 1 (pad <= 2, one group, no dilation) with Winograd
+ * F(2,3) along each row, on VDPBF16PS (avx512bf16 only).
+ *
+ * Per output row pair of columns (2k, 2k+1) and kernel row i, the three
+ * column taps g0..g2 over the four padded inputs d0..d3 = xpad[.][2k..2k+3]
+ * become four products:
+ *   V0 = d0 - d2   V1 = d1 + d2   V2 = d2 - d1   V3 = d1 - d3
+ *   U0 = g0        U1 = (g0+g1+g2)/2   U2 = (g0-g1+g2)/2   U3 = g2
+ *   y[2k] = M0 + M1 + M2,  y[2k+1] = M1 - M2 - M3,  Mb = Σ_c Σ_i Ub·Vb
+ * so a layer costs 4·3 = 12 multiply-adds per output pair instead of 18,
+ * and each Mb is a direct convolution over the kernel rows only: plane Vb
+ * of row r, column pair k at r·K + k (K = ceil(Wo/2)), the three row taps at
+ * offsets 0, K, 2K.  No column shift, hence no junk columns (bf16_direct's
+ * flat grid computes 2 extra columns per row: 6% at 32 pixels, 20% at 8).
+ * The Vb planes hold words of channel pairs (c, c+1), the products run
+ * through bf16_direct's register-blocked kernel (nn_bf16_direct_fwd_kernel).
+ *
+ * Numerics: the transforms are computed in fp32 from exact bf16 inputs; Vb
+ * (a sum of two bf16 values) and Ub are rounded to bf16 once (relative
+ * error 2^-9 each), products accumulate in fp32, and each output is rounded
+ * to bf16 once.  The coefficients are ±1 and 1/2, so the transform adds no
+ * error growth beyond those roundings (F(4,3) and 2-D tiles would: their
+ * points ±2 scale terms by up to 4 and 8).
+ *
+ * The data gradient of a stride-1 convolution is the same convolution of
+ * dy with the kernels flipped and transposed (C <-> M) at pad 2 - p, so it
+ * runs here too; the weight and bias gradients are bf16_direct's. */
+#include "bf16/bf16.h"
+#include "conv/conv.h"
+
+#include <immintrin.h>
+#include <stdatomic.h>
+
+#define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define NFREQ 4
+#define SLACK 64 /* zero words after each plane: the kernel's 16-position overrun */
+
+static int64_t up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+/* One convolution y[Cout][Ho][Wo] = conv3x3(x[Cin][H][W], pad (ph, pw)) per
+ * sample, as laid out here. */
+typedef struct rgeo {
+    int64_t N, Cin, H, W, Cout, ph, pw, Ho, Wo;
+    int64_t K, Kv;   /* column pairs per output row, rounded up to 16       */
+    int64_t Hp;      /* padded input rows Ho + 2                            */
+    int64_t ps;      /* words per frequency plane: Hp·K + SLACK             */
+    int64_t ncp, Mp; /* input channel pairs, outputs rounded up to 8        */
+    int64_t Q, ldq;  /* products per frequency Ho·K, row length up to 16    */
+} rgeo;
+
+static void rgeo_make(rgeo *r, int64_t N, int64_t Cin, int64_t H, int64_t W, int64_t Cout, int64_t ph, int64_t pw) {
+    r->N = N; r->Cin = Cin; r->H = H; r->W = W; r->Cout = Cout; r->ph = ph; r->pw = pw;
+    r->Ho = H + 2 * ph - 2;
+    r->Wo = W + 2 * pw - 2;
+    r->K = (r->Wo + 1) / 2;
+    r->Kv = up(r->K, 16);
+    r->Hp = r->Ho + 2;
+    r->ps = r->Hp * r->K + SLACK;
+    r->ncp = (Cin + 1) / 2;
+    r->Mp = up(Cout, 8);
+    r->Q = r->Ho * r->K;
+    r->ldq = up(r->Q, 16);
+}
+
+/* Per frequency b, the kernel's weights wpk[b][(cp·3 + i)·Mp + o] = words
+ * (Ub[o][2cp][i], Ub[o][2cp+1][i]); w(o, c, i, j) reads the kernel (so the
+ * data gradient passes its flipped transpose). */
+typedef struct wsrc {
+    const uint16_t *w;
+    int64_t C, M; /* the layer's forward channels                          */
+    int flip;     /* 0: w(o, c) = W[o][c]; 1: w(o, c) = W[c][o] rotated 180° */
+} wsrc;
+
+/* Reads the kernel in its stored order (filter after filter, contiguous)
+ * and writes each transformed row into its half of a pair word (scattered
+ * writes; reading the flipped transpose element by element was ~10% of the
+ * 64-channel 8x8 layer's forward). */
+static void pack_weights(const rgeo *r, const wsrc *s, uint32_t *wpk) {
+    int64_t per = r->ncp * 3 * r->Mp;
+    uint16_t *h = (uint16_t *)wpk; /* half 0 of word i at 2i: little-endian x86 */
+    memset(wpk, 0, (size_t)(NFREQ * per) * 4);
+    for (int64_t a = 0; a < s->M; a++)
+        for (int64_t b = 0; b < s->C; b++) {
+            const uint16_t *f = s->w + (a * s->C + b) * 9;
+            int64_t o = s->flip ? b : a, c = s->flip ? a : b;
+            for (int64_t i = 0; i < 3; i++) {
+                const uint16_t *row = f + 3 * (s->flip ? 2 - i : i);
+                float g0 = nn_bf16_to_f32(row[s->flip ? 2 : 0]), g1 = nn_bf16_to_f32(row[1]);
+                float g2 = nn_bf16_to_f32(row[s->flip ? 0 : 2]);
+                int64_t at = 2 * ((c / 2 * 3 + i) * r->Mp + o) + c % 2;
+                h[at] = nn_f32_to_bf16(g0);
+                h[2 * per + at] = nn_f32_to_bf16((g0 + g1 + g2) * 0.5f);
+                h[4 * per + at] = nn_f32_to_bf16((g0 - g1 + g2) * 0.5f);
+                h[6 * per + at] = nn_f32_to_bf16(g2);
+            }
+        }
+}
+
+/* 32 bf16 values row[e0 .. e0+32) with zeros outside [0, W) (the pad): a
+ * masked load, so nothing outside the row is read.  (Copying each row into
+ * a zero-padded buffer first cost more than the transform: the two loads
+ * that follow overlap the copy's unaligned stores, and store-to-load
+ * forwarding fails.) */
+TGT static inline __m512i row_window(const uint16_t *row, int64_t W, int64_t e0) {
+    int64_t lo = e0 < 0 ? -e0 : 0, hi = W - e0 < 32 ? W - e0 : 32;
+    if (hi <= lo) return _mm512_setzero_si512();
+    __mmask32 m = (__mmask32)((hi - lo == 32 ? 0xffffffffu : ((1u << (hi - lo)) - 1)) << lo);
+    return _mm512_maskz_loadu_epi16(m, row + e0);
+}
+
+/* The four frequencies of 16 column pairs k0.. of row (NULL: a zero row):
+ * the 32-bit word of the padded row at 2k holds (d0, d1) of pair k and the
+ * word after it (d2, d3), so the low half shifted up and the high half
+ * masked are those values as fp32, with no shuffle. */
+TGT static inline void row_freqs(const uint16_t *row, int64_t W, int64_t pw, int64_t k0, __m512 v[NFREQ]) {
+    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i w0 = row ? row_window(row, W, 2 * k0 - pw) : _mm512_setzero_si512();
+    __m512i w1 = row ? row_window(row, W, 2 * k0 + 2 - pw) : _mm512_setzero_si512();
+    __m512 d0 = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), d1 = _mm512_castsi512_ps(_mm512_and_si512(w0, high));
+    __m512 d2 = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)), d3 = _mm512_castsi512_ps(_mm512_and_si512(w1, high));
+    v[0] = _mm512_sub_ps(d0, d2);
+    v[1] = _mm512_add_ps(d1, d2);
+    v[2] = _mm512_sub_ps(d2, d1);
+    v[3] = _mm512_sub_ps(d1, d3);
+}
+
+/* words (bf16(lo[l]), bf16(hi[l])), rounded to nearest even: one
+ * two-vector conversion (lo in the low 16 values), one word interleave. */
+TGT static inline __m512i pair_words(__m512 lo, __m512 hi) {
+    const __m512i il = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                        21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(il, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* V[cp][b][r·K + k] for every channel pair, padded row r and pair k < K. */
+TGT static void input_transform(const rgeo *r, const uint16_t *x, uint32_t *V) {
+    int64_t HW = r->H * r->W;
+    for (int64_t cp = 0; cp < r->ncp; cp++) {
+        const uint16_t *x0 = x + 2 * cp * HW, *x1 = 2 * cp + 1 < r->Cin ? x0 + HW : NULL;
+        uint32_t *Vc = V + cp * NFREQ * r->ps;
+        for (int64_t row = 0; row < r->Hp; row++) {
+            int64_t h = row - r->ph;
+            if (h < 0 || h >= r->H) {
+                for (int b = 0; b < NFREQ; b++) memset(Vc + b * r->ps + row * r->K, 0, (size_t)r->K * 4);
+                continue;
+            }
+            for (int64_t k0 = 0; k0 < r->K; k0 += 16) {
+                __mmask16 m = r->K - k0 >= 16 ? 0xffff : (__mmask16)((1u << (r->K - k0)) - 1);
+                __m512 v0[NFREQ], v1[NFREQ];
+                row_freqs(x0 + h * r->W, r->W, r->pw, k0, v0);
+                row_freqs(x1 ? x1 + h * r->W : NULL, r->W, r->pw, k0, v1);
+                for (int b = 0; b < NFREQ; b++)
+                    _mm512_mask_storeu_epi32(Vc + b * r->ps + row * r->K + k0, m, pair_words(v0[b], v1[b]));
+            }
+        }
+        for (int b = 0; b < NFREQ; b++) memset(Vc + b * r->ps + r->Hp * r->K, 0, SLACK * 4);
+    }
+}
+
+/* y[o][oh][2k] = M0+M1+M2 (+bias), y[o][oh][2k+1] = M1-M2-M3, rounded to
+ * bf16 once (req add: bf16(y + value)). */
+TGT static void output_transform(const rgeo *r, const float *M, const uint16_t *bias, int32_t req, uint16_t *y) {
+    const __m512i lo_idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
+    int64_t fs = r->Mp * r->ldq;
+    for (int64_t o = 0; o < r->Cout; o++) {
+        __m512 bv = _mm512_set1_ps(bias ? nn_bf16_to_f32(bias[o]) : 0.f);
+        for (int64_t oh = 0; oh < r->Ho; oh++) {
+            const float *m = M + o * r->ldq + oh * r->K;
+            uint16_t *yr = y + (o * r->Ho + oh) * r->Wo;
+            for (int64_t k0 = 0; k0 < r->K; k0 += 16) {
+                __mmask16 km = r->K - k0 >= 16 ? 0xffff : (__mmask16)((1u << (r->K - k0)) - 1);
+                __m512 m0 = _mm512_maskz_loadu_ps(km, m + k0), m1 = _mm512_maskz_loadu_ps(km, m + fs + k0);
+                __m512 m2 = _mm512_maskz_loadu_ps(km, m + 2 * fs + k0), m3 = _mm512_maskz_loadu_ps(km, m + 3 * fs + k0);
+                __m512 e = _mm512_add_ps(_mm512_add_ps(m0, m1), _mm512_add_ps(m2, bv));
+                __m512 od = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(m1, m2), m3), bv);
+                __m512 out[2] = {_mm512_permutex2var_ps(e, lo_idx, od), _mm512_permutex2var_ps(e, hi_idx, od)};
+                for (int half = 0; half < 2; half++) {
+                    int64_t c0 = 2 * k0 + 16 * half, n = r->Wo - c0;
+                    if (n <= 0) break;
+                    __mmask16 ks = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+                    __m512 v = out[half];
+                    if (req == MXP_REQ_ADD) {
+                        __m512i old = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(ks, yr + c0));
+                        v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_slli_epi32(old, 16)));
+                    }
+                    _mm256_mask_storeu_epi16(yr + c0, ks, (__m256i)_mm512_cvtneps_pbh(v));
+                }
+            }
+        }
+    }
+}
+
+typedef struct rjob {
+    rgeo r;
+    const uint16_t *x, *bias;
+    uint16_t *y;
+    int32_t req;
+    const uint32_t *wpk;
+    atomic_int rc;
+} rjob;
+
+static void conv_samples(void *arg, int64_t n0, int64_t n1) {
+    rjob *j = arg;
+    const rgeo *r = &j->r;
+    uint32_t *V = nn_alloc((uint64_t)(r->ncp * NFREQ * r->ps) * 4u + 64);
+    float *M = nn_alloc((uint64_t)(NFREQ * r->Mp * r->ldq) * 4u + 64);
+    if (!V || !M) nn_bf16_job_fail(&j->rc, NN_ERR(MXP_ENOMEM, "Convolution (bf16_wino_row): out of memory"));
+    const int64_t off[3] = {0, r->K, 2 * r->K};
+    int64_t wper = r->ncp * 3 * r->Mp;
+    for (int64_t n = n0; n < n1 && V && M && !atomic_load(&j->rc); n++) {
+        input_transform(r, j->x + n * r->Cin * r->H * r->W, V);
+        for (int b = 0; b < NFREQ; b++)
+            nn_bf16_direct_fwd_kernel(V + b * r->ps, NFREQ * r->ps, r->ncp, off, 3, j->wpk + b * wper, r->Mp,
+                                      M + b * r->Mp * r->ldq, r->ldq, r->Q);
+        output_transform(r, M, j->bias, j->req, j->y + n * r->Cout * r->Ho * r->Wo);
+    }
+    nn_free(V);
+    nn_free(M);
+}
+
+/* y (req) = conv3x3 of x with the kernels s describes, pad (ph, pw). */
+static int run_conv(const mxp_op_ctx *ctx, const rgeo *r, const wsrc *s, const uint16_t *x, const uint16_t *bias,
+                    uint16_t *y, int32_t req) {
+    rjob j;
+    memset(&j, 0, sizeof j);
+    j.r = *r;
+    j.x = x;
+    j.bias = bias;
+    j.y = y;
+    j.req = req;
+    atomic_init(&j.rc, MXP_OK);
+    uint32_t *wpk = nn_alloc((uint64_t)(NFREQ * r->ncp * 3 * r->Mp) * 4u + 64);
+    if (!wpk) return NN_ERR(MXP_ENOMEM, "Convolution (bf16_wino_row): out of memory");
+    pack_weights(r, s, wpk);
+    j.wpk = wpk;
+    int rc = nn_parallel(ctx, r->N, 1, conv_samples, &j);
+    nn_free(wpk);
+    return rc ? rc : atomic_load(&j.rc);
+}
+
+/* ------------------------------------------------------------- the impl */
+static int shape_ok(const conv_geom *g, char *why, size_t n) {
+    if (g->G != 1) return snprintf(why, n, "bf16_wino_row: one group only (num_group %lld)", (long long)g->G), 0;
+    if (g->kh != 3 || g->kw != 3) return snprintf(why, n, "bf16_wino_row: 3x3 kernels only"), 0;
+    if (g->sh != 1 || g->sw != 1) return snprintf(why, n, "bf16_wino_row: stride 1 only"), 0;
+    if (g->dh != 1 || g->dw != 1) return snprintf(why, n, "bf16_wino_row: no dilation"), 0;
+    if (g->ph > 2 || g->pw > 2) return snprintf(why, n, "bf16_wino_row: pad <= 2 only"), 0;
+    if (g->Ho < 1 || g->Wo < 1 || g->H * g->W > (1 << 20) || g->C > 4096 || g->M > 4096)
+        return snprintf(why, n, "bf16_wino_row: map or channel count out of range"), 0;
+    return 1;
+}
+
+static int rsupports(mxp_impl_query_args *a) {
+    for (uint32_t i = 0; i < a->n_in; i++)
+        if (a->in_dtypes[i] != MXP_DTYPE_BF16) {
+            snprintf(a->reason, a->reason_size, "bf16_wino_row: input %u has dtype %d (bfloat16 only)", i,
+                     a->in_dtypes[i]);
+            return 0;
+        }
+    if (!conv_supports_2d(a, "bf16_wino_row")) return 0;
+    if (a->in_shapes[0].ndim != 4) {
+        snprintf(a->reason, a->reason_size, "bf16_wino_row: 2-D convolution only");
+        return 0;
+    }
+    conv_geom g;
+    conv_geom_init(&g, a->params, &a->in_shapes[0]);
+    if (!shape_ok(&g, a->reason, a->reason_size)) return 0;
+    return nn_bf16_vdp_ready("bf16_wino_row", a->reason, a->reason_size);
+}
+
+static int check(const mxp_tensor *t, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (t[i].data && t[i].dtype != MXP_DTYPE_BF16)
+            return NN_ERR(MXP_ETYPE, "Convolution (bf16_wino_row): tensor %u has dtype %d, expected bfloat16", i,
+                          t[i].dtype);
+    return nn_check_contig("Convolution", t, n);
+}
+
+/* Re-checks at run time what supports() promised; 0 = run the generic bf16
+ * impl instead (MXP_BF16_KERNEL changed after binding). */
+static int runnable(const conv_params *p, const mxp_tensor *x, conv_geom *g) {
+    if (x->ndim != 4 || !nn_bf16_vdp_ready("bf16_wino_row", NULL, 0)) return 0;
+    conv_geom_from_tensor(g, p, x);
+    char why[160];
+    return shape_ok(g, why, sizeof why);
+}
+
+static int rforward(const mxp_forward_args *a) {
+    int rc = check(a->in, a->n_in);
+    if (!rc) rc = check(a->out, 1);
+    if (rc) return rc;
+    conv_geom g;
+    if (!runnable(a->params, &a->in[0], &g)) return nn_bf16_conv_impl.forward(a);
+    if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
+    rgeo r;
+    rgeo_make(&r, g.N, g.C, g.H, g.W, g.M, g.ph, g.pw);
+    wsrc s = {nn_ptr(&a->in[1]), g.C, g.M, 0};
+    const uint16_t *bias = !g.no_bias && a->n_in > 2 ? nn_ptr(&a->in[2]) : NULL;
+    return run_conv(a->ctx, &r, &s, nn_ptr(&a->in[0]), bias, nn_ptr(&a->out[0]), a->req[0]);
+}
+
+static int rbackward(const mxp_backward_args *a) {
+    int rc = check(a->in, a->n_in);
+    if (!rc) rc = check(a->in_grad, a->n_in);
+    if (!rc) rc = check(a->out_grad, 1);
+    if (rc) return rc;
+    conv_geom g;
+    if (!runnable(a->params, &a->in[0], &g)) return nn_bf16_conv_impl.backward(a);
+    /* weight and bias gradients: bf16_direct's (dx not asked of it) */
+    int32_t req[3] = {MXP_REQ_NULL, MXP_REQ_NULL, MXP_REQ_NULL};
+    int others = 0;
+    for (uint32_t i = 1; i < a->n_in && i < 3; i++) others |= (req[i] = a->req[i]) != MXP_REQ_NULL;
+    if (others) {
+        mxp_backward_args b = *a;
+        b.req = req;
+        rc = nn_bf16_direct_conv_impl.backward(&b);
+        if (rc) return rc;
+    }
+    if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
+    /* dx = conv3x3(dy, W flipped and transposed), pad 2 - p */
+    rgeo r;
+    rgeo_make(&r, g.N, g.M, g.Ho, g.Wo, g.C, 2 - g.ph, 2 - g.pw);
+    wsrc s = {nn_ptr(&a->in[1]), g.C, g.M, 1};
+    return run_conv(a->ctx, &r, &s, nn_ptr(&a->out_grad[0]), NULL, nn_ptr(&a->in_grad[0]), a->req[0]);
+}
+
+const mxp_op_impl nn_bf16_wino_row_conv_impl = {
+    .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "bf16_wino_row", .device = "cpu",
+    .rank = 525,
+    .doc = "bfloat16 3x3 stride-1 convolution with Winograd F(2,3) along rows: 12 instead of 18 multiply-adds per "
+           "output pair, VDPBF16PS (avx512bf16 only), fp32 accumulation; weight gradient as bf16_direct",
+    .supports = rsupports, .forward = rforward, .backward = rbackward,
+};
