@@ -141,13 +141,15 @@ static int pushpull(int n_keys, const int64_t *sizes, const char *mode, double m
 
 /* KV_BENCH_THREADS=1: each thread's CPU time (ns, /proc/self/task/T/
  * schedstat) over the timed epoch, on stderr — where a worker's core goes
- * besides compute (the communication thread, MPI's own threads). */
+ * besides compute (the communication thread, MPI's own threads) — and how
+ * long it was runnable but waiting for the core (schedstat's second field:
+ * a compute thread preempted by the threads beside it or by other load). */
 enum { MAX_TASKS = 64 };
-static long long task_id[MAX_TASKS], task_ns[MAX_TASKS], task_sw[MAX_TASKS];
+static long long task_id[MAX_TASKS], task_ns[MAX_TASKS], task_sw[MAX_TASKS], task_wait[MAX_TASKS];
 static char task_name[MAX_TASKS][32];
 static int n_tasks;
 
-static int read_tasks(long long *id, long long *ns, long long *sw, char (*name)[32]) {
+static int read_tasks(long long *id, long long *ns, long long *sw, long long *wt, char (*name)[32]) {
     DIR *d = opendir("/proc/self/task");
     int n = 0;
     struct dirent *de;
@@ -167,7 +169,7 @@ static int read_tasks(long long *id, long long *ns, long long *sw, char (*name)[
             if (fgets(name[n], 32, f)) name[n][strcspn(name[n], "\n")] = 0;
             fclose(f);
         }
-        id[n] = atoll(de->d_name), ns[n] = run, sw[n] = slices;
+        id[n] = atoll(de->d_name), ns[n] = run, sw[n] = slices, wt[n] = wait;
         n++;
     }
     if (d) closedir(d);
@@ -175,17 +177,17 @@ static int read_tasks(long long *id, long long *ns, long long *sw, char (*name)[
 }
 
 static void tasks_report(int rank, double wall) {
-    long long id[MAX_TASKS], ns[MAX_TASKS], sw[MAX_TASKS];
+    long long id[MAX_TASKS], ns[MAX_TASKS], sw[MAX_TASKS], wt[MAX_TASKS];
     char name[MAX_TASKS][32];
-    int n = read_tasks(id, ns, sw, name);
+    int n = read_tasks(id, ns, sw, wt, name);
     for (int i = 0; i < n; i++) {
-        long long ns0 = 0, sw0 = 0;
+        long long ns0 = 0, sw0 = 0, wt0 = 0;
         for (int j = 0; j < n_tasks; j++)
-            if (task_id[j] == id[i]) ns0 = task_ns[j], sw0 = task_sw[j];
+            if (task_id[j] == id[i]) ns0 = task_ns[j], sw0 = task_sw[j], wt0 = task_wait[j];
         if (ns[i] - ns0 > 0)
-            fprintf(stderr, "threads rank=%d tid=%lld name=%s cpu_ms=%.1f (%.1f%% of the epoch) timeslices=%lld\n", rank,
-                    id[i], name[i], (double)(ns[i] - ns0) / 1e6, 100.0 * (double)(ns[i] - ns0) / 1e9 / wall,
-                    sw[i] - sw0);
+            fprintf(stderr, "threads rank=%d tid=%lld name=%s cpu_ms=%.1f (%.1f%% of the epoch) timeslices=%lld "
+                    "runnable_wait_ms=%.1f\n", rank, id[i], name[i], (double)(ns[i] - ns0) / 1e6,
+                    100.0 * (double)(ns[i] - ns0) / 1e9 / wall, sw[i] - sw0, (double)(wt[i] - wt0) / 1e6);
     }
 }
 
@@ -194,7 +196,7 @@ static int want_threads;
 static void on_epoch(void *user, int epoch, const char *metric, double tv, double vv) {
     (void)user, (void)metric, (void)tv, (void)vv;
     if (epoch < 2) t_epoch[epoch] = now();
-    if (epoch == 0 && want_threads) n_tasks = read_tasks(task_id, task_ns, task_sw, task_name);
+    if (epoch == 0 && want_threads) n_tasks = read_tasks(task_id, task_ns, task_sw, task_wait, task_name);
 }
 
 /* LeNet (examples/lenet) on BATCHES batches of 64 Fashion-MNIST images per
