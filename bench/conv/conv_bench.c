@@ -7,6 +7,8 @@
  *   mx <layer> <pass> <variant> <impl-run> <ms>      (ms "-" = unsupported)
  * run.sh interleaves rounds of this with torch_conv.py and aggregates.
  * Timing is wall-clock around push + wait (the engine runs the kernel).
+ * CONV_BENCH_TRACE=1 also prints every timed run in order on stderr
+ * (a process that switches between two speeds shows it there).
  * Threads: MXP_NUM_THREADS (run.sh sets 2).  The tune cache lives where
  * $XDG_CACHE_HOME says (run.sh points it at a fresh directory per bench
  * run, so the first round's warm-up is where tune times the candidates).
@@ -245,6 +247,11 @@ int main(int argc, char **argv) {
                     double t0 = now_ms();
                     rc = run_once(nd, &b, pass);
                     t[r] = now_ms() - t0;
+                }
+                if (!rc && getenv("CONV_BENCH_TRACE")) { /* every run in order, to see bimodal timings */
+                    fprintf(stderr, "%s %s %s:", L->name, bwd ? "fwdbwd" : "fwd", variants[v]);
+                    for (int r = 0; r < reps; r++) fprintf(stderr, " %.3f", t[r]);
+                    fprintf(stderr, "\n");
                 }
                 const char *impl = nd && mxp__node_impl_name(nd) ? mxp__node_impl_name(nd) : "-";
                 if (rc) {

@@ -131,7 +131,15 @@ static atomic_int pf_open;
 /* A helper that found no job spins this many pauses, watching pf_open,
  * before it sleeps: consecutive jobs (the passes of one op, or the next op
  * a few tens of µs later) then cost no wake-up, which on a virtual machine
- * can take longer than a small job. */
+ * can take longer than a small job.  The spin never calls sched_yield: on
+ * a machine loaded by other processes (a compiler on the other core), the
+ * kernel's EEVDF scheduler answers a yield by pushing the helper's
+ * deadline back a whole slice, so the helper got the CPU again only
+ * ~0.85 ms later, after the next job had already run on its caller alone:
+ * LeNet's conv1 forward (bench/conv layer a) took 0.094 ms in every run
+ * of a process instead of 0.054 (the whole batch on one thread), and
+ * LeNet training ran ~10% slower (measured with the helper yielding every
+ * 256 pauses vs not, side by side, load average 3-5). */
 #define HELPER_SPIN 4000
 
 /* A helper running on its caller's CPU moves off it.  The scheduler's
@@ -166,9 +174,8 @@ static void *helper_main(void *p) {
             if (!spun) {
                 spun = 1;
                 mxp__mutex_unlock(&pf_mu);
-                for (int i = 0; i < HELPER_SPIN && !atomic_load_explicit(&pf_open, memory_order_relaxed); i++) {
-                    if (i % 256 == 255) sched_yield(); else mxp__eng_cpu_relax();
-                }
+                for (int i = 0; i < HELPER_SPIN && !atomic_load_explicit(&pf_open, memory_order_relaxed); i++)
+                    mxp__eng_cpu_relax();
                 mxp__mutex_lock(&pf_mu);
                 continue;
             }
