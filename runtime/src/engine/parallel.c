@@ -112,6 +112,9 @@ static pthread_t *pf_orphans; /* fork child: helper ids of the parent, kept reac
 /* The caller publishes its CPU before each of its chunks; a helper checks
  * it before each of its own (move_off_cpu). */
 static void move_off_cpu(int cpu);
+/* The CPU of the latest job's caller (-1: none yet): a spinning helper
+ * moves off it (helper_main). */
+static atomic_int pf_last_caller_cpu = -1;
 
 static void run_chunks(pf_job *j, bool helper) {
     for (;;) {
@@ -137,10 +140,19 @@ static atomic_int pf_open;
  * deadline back a whole slice, so the helper got the CPU again only
  * ~0.85 ms later, after the next job had already run on its caller alone:
  * LeNet's conv1 forward (bench/conv layer a) took 0.094 ms in every run
- * of a process instead of 0.054 (the whole batch on one thread), and
- * LeNet training ran ~10% slower (measured with the helper yielding every
- * 256 pauses vs not, side by side, load average 3-5). */
+ * of a process instead of 0.054 (the whole batch on one thread).  Side by
+ * side at load average 4-5 (bench/train, 2 threads): LeNet 18.3-19.8k ->
+ * 21.0-22.2k samples/s, the MLP 452-466k -> 498-533k. */
 #define HELPER_SPIN 4000
+/* Pauses between the spinning helper's checks of its CPU: a helper that
+ * spins (without yielding) on the CPU of the thread that calls the next
+ * job keeps that thread off its CPU, and wake-affine placement puts them
+ * together whenever the other CPU is busy with another process; so every
+ * HELPER_CPU_CHECK pauses the helper moves off the latest caller's CPU
+ * (move_off_cpu: nothing unless co-located).  Layer (a) forward with one
+ * busy loop beside the bench, 6 processes each: without the check 2 ran at
+ * ~0.059 ms and 4 at ~0.20; with it 5 at 0.055-0.062 and 1 at 0.103. */
+#define HELPER_CPU_CHECK 256
 
 /* A helper running on its caller's CPU moves off it.  The scheduler's
  * wake-affine placement puts a woken helper next to its waker, and on a
@@ -174,8 +186,11 @@ static void *helper_main(void *p) {
             if (!spun) {
                 spun = 1;
                 mxp__mutex_unlock(&pf_mu);
-                for (int i = 0; i < HELPER_SPIN && !atomic_load_explicit(&pf_open, memory_order_relaxed); i++)
+                for (int i = 0; i < HELPER_SPIN && !atomic_load_explicit(&pf_open, memory_order_relaxed); i++) {
+                    if (i % HELPER_CPU_CHECK == 0)
+                        move_off_cpu(atomic_load_explicit(&pf_last_caller_cpu, memory_order_relaxed));
                     mxp__eng_cpu_relax();
+                }
                 mxp__mutex_lock(&pf_mu);
                 continue;
             }
@@ -304,6 +319,8 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
     atomic_init(&j.next, 0);
     atomic_init(&j.active, 0);
     atomic_init(&j.caller_cpu, sched_getcpu());
+    atomic_store_explicit(&pf_last_caller_cpu, atomic_load_explicit(&j.caller_cpu, memory_order_relaxed),
+                          memory_order_relaxed);
     mxp__mutex_lock(&pf_mu);
     int have = ensure_helpers();
     if (k > have) {
