@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
                     t[r] = now_ms() - t0;
                 }
                 if (!rc && getenv("CONV_BENCH_TRACE")) { /* every run in order, to see bimodal timings */
-                    fprintf(stderr, "%s %s %s:", L->name, bwd ? "fwdbwd" : "fwd", variants[v]);
+                    fprintf(stderr, "%s %s %s:", L->name, pname, variants[v]);
                     for (int r = 0; r < reps; r++) fprintf(stderr, " %.3f", t[r]);
                     fprintf(stderr, "\n");
                 }
