@@ -311,6 +311,11 @@ endef
 $(foreach b,$(BENCHES),$(eval $(call bench_rules,$(b))))
 bench: $(foreach b,$(BENCHES),bench-$(b))
 	@$(if $(BENCHES),,echo "bench: no benchmarks yet (bench/<name>/*.c)")
+# The plain `make test` also compiles every bench binary (not run): a bench
+# that no longer builds otherwise shows only at the next `make bench`.
+ifeq ($(SANITIZE),)
+tests: $(foreach b,$(BENCHES),$(if $(wildcard bench/$(b)/*.c),$(BUILD)/bench/$(b))) $(CONV_ONEDNN_BIN)
+endif
 
 # ---------------------------------------------------------------- demo
 demo: all

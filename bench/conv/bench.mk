@@ -13,7 +13,8 @@ $(BUILD)/bench/conv: $(BUILD)/lib/libmxplug.a
 # libdnnl-dev, listed in tools/install-deps.sh); its own process, so
 # oneDNN's OpenMP threads never share a process with the runtime's.
 CONV_ONEDNN_OBJ := $(BUILD)/obj/bench/conv/onednn/onednn_conv.o
-$(BUILD)/bench/conv-onednn: $(CONV_ONEDNN_OBJ)
+CONV_ONEDNN_BIN := $(BUILD)/bench/conv-onednn
+$(CONV_ONEDNN_BIN): $(CONV_ONEDNN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDSAN) -o $@ $(CONV_ONEDNN_OBJ) -ldnnl -lm
 bench-conv: $(BUILD)/bench/conv-onednn
