@@ -11,11 +11,7 @@
 #   resumes in bf16; an unsupported dtype is a usage error naming it.
 . "$(dirname "$0")/lib/common.sh"
 export MXP_MANIFEST="$BUILD/plugins/manifest.yaml"
-DATA=${MXP_DATA:-/usr/share/datasets/fashion-mnist}
-if [ ! -d "$DATA" ]; then
-    MXP_EXTRA_DEPS="dataset-fashion-mnist" "$ROOT/tools/install-deps.sh" --if-missing >/dev/null 2>&1 || true
-fi
-[ -d "$DATA" ] || fail "Fashion-MNIST not found in $DATA (Debian package dataset-fashion-mnist)"
+need_fashion_mnist
 PY=python3
 NET="$ROOT/examples/mlp/mlp-symbol.json"
 

@@ -1,15 +1,33 @@
 /* conv_ref_bf16.c — see conv_ref_bf16.h.  Straight loops over outputs and
  * taps; no blocking, no shared code with the impls it checks. */
 #include "conv_ref_bf16.h"
+#include "fake_host.h"
 
+#include <cpuid.h>
 #include <math.h>
 #include <string.h>
 
-static double bf16_value(const uint16_t *p, int64_t i) {
+double bf16_at(const uint16_t *p, int64_t i) {
     uint32_t u = (uint32_t)p[i] << 16;
     float f;
     memcpy(&f, &u, 4);
     return f;
+}
+
+void bf16_fill_uniform(void *p, int64_t n, uint64_t *rng) {
+    for (int64_t i = 0; i < n; i++) {
+        float f = (float)fh_rand(rng, -1, 1);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
+    }
+}
+
+int cpu_has_avx512bf16(void) {
+    unsigned a, b, c, d, b7 = 0, a71 = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b7, &c, &d)) return 0;
+    if (!__get_cpuid_count(7, 1, &a71, &b, &c, &d)) a71 = 0;
+    return ((b7 >> 16) & 1) && ((a71 >> 5) & 1);
 }
 
 void conv_ref_bf16(const conv_ref_geom *c, const uint16_t *x, const uint16_t *w, const uint16_t *b,
@@ -24,7 +42,7 @@ void conv_ref_bf16(const conv_ref_geom *c, const uint16_t *x, const uint16_t *w,
             for (int64_t oh = 0; oh < Ho; oh++)
                 for (int64_t ow = 0; ow < Wo; ow++) {
                     int64_t yi = ((s * c->M + m) * Ho + oh) * Wo + ow;
-                    double acc = b ? bf16_value(b, m) : 0, mg = fabs(acc), go = bf16_value(dy, yi);
+                    double acc = b ? bf16_at(b, m) : 0, mg = fabs(acc), go = bf16_at(dy, yi);
                     for (int64_t ci = 0; ci < Cg; ci++)
                         for (int64_t i = 0; i < c->k; i++)
                             for (int64_t j = 0; j < c->k; j++) {
@@ -32,7 +50,7 @@ void conv_ref_bf16(const conv_ref_geom *c, const uint16_t *x, const uint16_t *w,
                                 if (h < 0 || h >= c->H || ww < 0 || ww >= c->W) continue;
                                 int64_t xi = ((s * c->C + g * Cg + ci) * c->H + h) * c->W + ww;
                                 int64_t wi = ((m * Cg + ci) * c->k + i) * c->k + j;
-                                double xv = bf16_value(x, xi), wv = bf16_value(w, wi), t = xv * wv;
+                                double xv = bf16_at(x, xi), wv = bf16_at(w, wi), t = xv * wv;
                                 acc += t;
                                 mg += fabs(t);
                                 rdx[xi] += go * wv;

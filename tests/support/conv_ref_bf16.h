@@ -22,4 +22,13 @@ typedef struct conv_ref_geom {
 void conv_ref_bf16(const conv_ref_geom *c, const uint16_t *x, const uint16_t *w, const uint16_t *b,
                    const uint16_t *dy, double *ref, double *mag);
 
+/* Element i of a bf16 array, exactly, as a double. */
+double bf16_at(const uint16_t *p, int64_t i);
+
+/* n bf16 values uniform in [-1, 1) (fh_rand, truncated to bf16). */
+void bf16_fill_uniform(void *p, int64_t n, uint64_t *rng);
+
+/* Does this CPU have avx512_bf16 (CPUID leaf 7: avx512f, subleaf 1 bit 5)? */
+int cpu_has_avx512bf16(void);
+
 #endif

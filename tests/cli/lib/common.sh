@@ -8,6 +8,8 @@
 #                        fail unless its exit status is RC ("!0": non-zero)
 #   has FILE TEXT        fail unless FILE contains TEXT (fixed string)
 #   hasnt FILE TEXT      fail if it does
+#   need_fashion_mnist   set DATA to Fashion-MNIST's directory (MXP_DATA, else
+#                        the Debian package's, installed when missing)
 set -eu
 : "${BUILD:?set BUILD to the absolute build directory}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,5 +51,13 @@ run() {
 
 has() { grep -qF -- "$2" "$1" || fail "$(basename "$1") lacks '$2'"; }
 hasnt() { ! grep -qF -- "$2" "$1" || fail "$(basename "$1") unexpectedly contains '$2'"; }
+
+need_fashion_mnist() {
+    DATA=${MXP_DATA:-/usr/share/datasets/fashion-mnist}
+    if [ ! -d "$DATA" ]; then
+        MXP_EXTRA_DEPS="dataset-fashion-mnist" "$ROOT/tools/install-deps.sh" --if-missing >/dev/null 2>&1 || true
+    fi
+    [ -d "$DATA" ] || fail "Fashion-MNIST not found in $DATA (Debian package dataset-fashion-mnist)"
+}
 
 [ -x "$MXPLUG" ] || fail "$MXPLUG not built"

@@ -9,7 +9,6 @@
  * Tolerance as in test_bf16.c: inputs are exact bf16 values, so the errors
  * are fp32 accumulation (~1e-6 relative) and one rounding to bf16 (2^-9
  * relative): |got - ref| <= 2^-8·|ref| + 1e-5·Σ|terms|. */
-#include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nn_test_util.h"
@@ -19,26 +18,10 @@ static fh_pack *pack;
 static void setup(void) { pack = nn_load("ops-nn"); cr_assert(pack, "%s", fh_error()); }
 static void teardown(void) { fh_unload(pack); unsetenv("MXP_BF16_KERNEL"); fh_set_threads(2); }
 
-static int cpu_has_avx512bf16(void) {
-    unsigned a, b, c, d, b7 = 0, a71 = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b7, &c, &d)) return 0;
-    if (!__get_cpuid_count(7, 1, &a71, &b, &c, &d)) a71 = 0;
-    return ((b7 >> 16) & 1) && ((a71 >> 5) & 1);
-}
-
-static double bf(const uint16_t *p, int64_t i) {
-    uint32_t u = (uint32_t)p[i] << 16; float f; memcpy(&f, &u, 4); return f;
-}
-static void fill(void *p, int64_t n, uint64_t *rng) {
-    for (int64_t i = 0; i < n; i++) {
-        float f = (float)fh_rand(rng, -1, 1); uint32_t u; memcpy(&u, &f, 4);
-        ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
-    }
-}
 static void check_close(const char *what, const char *kw, const void *got, const double *ref, const double *mag,
                         int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        double g = bf(got, i), tol = fabs(ref[i]) / 256.0 + 1e-5 * mag[i] + 1e-30;
+        double g = bf16_at(got, i), tol = fabs(ref[i]) / 256.0 + 1e-5 * mag[i] + 1e-30;
         cr_assert(fabs(g - ref[i]) <= tol, "%s (%s) element %lld: got %.9g, reference %.9g (tol %.3g)", what, kw,
                   (long long)i, g, ref[i], tol);
     }
@@ -83,8 +66,8 @@ static void conv_case(cgeo c, int nobias) {
     int64_t Ho = n.out_shape[0].dims[2], Wo = n.out_shape[0].dims[3];
     int64_t ny = c.N * c.M * Ho * Wo, nx = c.N * c.C * c.H * c.W, nw = c.M * c.C * c.k * c.k, nb = nobias ? 0 : c.M;
     uint64_t r = 5 + (uint64_t)c.H;
-    for (uint32_t k = 0; k < n.n_in; k++) fill(n.in[k], fh_shape_numel(&n.in_shape[k]), &r);
-    fill(n.out_grad[0], ny, &r);
+    for (uint32_t k = 0; k < n.n_in; k++) bf16_fill_uniform(n.in[k], fh_shape_numel(&n.in_shape[k]), &r);
+    bf16_fill_uniform(n.out_grad[0], ny, &r);
     const uint16_t *x = n.in[0], *w = n.in[1], *b = nobias ? NULL : n.in[2], *dy = n.out_grad[0];
     double *ref = calloc((size_t)(ny + nx + nw + c.M) * 2, sizeof(double)), *mag = ref + ny + nx + nw + c.M;
     double *ry = ref, *rdx = ry + ny, *rdw = rdx + nx, *rdb = rdw + nw;
@@ -109,15 +92,15 @@ static void conv_case(cgeo c, int nobias) {
     uint16_t *prev = malloc((size_t)(ny + nx + nw + nb) * 2);
     memcpy(prev, n.out[0], (size_t)ny * 2);
     cr_assert_eq(fh_node_forward(&n, 1, (int32_t[]){MXP_REQ_ADD}), 0, "%s", fh_error());
-    for (int64_t i = 0; i < ny; i++) { my[i] = 2 * my[i] + fabs(bf(prev, i)); ry[i] += bf(prev, i); }
+    for (int64_t i = 0; i < ny; i++) { my[i] = 2 * my[i] + fabs(bf16_at(prev, i)); ry[i] += bf16_at(prev, i); }
     check_close("forward (req add)", kw, n.out[0], ry, my, ny);
     memcpy(prev, n.in_grad[0], (size_t)nx * 2);
     memcpy(prev + nx, n.in_grad[1], (size_t)nw * 2);
     if (nb) memcpy(prev + nx + nw, n.in_grad[2], (size_t)nb * 2);
     cr_assert_eq(fh_node_backward(&n, (int32_t[]){MXP_REQ_ADD, MXP_REQ_ADD, MXP_REQ_ADD}), 0, "%s", fh_error());
-    for (int64_t i = 0; i < nx; i++) { mdx[i] = 2 * mdx[i] + fabs(bf(prev, i)); rdx[i] += bf(prev, i); }
-    for (int64_t i = 0; i < nw; i++) { mdw[i] = 2 * mdw[i] + fabs(bf(prev + nx, i)); rdw[i] += bf(prev + nx, i); }
-    for (int64_t i = 0; i < nb; i++) { mdb[i] = 2 * mdb[i] + fabs(bf(prev + nx + nw, i)); rdb[i] += bf(prev + nx + nw, i); }
+    for (int64_t i = 0; i < nx; i++) { mdx[i] = 2 * mdx[i] + fabs(bf16_at(prev, i)); rdx[i] += bf16_at(prev, i); }
+    for (int64_t i = 0; i < nw; i++) { mdw[i] = 2 * mdw[i] + fabs(bf16_at(prev + nx, i)); rdw[i] += bf16_at(prev + nx, i); }
+    for (int64_t i = 0; i < nb; i++) { mdb[i] = 2 * mdb[i] + fabs(bf16_at(prev + nx + nw, i)); rdb[i] += bf16_at(prev + nx + nw, i); }
     check_close("dx (req add)", kw, n.in_grad[0], rdx, mdx, nx);
     check_close("dW (req add)", kw, n.in_grad[1], rdw, mdw, nw);
     if (b) check_close("db (req add)", kw, n.in_grad[2], rdb, mdb, c.M);
@@ -163,15 +146,15 @@ Test(bf16_direct, forced_other_path, .init = setup, .fini = teardown) {
     unsetenv("MXP_BF16_KERNEL");
     cr_assert_eq(node_for(&n, (cgeo){2, 4, 5, 5, 8, 3, 1, 1}, 1, kw, sizeof kw), 1, "%s", n.reason);
     uint64_t r = 9;
-    for (uint32_t k = 0; k < n.n_in; k++) fill(n.in[k], fh_shape_numel(&n.in_shape[k]), &r);
+    for (uint32_t k = 0; k < n.n_in; k++) bf16_fill_uniform(n.in[k], fh_shape_numel(&n.in_shape[k]), &r);
     cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     uint16_t direct[200];
     memcpy(direct, n.out[0], sizeof direct);
     setenv("MXP_BF16_KERNEL", "avx512f", 1);
     cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     for (int i = 0; i < 200; i++)
-        cr_assert(fabs(bf(direct, i) - bf(n.out[0], i)) <= fabs(bf(direct, i)) / 128 + 1e-4, "element %d: %g vs %g",
-                  i, bf(direct, i), bf(n.out[0], i));
+        cr_assert(fabs(bf16_at(direct, i) - bf16_at(n.out[0], i)) <= fabs(bf16_at(direct, i)) / 128 + 1e-4, "element %d: %g vs %g",
+                  i, bf16_at(direct, i), bf16_at(n.out[0], i));
     fh_node_free(&n);
 }
 
