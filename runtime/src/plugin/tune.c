@@ -28,6 +28,7 @@
 
 #include <mxplug/engine.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,7 +257,11 @@ int mxp__tune_pick(struct mxp_op *op, const mxp_select_query *q, mxp_impl_ref *c
         /* The table keeps the passes' medians; the note gives the duel's. */
         if (mxp__tune_duel(op_name, refs[duel_a], refs[duel_b], q, &duel_ratio, &duel_a_ms, &duel_b_ms,
                            &duel_rounds) == MXP_OK && duel_rounds > 0) {
-            /* Strictly faster wins: a tie keeps the auto order. */
+            /* The ratio decides at the precision the note shows it (3
+             * decimals): a gap below 0.05% is noise, and a note saying
+             * "median ratio 1.000" must not pick the slower-ranked one.
+             * Strictly faster wins: a tie keeps the auto order. */
+            duel_ratio = round(duel_ratio * 1000.0) / 1000.0;
             int b_wins = duel_ratio > 1 || (duel_ratio == 1 && duel_b < duel_a);
             duel_pick = b_wins ? duel_b : duel_a;
         } else
