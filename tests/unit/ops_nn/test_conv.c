@@ -2,12 +2,11 @@
  * independent float64 plain-loop reference: forward, backward (data,
  * weight, bias), req add, shape inference (weight/bias filled, EINCOMPLETE
  * vs ESHAPE), float64 finite differences for gemm, and how many random
- * configurations each impl actually ran on.  MXP_NN_BENCH=1 also prints
- * forward timings for the reference layers (a)-(e). */
+ * configurations each impl actually ran on.  Timings of the reference
+ * layers (a)-(e) are bench/conv's job. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include "fake_host.h"
 #include "nn_test_util.h"
 
@@ -309,44 +308,6 @@ Test(conv, shape_inference, .init = setup, .fini = teardown) {
     fh_node_free(&n);
     cr_assert_lt(fh_node_init(&n, pack, "Convolution", "gemm", "kernel=(3,3,3,3) num_filter=6", MXP_DTYPE_F32), 0);
     fh_node_free(&n);
-}
-
-static double now_ms(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
-
-Test(conv, bench_layers, .init = setup, .fini = teardown, .timeout = 600) {
-    if (!getenv("MXP_NN_BENCH")) return;
-    cfg L[] = {
-        {32, 1, 28, 28, 20, 1, 5, 5, 1, 1, 0, 0, 1, 1, 0},
-        {32, 20, 12, 12, 50, 1, 5, 5, 1, 1, 0, 0, 1, 1, 0},
-        {8, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-        {8, 128, 28, 28, 128, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0},
-        {8, 256, 56, 56, 64, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0},
-    };
-    const char *impls[] = {"gemm", "direct", "winograd"};
-    int bwd = getenv("MXP_NN_BENCH_BWD") != NULL;
-    for (int l = 0; l < 5; l++) for (int k = 0; k < 3; k++) {
-        char kw[256]; kwargs_of(&L[l], kw, sizeof kw);
-        fh_node n;
-        fh_node_init(&n, pack, "Convolution", impls[k], kw, MXP_DTYPE_F32);
-        n.in_shape[0] = (mxp_shape){4, 0, {L[l].N, L[l].C, L[l].H, L[l].W}};
-        fh_node_infer(&n);
-        if (fh_node_alloc(&n, 0) != 1) { printf("(%c) %-8s refused: %s\n", 'a' + l, impls[k], n.reason); fh_node_free(&n); continue; }
-        uint64_t r = 1;
-        tu_fill(n.in[0], MXP_DTYPE_F32, fh_shape_numel(&n.in_shape[0]), &r, -1, 1);
-        tu_fill(n.in[1], MXP_DTYPE_F32, fh_shape_numel(&n.in_shape[1]), &r, -1, 1);
-        double best = 1e9, times[15];
-        for (int it = 0; it < 15; it++) {
-            double t0 = now_ms(); fh_node_forward(&n, 0, NULL); times[it] = now_ms() - t0;
-            if (times[it] < best) best = times[it];
-        }
-        /* median of the last 12 */
-        for (int i = 3; i < 15; i++) for (int j = i + 1; j < 15; j++) if (times[j] < times[i]) { double t = times[i]; times[i] = times[j]; times[j] = t; }
-        double bt = 0;
-        if (bwd) { double t0 = now_ms(); for (int it = 0; it < 3; it++) fh_node_backward(&n, NULL); bt = (now_ms() - t0) / 3; }
-        printf("(%c) %-8s fwd median %7.3f ms  min %7.3f ms%s", 'a' + l, impls[k], times[9], best, bwd ? "" : "\n");
-        if (bwd) printf("  bwd %7.3f ms\n", bt);
-        fh_node_free(&n);
-    }
 }
 
 /* strip (float32 only): central differences of L = sum(y * dy), summed in
