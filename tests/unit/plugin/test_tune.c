@@ -407,9 +407,9 @@ Test(tune, a_duel_measures_the_ratio_of_the_two_candidates) {
 
 /* ------------------------------------------------------------ input-gradient mask
  * psel_wmul's "dgrad_slow" (cheap forward and weight gradient, data
- * gradient 32x the work) against "fwd_slow" (forward 8x, cheap gradients):
- * forward + every gradient costs about 34 vs 10 passes, forward + the
- * weight gradient only 2 vs 9.  A training step that never needs the data
+ * gradient 512x the work) against "fwd_slow" (forward 32x, cheap
+ * gradients): forward + every gradient costs about 514 vs 34 passes,
+ * forward + the weight gradient only 2 vs 33.  A training step that never needs the data
  * gradient (a first layer) must be tuned on the latter. */
 static const char *choose_wmul(int64_t n, const uint8_t *in_grad) {
     struct mxp_op *op = mxp__registry_find_op("psel_wmul");
@@ -436,8 +436,8 @@ Test(tune, training_is_timed_with_only_the_input_gradients_the_step_asks_for) {
     char with_all[64], without_data[64];
     snprintf(with_all, sizeof with_all, "%s", choose_wmul(16384, NULL));
     snprintf(without_data, sizeof without_data, "%s", choose_wmul(16384, weight_only));
-    cr_expect_str_eq(with_all, "fwd_slow", "forward + both gradients: 34 vs 10 passes of work");
-    cr_expect_str_eq(without_data, "dgrad_slow", "forward + weight gradient: 2 vs 9 passes of work");
+    cr_expect_str_eq(with_all, "fwd_slow", "forward + both gradients: 514 vs 34 passes of work");
+    cr_expect_str_eq(without_data, "dgrad_slow", "forward + weight gradient: 2 vs 33 passes of work");
     char *text = slurp(g_file);
     cr_assert(text, "no cache file at %s", g_file);
     /* Two entries; only the reduced one carries the mask in its key. */
