@@ -2,7 +2,7 @@
 
 `import mxplug as mx` gives mx.nd, mx.sym, mx.mod, mx.io, mx.autograd,
 mx.gluon, mx.init, mx.optimizer, mx.metric, mx.lr_scheduler, mx.callback,
-mx.model, mx.random, mx.kv and contexts, as far as docs/python.md's table
+mx.model, mx.random, mx.kv, mx.amp (also mx.contrib.amp) and contexts, as far as docs/python.md's table
 says.  Ops are generated from the runtime's registry (mx.nd.<Op>,
 mx.sym.<Op>).  Pure Python with ctypes; numpy is the only dependency.
 """
@@ -31,5 +31,7 @@ from . import autograd
 from . import gluon
 from . import kvstore
 from . import kvstore as kv
+from . import amp
+from . import contrib
 
 __version__ = _lib.lib.mxp_version().decode()

@@ -179,6 +179,8 @@ _DECLS = {
     "mxp_symbol_output": (c_int, [_HP, c_int, _PHP]),
     "mxp_symbol_output_by_name": (c_int, [_HP, c_char_p, _PHP]),
     "mxp_symbol_copy": (c_int, [_HP, _PHP]),
+    "mxp_symbol_amp_convert": (c_int, [_HP, c_int, c_int, _PSTR, _PHP]),
+    "mxp_symbol_amp_remove_casts": (c_int, [_HP, _PHP]),
     "mxp_symbol_release": (None, [_HP]),
     "mxp_symbol_list_arguments": (c_int, [_HP, _PINT, POINTER(_PSTR)]),
     "mxp_symbol_list_outputs": (c_int, [_HP, _PINT, POINTER(_PSTR)]),

@@ -6,7 +6,12 @@ from .base import MXNetError
 
 
 def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_cast=True):
+    """remove_amp_cast: save the symbol without the amp_cast nodes a mixed
+    precision conversion inserted (mx.amp.convert_symbol), as MXNet does."""
     if symbol is not None:
+        if remove_amp_cast:
+            from . import amp
+            symbol = amp.remove_casts(symbol)
         symbol.save("%s-symbol.json" % prefix)
     data = {"arg:%s" % k: v for k, v in arg_params.items()}
     data.update({"aux:%s" % k: v for k, v in (aux_params or {}).items()})

@@ -321,9 +321,9 @@ class Module:
         return merged[0] if len(merged) == 1 and not always_output_list else merged
 
     # ------------------------------------------------------------ checkpoints
-    def save_checkpoint(self, prefix, epoch, save_optimizer_states=False):
+    def save_checkpoint(self, prefix, epoch, save_optimizer_states=False, remove_amp_cast=True):
         arg, aux = self.get_params()
-        model_mod.save_checkpoint(prefix, epoch, self._symbol, arg, aux)
+        model_mod.save_checkpoint(prefix, epoch, self._symbol, arg, aux, remove_amp_cast=remove_amp_cast)
         if save_optimizer_states:
             self.save_optimizer_states("%s-%04d.states" % (prefix, epoch))
 

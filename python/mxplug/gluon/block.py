@@ -249,6 +249,9 @@ class HybridBlock(Block):
     def export(self, path, epoch=0, remove_amp_cast=True):
         """Write PATH-symbol.json and PATH-%04d.params (arg:/aux: names, as MXNet's export)."""
         out, _ = self._trace(1)
+        if remove_amp_cast:
+            from .. import amp
+            out = amp.remove_casts(out)
         out.save("%s-symbol.json" % path)
         params = {p.name: p for p in self._collect_all().values()}
         aux_names = set(out.list_auxiliary_states())

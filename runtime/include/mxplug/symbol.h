@@ -122,6 +122,13 @@ MXP_API int mxp_symbol_load_file(const char *path, mxp_symbol **out);
 MXP_API int mxp_symbol_amp_convert(const mxp_symbol *sym, int target, int n_ops, const char *const *ops,
                                    mxp_symbol **out);
 
+/* The inverse, for saving a graph (MXNet's RemoveAmpCast, what
+ * save_checkpoint(remove_amp_cast=True) does): a copy of sym in which
+ * every reader of an amp_cast output reads the cast's input instead, so
+ * the graph runs in float32 again.  sym is not modified.
+ * Errors: MXP_EMISUSE. */
+MXP_API int mxp_symbol_amp_remove_casts(const mxp_symbol *sym, mxp_symbol **out);
+
 /* ============================================================ inference */
 
 /* Shape inference, forward and backward to a fixpoint (ops may fill

@@ -16,6 +16,9 @@
  * kernels, so it keeps the plain rule (cast around the listed ops only).
  * Not here: choosing kernels (ops pick impls by dtype) or loss scaling
  * (bfloat16 has float32's exponent range).
+ * mxp_symbol_amp_remove_casts is the inverse for saving (MXNet's
+ * RemoveAmpCast): every reader of an amp_cast output reads the cast's
+ * input instead.
  * Invariant: the input symbol is never modified; each (entry, dtype) gets
  * at most one cast node, shared by all its consumers. */
 #include "graph/graph.h"
@@ -211,6 +214,41 @@ int mxp_symbol_amp_convert(const mxp_symbol *sym, int target, int n_ops, const c
     if (rc) {
         mxp_symbol_release(copy);
         return rc;
+    }
+    *out = copy;
+    return MXP_OK;
+}
+
+/* *slot reads what its chain of casts reads (the slot's reference moves
+ * to that node). */
+static void bypass_casts(gentry *slot) {
+    gentry e = *slot;
+    while (e.node->op && !strcmp(e.node->op, "amp_cast") && e.node->n_inputs == 1) e = e.node->inputs[0];
+    if (e.node == slot->node) return;
+    mxp__gnode_retain(e.node); /* before the release: the cast may hold the only reference */
+    mxp__gnode_release(slot->node);
+    *slot = e;
+}
+
+static void remove_casts(gnode *n, int mark) {
+    if (n->mark == mark) return;
+    n->mark = mark;
+    for (int i = 0; i < n->n_inputs; i++) {
+        bypass_casts(&n->inputs[i]);
+        remove_casts(n->inputs[i].node, mark);
+    }
+}
+
+int mxp_symbol_amp_remove_casts(const mxp_symbol *sym, mxp_symbol **out) {
+    if (out) *out = NULL;
+    if (!sym || !out) return mxp__error(MXP_EMISUSE, "mxp_symbol_amp_remove_casts: NULL argument");
+    mxp_symbol *copy = NULL;
+    int rc = mxp_symbol_copy(sym, &copy);
+    if (rc) return rc;
+    int mark = __atomic_sub_fetch(&g_amp_mark, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < copy->n_out; i++) {
+        bypass_casts(&copy->outs[i]);
+        remove_casts(copy->outs[i].node, mark);
     }
     *out = copy;
     return MXP_OK;

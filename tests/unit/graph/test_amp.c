@@ -286,3 +286,55 @@ Test(amp, resnet20_bf16_matches_fp32) {
     mxp_executor_free(ex[0]); mxp_executor_free(ex[1]);
     mxp_symbol_release(s); mxp_symbol_release(a);
 }
+
+/* mxp_symbol_amp_remove_casts undoes the conversion: LeNet and ResNet-20
+ * converted to bf16 (and to float16, which casts every conv output back)
+ * then stripped save the same JSON as the original, and stripping leaves
+ * its input (the converted graph) as it was. */
+static void expect_round_trip(const char *file, int target) {
+    mxp_symbol *s = NULL, *a = NULL, *r = NULL;
+    char *orig = NULL, *conv = NULL, *conv_after = NULL, *back = NULL;
+    cr_assert_eq(mxp_symbol_load_file(file, &s), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_symbol_save_json(s, &orig), MXP_OK);
+    cr_assert_eq(mxp_symbol_amp_convert(s, target, 0, NULL, &a), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_symbol_save_json(a, &conv), MXP_OK);
+    cr_assert_gt(count(conv, "\"amp_cast\""), 0);
+    cr_assert_eq(mxp_symbol_amp_remove_casts(a, &r), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(mxp_symbol_save_json(a, &conv_after), MXP_OK);
+    cr_expect_str_eq(conv, conv_after, "the converted symbol changed");
+    cr_assert_eq(mxp_symbol_save_json(r, &back), MXP_OK);
+    cr_expect_eq(count(back, "\"amp_cast\""), 0, "%s", back);
+    cr_expect_str_eq(back, orig, "%s, target %d: stripped graph differs from the original", file, target);
+    mxp_free(orig); mxp_free(conv); mxp_free(conv_after); mxp_free(back);
+    mxp_symbol_release(r); mxp_symbol_release(a); mxp_symbol_release(s);
+}
+
+Test(amp, remove_casts_gives_back_the_original) {
+    expect_round_trip(LENET, MXP_DTYPE_BF16);
+    expect_round_trip(RESNET20, MXP_DTYPE_BF16);
+    expect_round_trip(RESNET20, MXP_DTYPE_F16);
+    mxp_symbol *r = NULL;
+    cr_expect_eq(mxp_symbol_amp_remove_casts(NULL, &r), MXP_EMISUSE);
+}
+
+/* A chain of casts on a head (a user's amp_cast after the converter's) is
+ * bypassed whole: the head becomes the op's own output. */
+Test(amp, remove_casts_bypasses_chains_on_heads) {
+    mxp_symbol *x = gt_var("x");
+    mxp_symbol *fc = gt_op("FullyConnected", "fc", 1, &x, "num_hidden=3", NULL);
+    mxp_symbol *c1 = gt_op("amp_cast", "c1", 1, &fc, "dtype=bfloat16", NULL);
+    mxp_symbol *c2 = gt_op("amp_cast", "c2", 1, &c1, "dtype=float32", NULL);
+    mxp_symbol *r = NULL;
+    cr_assert_eq(mxp_symbol_amp_remove_casts(c2, &r), MXP_OK, "%s", mxp_last_error());
+    int n = 0;
+    const char *const *outs = NULL;
+    cr_assert_eq(mxp_symbol_list_outputs(r, &n, &outs), MXP_OK, "%s", mxp_last_error());
+    cr_assert_eq(n, 1);
+    cr_expect_str_eq(outs[0], "fc_output");
+    char *js = NULL;
+    cr_assert_eq(mxp_symbol_save_json(r, &js), MXP_OK);
+    cr_expect_eq(count(js, "\"amp_cast\""), 0, "%s", js);
+    mxp_free(js);
+    mxp_symbol_release(r);
+    mxp_symbol_release(c2); mxp_symbol_release(c1); mxp_symbol_release(fc); mxp_symbol_release(x);
+}
