@@ -3,9 +3,11 @@
  * OpenBLAS below a size limit.
  *
  * Why: the GEMMs of a small net are a few MFLOP each, and Debian's
- * OpenBLAS 0.3.21 does not recognise this machine's CPU (family 6 model
- * 207): its DYNAMIC_ARCH picks the SSE3 "Prescott" kernels, and it packs
- * both operands on every call.  These kernels need no packing and are
+ * OpenBLAS 0.3.21 does not recognise the CPUs these machines have had:
+ * its DYNAMIC_ARCH picks the SSE3 "Prescott" kernels on the Intel one
+ * (family 6 model 207) and the AVX2 "Haswell" ones on the AMD Zen 5
+ * (family 26; openblas_get_corename()), never AVX-512, and it packs both
+ * operands on every call.  These kernels need no packing and are
  * compiled for AVX-512F, AVX2 and baseline x86-64 (TC, nn_simd.h).
  *
  * Two register-blocked kernels cover the three products of FullyConnected:
