@@ -17,22 +17,10 @@
  * Not here: float32/float64 (batchnorm_f32.c, batchnorm.c), req beyond
  * write/add (the caller maps inplace to write). */
 #include "batchnorm_bf16.h"
+#include "batchnorm_rows.h"
 #include "bf16_vec.h"
 
 #define LANES 16
-#define CHUNK_VALUES 16384 /* values per parallel chunk of rows */
-
-static inline float fold(v16 v) {
-    v8 a, b;
-    memcpy(&a, &v, sizeof a);
-    memcpy(&b, (const char *)&v + sizeof a, sizeof b);
-    a += b;
-    v4 c, d;
-    memcpy(&c, &a, sizeof c);
-    memcpy(&d, (const char *)&a + sizeof c, sizeof d);
-    c += d;
-    return (c[0] + c[2]) + (c[1] + c[3]);
-}
 
 /* g where on, else +0 (a macro: see ldh16). */
 #define keep(g, on) __extension__({                                           \
@@ -57,7 +45,7 @@ TC static void row_moments(const uint16_t *x, int64_t n, float k, double *out) {
         a += d;
         b += d * d;
     }
-    double s = fold(a), t = fold(b);
+    double s = nn_fold16(a), t = nn_fold16(b);
     for (; i < n; i++) {
         double d = bf(x[i]) - k;
         s += d;
@@ -105,7 +93,7 @@ TC static void row_dsums(const uint16_t *x, const uint16_t *dy, const uint16_t *
         a += g;
         b += g * (xv - m);
     }
-    double s = fold(a), t = fold(b);
+    double s = nn_fold16(a), t = nn_fold16(b);
     for (; i < n; i++) {
         float xv = bf(x[i]), g = bf(dy[i]);
         if (ym) {
@@ -189,35 +177,13 @@ static void dx_range(void *arg, int64_t r0, int64_t r1) {
     }
 }
 
-static int64_t grain_rows(int64_t S) { return S >= CHUNK_VALUES ? 1 : CHUNK_VALUES / (S > 0 ? S : 1); }
-
-static int row_sums(const mxp_op_ctx *ctx, pass *p, int64_t O, nn_range_fn fn, double *s0, double *s1) {
-    int64_t rows = O * p->C;
-    p->part = nn_alloc((uint64_t)(rows > 0 ? rows : 1) * 2 * sizeof(double));
-    if (!p->part) return NN_ERR(MXP_ENOMEM, "BatchNorm (bf16): out of memory (%lld row sums)", (long long)rows);
-    int st = nn_parallel(ctx, rows, grain_rows(p->S), fn, p);
-    for (int64_t c = 0; c < p->C; c++) s0[c] = s1[c] = 0;
-    for (int64_t r = 0; r < rows && st >= 0; r++) {
-        s0[r % p->C] += p->part[2 * r];
-        s1[r % p->C] += p->part[2 * r + 1];
-    }
-    nn_free(p->part);
-    p->part = NULL;
-    return st;
-}
-
 int nn_bnh_stats(const mxp_op_ctx *ctx, const uint16_t *x, int64_t O, int64_t C, int64_t S, double *mean, double *var) {
     float *shift = nn_alloc((uint64_t)(C > 0 ? C : 1) * sizeof *shift);
     if (!shift) return NN_ERR(MXP_ENOMEM, "BatchNorm (bf16): out of memory (%lld channels)", (long long)C);
     for (int64_t c = 0; c < C; c++) shift[c] = S > 0 ? bf(x[c * S]) : 0.0f;
     pass p = {.C = C, .S = S, .x = x, .mean = shift};
-    int st = row_sums(ctx, &p, O, moments_range, mean, var);
-    double n = (double)(O * S);
-    for (int64_t c = 0; c < C && st >= 0; c++) {
-        double m1 = n > 0 ? mean[c] / n : 0, m2 = n > 0 ? var[c] / n : 0;
-        mean[c] = shift[c] + m1;
-        var[c] = m2 - m1 * m1 > 0 ? m2 - m1 * m1 : 0;
-    }
+    int st = nn_bn_row_sums(ctx, O, C, S, moments_range, &p, &p.part, mean, var, "BatchNorm (bf16)");
+    if (st >= 0) nn_bn_moments_finish(O * S, C, shift, mean, var);
     nn_free(shift);
     return st;
 }
@@ -225,19 +191,19 @@ int nn_bnh_stats(const mxp_op_ctx *ctx, const uint16_t *x, int64_t O, int64_t C,
 int nn_bnh_apply(const mxp_op_ctx *ctx, const uint16_t *x, const uint16_t *res, uint16_t *y, int64_t O, int64_t C,
                  int64_t S, const float *sc, const float *sh, int add, int relu) {
     pass p = {.C = C, .S = S, .x = x, .res = res, .y = y, .a = sc, .b = sh, .add = add, .relu = relu};
-    return nn_parallel(ctx, O * C, grain_rows(S), affine_range, &p);
+    return nn_parallel(ctx, O * C, nn_bn_grain_rows(S), affine_range, &p);
 }
 
 int nn_bnh_dsums(const mxp_op_ctx *ctx, const uint16_t *x, const uint16_t *dy, int64_t O, int64_t C, int64_t S,
                  const float *mean, const float *msc, const float *msh, double *sdy, double *sdyx) {
     pass p = {.C = C, .S = S, .x = x, .dy = dy, .mean = mean, .msc = msc, .msh = msh};
-    return row_sums(ctx, &p, O, dsums_range, sdy, sdyx);
+    return nn_bn_row_sums(ctx, O, C, S, dsums_range, &p, &p.part, sdy, sdyx, "BatchNorm (bf16)");
 }
 
 int nn_bnh_dsums_ymask(const mxp_op_ctx *ctx, const uint16_t *x, const uint16_t *dy, const uint16_t *y, uint16_t *g,
                        int64_t O, int64_t C, int64_t S, const float *mean, double *sdy, double *sdyx) {
     pass p = {.C = C, .S = S, .x = x, .dy = dy, .ym = y, .g = g, .mean = mean};
-    return row_sums(ctx, &p, O, dsums_range, sdy, sdyx);
+    return nn_bn_row_sums(ctx, O, C, S, dsums_range, &p, &p.part, sdy, sdyx, "BatchNorm (bf16)");
 }
 
 int nn_bnh_dx(const mxp_op_ctx *ctx, const uint16_t *x, const uint16_t *dy, uint16_t *dx, int64_t O, int64_t C,
@@ -245,5 +211,5 @@ int nn_bnh_dx(const mxp_op_ctx *ctx, const uint16_t *x, const uint16_t *dy, uint
               const float *msh, int add) {
     pass p = {.C = C, .S = S, .x = x, .dy = dy, .y = dx, .mean = mean, .a = a, .b = b, .k = k, .msc = msc, .msh = msh,
               .add = add};
-    return nn_parallel(ctx, O * C, grain_rows(S), dx_range, &p);
+    return nn_parallel(ctx, O * C, nn_bn_grain_rows(S), dx_range, &p);
 }

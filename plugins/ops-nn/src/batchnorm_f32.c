@@ -29,27 +29,13 @@
  * Not here: float64 (batchnorm.c's generic loops), req handling beyond
  * write/add (the caller maps inplace to write). */
 #include "batchnorm_f32.h"
+#include "batchnorm_rows.h"
 #include "nn_simd.h"
 
 #include <string.h>
 
 #define LANES 16
 typedef int32_t mask16 __attribute__((vector_size(64)));
-/* Rows per parallel chunk: at least this many floats, so a chunk's cost
- * dwarfs the handoff (~10 us). */
-#define CHUNK_FLOATS 16384
-
-static inline float fold16(v16 v) {
-    v8 a, b;
-    memcpy(&a, &v, sizeof a);
-    memcpy(&b, (const char *)&v + sizeof a, sizeof b);
-    a += b;
-    v4 c, d;
-    memcpy(&c, &a, sizeof c);
-    memcpy(&d, (const char *)&a + sizeof c, sizeof d);
-    c += d;
-    return (c[0] + c[2]) + (c[1] + c[3]);
-}
 
 /* out[0] = sum(x - k), out[1] = sum((x - k)^2). */
 TC static void row_moments(const float *x, int64_t n, float k, double *out) {
@@ -60,7 +46,7 @@ TC static void row_moments(const float *x, int64_t n, float k, double *out) {
         a += d;
         b += d * d;
     }
-    double s = fold16(a), t = fold16(b);
+    double s = nn_fold16(a), t = nn_fold16(b);
     for (; i < n; i++) {
         double d = x[i] - k;
         s += d;
@@ -79,7 +65,7 @@ TC static void row_dsums(const float *x, const float *dy, int64_t n, float m, do
         a += g;
         b += g * (ld16(x + i) - m);
     }
-    double s = fold16(a), t = fold16(b);
+    double s = nn_fold16(a), t = nn_fold16(b);
     for (; i < n; i++) {
         s += dy[i];
         t += (double)dy[i] * (x[i] - m);
@@ -106,7 +92,7 @@ TC static void row_dsums_relu(const float *x, const float *dy, int64_t n, float 
         a += g;
         b += g * (xv - m);
     }
-    double s = fold16(a), t = fold16(b);
+    double s = nn_fold16(a), t = nn_fold16(b);
     for (; i < n; i++) {
         float g = bn_pre(x[i], sc, sh) > 0 ? dy[i] : 0.0f;
         s += g;
@@ -163,7 +149,7 @@ TC static void row_dsums_ymask(const float *x, const float *dy, const float *y, 
         a += gv;
         b += gv * (ld16(x + i) - m);
     }
-    double s = fold16(a), t = fold16(b);
+    double s = nn_fold16(a), t = nn_fold16(b);
     for (; i < n; i++) {
         float gi = y[i] > 0 ? dy[i] : 0.0f;
         g[i] = gi;
@@ -241,37 +227,13 @@ static void dx_range(void *arg, int64_t r0, int64_t r1) {
     }
 }
 
-static int64_t grain_rows(int64_t S) { return S >= CHUNK_FLOATS ? 1 : CHUNK_FLOATS / (S > 0 ? S : 1); }
-
-/* Runs fn over the rows with per-row pair sums into scratch, then adds
- * them over o per channel into s0[c], s1[c]. */
-static int row_sums(const mxp_op_ctx *ctx, pass *p, int64_t O, nn_range_fn fn, double *s0, double *s1) {
-    int64_t rows = O * p->C;
-    p->part = nn_alloc((uint64_t)rows * 2 * sizeof(double));
-    if (!p->part) return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%lld row sums)", (long long)rows);
-    int st = nn_parallel(ctx, rows, grain_rows(p->S), fn, p);
-    for (int64_t c = 0; c < p->C; c++) s0[c] = s1[c] = 0;
-    for (int64_t r = 0; r < rows && st >= 0; r++) {
-        s0[r % p->C] += p->part[2 * r];
-        s1[r % p->C] += p->part[2 * r + 1];
-    }
-    nn_free(p->part);
-    p->part = NULL;
-    return st;
-}
-
 int nn_bnf_stats(const mxp_op_ctx *ctx, const float *x, int64_t O, int64_t C, int64_t S, double *mean, double *var) {
     float *shift = nn_alloc((uint64_t)C * sizeof *shift);
     if (!shift) return NN_ERR(MXP_ENOMEM, "BatchNorm: out of memory (%lld channels)", (long long)C);
     for (int64_t c = 0; c < C; c++) shift[c] = S > 0 ? x[c * S] : 0.0f;
     pass p = {.C = C, .S = S, .x = x, .mean = shift};
-    int st = row_sums(ctx, &p, O, moments_range, mean, var);
-    double n = (double)(O * S);
-    for (int64_t c = 0; c < C && st >= 0; c++) {
-        double m1 = n > 0 ? mean[c] / n : 0, m2 = n > 0 ? var[c] / n : 0;
-        mean[c] = shift[c] + m1;
-        var[c] = m2 - m1 * m1 > 0 ? m2 - m1 * m1 : 0;
-    }
+    int st = nn_bn_row_sums(ctx, O, C, S, moments_range, &p, &p.part, mean, var, "BatchNorm");
+    if (st >= 0) nn_bn_moments_finish(O * S, C, shift, mean, var);
     nn_free(shift);
     return st;
 }
@@ -279,19 +241,19 @@ int nn_bnf_stats(const mxp_op_ctx *ctx, const float *x, int64_t O, int64_t C, in
 int nn_bnf_apply(const mxp_op_ctx *ctx, const float *x, const float *res, float *y, int64_t O, int64_t C, int64_t S,
                  const float *sc, const float *sh, int add, int relu) {
     pass p = {.C = C, .S = S, .x = x, .res = res, .y = y, .a = sc, .b = sh, .msc = relu ? sc : NULL, .msh = sh, .add = add};
-    return nn_parallel(ctx, O * C, grain_rows(S), affine_range, &p);
+    return nn_parallel(ctx, O * C, nn_bn_grain_rows(S), affine_range, &p);
 }
 
 int nn_bnf_dsums(const mxp_op_ctx *ctx, const float *x, const float *dy, int64_t O, int64_t C, int64_t S,
                  const float *mean, const float *msc, const float *msh, double *sdy, double *sdyx) {
     pass p = {.C = C, .S = S, .x = x, .dy = dy, .mean = mean, .msc = msc, .msh = msh};
-    return row_sums(ctx, &p, O, dsums_range, sdy, sdyx);
+    return nn_bn_row_sums(ctx, O, C, S, dsums_range, &p, &p.part, sdy, sdyx, "BatchNorm");
 }
 
 int nn_bnf_dsums_ymask(const mxp_op_ctx *ctx, const float *x, const float *dy, const float *y, float *g, int64_t O,
                        int64_t C, int64_t S, const float *mean, double *sdy, double *sdyx) {
     pass p = {.C = C, .S = S, .x = x, .dy = dy, .ym = y, .g = g, .mean = mean};
-    return row_sums(ctx, &p, O, dsums_range, sdy, sdyx);
+    return nn_bn_row_sums(ctx, O, C, S, dsums_range, &p, &p.part, sdy, sdyx, "BatchNorm");
 }
 
 int nn_bnf_dx(const mxp_op_ctx *ctx, const float *x, const float *dy, float *dx, int64_t O, int64_t C, int64_t S,
@@ -299,5 +261,5 @@ int nn_bnf_dx(const mxp_op_ctx *ctx, const float *x, const float *dy, float *dx,
               int add) {
     pass p = {.C = C, .S = S, .x = x, .dy = dy, .y = dx, .mean = mean, .a = a, .b = b, .k = k, .msc = msc, .msh = msh,
               .add = add};
-    return nn_parallel(ctx, O * C, grain_rows(S), dx_range, &p);
+    return nn_parallel(ctx, O * C, nn_bn_grain_rows(S), dx_range, &p);
 }
