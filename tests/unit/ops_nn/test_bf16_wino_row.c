@@ -5,16 +5,22 @@
  * more than 16 column pairs; 1 and 2 threads give the same bits.  On a
  * CPU without avx512_bf16 (CPUID) the impl must refuse, naming the path.
  *
- * Tolerance.  The weight and bias gradients are bf16_direct's (exact bf16
- * products): 2^-8·|ref| + 1e-5·Σ|terms|, as in test_bf16_conv3x3.c.  The
+ * Tolerance.  The bias gradient sums exact bf16 values in fp32:
+ * 2^-8·|ref| + 1e-5·Σ|terms|, as in test_bf16_conv3x3.c.  The
  * forward and data gradient round each transformed input Vb (a sum or
  * difference of two inputs) and filter row Ub (g0, (g0±g1+g2)/2, g2) to
  * bf16, 2^-9 relative each, so each of the two products per output and
  * kernel row is off by at most 2^-8·|Ub||Vb| <= 2^-8·A·D, where A = Σ_j |g_j|
  * of the kernel row and D = Σ |d| of the four inputs of the column pair:
  *   |got - ref| <= 2^-8·|ref| + 2^-7·Σ_{c,i} A·D + 1e-5·Σ|terms|
- * (the final rounding, the transforms' roundings, fp32 accumulation).  It
- * is computed here from the inputs, independently of the impl. */
+ * (the final rounding, the transforms' roundings, fp32 accumulation).  The
+ * weight gradient rounds dM1 = dy0+dy1, dM2 = dy0-dy1 and every Vb, so each
+ * product dMb·Vb is off by at most 2^-7·(|dy0|+|dy1|)·D, and each dW
+ * element combines the four frequencies with |coefficients| summing to at
+ * most 2 (dW0 = dU0 + (dU1+dU2)/2):
+ *   |got - ref| <= 2^-8·|ref| + 2^-6·Σ_{n,oh,k} (|dy0|+|dy1|)·D + 1e-5·Σ|terms|
+ * with D over the column pair's four inputs in kernel row i.  Both bounds
+ * are computed here from the inputs, independently of the impl. */
 #include <stdlib.h>
 #include <string.h>
 #include "nn_test_util.h"
@@ -63,6 +69,36 @@ static void wino_bound(int64_t N, int64_t Ci, int64_t H, int64_t W, int64_t Co, 
                 }
 }
 
+/* bound[o][c][i][j] (same for j = 0..2) = 2^-6 Σ_n Σ_oh Σ_k (|dy0|+|dy1|)·D
+ * for the forward convolution of x[N][C][H][W] at pad p (dy: N x M x Ho x Wo;
+ * dy0, dy1 = dy[..][oh][2k], [2k+1], the latter zero past Wo; D = Σ|x| of
+ * padded row oh + i, columns 2k..2k+3). */
+static void wgrad_bound(int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t p, const uint16_t *x,
+                        const uint16_t *dy, double *bound) {
+    int64_t Ho = H + 2 * p - 2, Wo = W + 2 * p - 2, K = (Wo + 1) / 2;
+    for (int64_t o = 0; o < M; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < 3; i++) {
+                double s = 0;
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t oh = 0; oh < Ho; oh++) {
+                        int64_t h = oh + i - p;
+                        if (h < 0 || h >= H) continue;
+                        for (int64_t k = 0; k < K; k++) {
+                            const uint16_t *dr = dy + ((n * M + o) * Ho + oh) * Wo;
+                            double g = fabs(bf16_at(dr, 2 * k)) + (2 * k + 1 < Wo ? fabs(bf16_at(dr, 2 * k + 1)) : 0);
+                            double D = 0;
+                            for (int64_t j = 0; j < 4; j++) {
+                                int64_t col = 2 * k + j - p;
+                                if (col >= 0 && col < W) D += fabs(bf16_at(x, ((n * C + c) * H + h) * W + col));
+                            }
+                            s += g * D;
+                        }
+                    }
+                for (int64_t j = 0; j < 3; j++) bound[((o * C + c) * 3 + i) * 3 + j] = s / 64.0;
+            }
+}
+
 typedef struct cgeo { int64_t N, C, H, W, M, p; } cgeo;
 
 static int node_for(fh_node *n, cgeo c, int nobias, const char *more, char *kw, size_t kwn) {
@@ -103,18 +139,19 @@ static void conv_case(cgeo c, int nobias) {
     for (uint32_t k = 0; k < n.n_in; k++) bf16_fill_uniform(n.in[k], fh_shape_numel(&n.in_shape[k]), &r);
     bf16_fill_uniform(n.out_grad[0], ny, &r);
     const uint16_t *x = n.in[0], *w = n.in[1], *b = nobias ? NULL : n.in[2], *dy = n.out_grad[0];
-    double *ref = calloc((size_t)(ny + nx + nw + c.M) * 2 + (size_t)(ny + nx), sizeof(double));
+    double *ref = calloc((size_t)(ny + nx + nw + c.M) * 2 + (size_t)(ny + nx + nw), sizeof(double));
     double *mag = ref + ny + nx + nw + c.M, *ext = mag + ny + nx + nw + c.M;
     double *ry = ref, *rdx = ry + ny, *rdw = rdx + nx, *rdb = rdw + nw;
-    double *my = mag, *mdx = my + ny, *mdw = mdx + nx, *mdb = mdw + nw, *ey = ext, *edx = ext + ny;
+    double *my = mag, *mdx = my + ny, *mdw = mdx + nx, *mdb = mdw + nw, *ey = ext, *edx = ext + ny, *edw = edx + nx;
     conv_ref_bf16(&(conv_ref_geom){c.N, c.C, c.H, c.W, c.M, 3, 1, c.p, 1, 1, Ho, Wo}, x, w, b, dy, ref, mag);
     wino_bound(c.N, c.C, c.H, c.W, c.M, c.p, x, w, 0, ey);
     wino_bound(c.N, c.M, Ho, Wo, c.C, 2 - c.p, dy, w, 1, edx);
+    wgrad_bound(c.N, c.C, c.H, c.W, c.M, c.p, x, dy, edw);
     cr_assert_eq(fh_node_forward(&n, 1, NULL), 0, "%s", fh_error());
     check_close("forward", kw, n.out[0], ry, my, ey, ny);
     cr_assert_eq(fh_node_backward(&n, NULL), 0, "%s", fh_error());
     check_close("dx", kw, n.in_grad[0], rdx, mdx, edx, nx);
-    check_close("dW", kw, n.in_grad[1], rdw, mdw, NULL, nw);
+    check_close("dW", kw, n.in_grad[1], rdw, mdw, edw, nw);
     if (b) check_close("db", kw, n.in_grad[2], rdb, mdb, NULL, c.M);
 
     fh_set_threads(1);
@@ -138,7 +175,7 @@ static void conv_case(cgeo c, int nobias) {
     for (int64_t i = 0; i < nw; i++) { mdw[i] = 2 * mdw[i] + fabs(bf16_at(prev + nx, i)); rdw[i] += bf16_at(prev + nx, i); }
     for (int64_t i = 0; i < nb; i++) { mdb[i] = 2 * mdb[i] + fabs(bf16_at(prev + nx + nw, i)); rdb[i] += bf16_at(prev + nx + nw, i); }
     check_close("dx (req add)", kw, n.in_grad[0], rdx, mdx, edx, nx);
-    check_close("dW (req add)", kw, n.in_grad[1], rdw, mdw, NULL, nw);
+    check_close("dW (req add)", kw, n.in_grad[1], rdw, mdw, edw, nw);
     if (b) check_close("db (req add)", kw, n.in_grad[2], rdb, mdb, NULL, c.M);
     free(prev); free(ref);
     fh_node_free(&n);
@@ -150,6 +187,7 @@ Test(bf16_wino_row, small_and_odd_shapes, .init = setup, .fini = teardown) {
     conv_case((cgeo){2, 4, 6, 5, 9, 2}, 0);    /* pad 2 (dx at pad 0)                                 */
     conv_case((cgeo){2, 1, 1, 1, 3, 1}, 0);    /* 1x1 map, one channel                                */
     conv_case((cgeo){2, 3, 5, 40, 18, 1}, 1);  /* 20 column pairs: a full 16 and a tail               */
+    conv_case((cgeo){2, 3, 6, 6, 5, 1}, 0);    /* Wo 6: 3 column pairs, the weight gradient's 4th zero */
 }
 
 Test(bf16_wino_row, resnet20_shapes, .init = setup, .fini = teardown) {

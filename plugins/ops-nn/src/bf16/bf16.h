@@ -115,6 +115,10 @@ int nn_bf16_vdp_ready(const char *impl, char *why, size_t n);
  * of 8) and q < Q rounded up to 16 (in must be readable that far). */
 void nn_bf16_direct_fwd_kernel(const uint32_t *in, int64_t cps, int64_t ncp, const int64_t *off, int ntaps,
                                const uint32_t *wpk, int64_t nout, float *out, int64_t ldo, int64_t Q);
+/* dst[c·ldd + r] = src[r·lds + c] (32-bit words) for c < ncols, r < rows
+ * rounded up to 16, zero for r >= rows (avx512f; ldd >= that rounding). */
+void nn_bf16_transpose_words(const uint32_t *src, int64_t rows, int64_t lds, int64_t ncols, uint32_t *dst,
+                             int64_t ldd);
 /* bf16_wino_row.c: 3x3 stride-1 convolution with F(2,3) along rows (impl
  * "bf16_wino_row"), registered by pack.c. */
 extern const mxp_op_impl nn_bf16_wino_row_conv_impl;

@@ -380,6 +380,24 @@ TGT static inline void transpose16x16(__m512i r[16]) {
     for (int j = 0; j < 16; j++) r[j] = t[j];
 }
 
+/* dst[c·ldd + r] = src[r·lds + c] for c < ncols and r < rows rounded up
+ * to 16 (zero for r >= rows): 16x16 blocks in registers (bf16.h). */
+TGT void nn_bf16_transpose_words(const uint32_t *src, int64_t rows, int64_t lds, int64_t ncols, uint32_t *dst,
+                                 int64_t ldd) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        int64_t nr = rows - r0 < 16 ? rows - r0 : 16;
+        for (int64_t c0 = 0; c0 < ncols; c0 += 16) {
+            int64_t nc = ncols - c0 < 16 ? ncols - c0 : 16;
+            __mmask16 k = nc == 16 ? 0xffff : (__mmask16)((1u << nc) - 1);
+            __m512i v[16];
+            for (int i = 0; i < 16; i++)
+                v[i] = i < nr ? _mm512_maskz_loadu_epi32(k, src + (r0 + i) * lds + c0) : _mm512_setzero_si512();
+            transpose16x16(v);
+            for (int64_t c = 0; c < nc; c++) _mm512_storeu_si512(dst + (c0 + c) * ldd + r0, v[c]);
+        }
+    }
+}
+
 /* dy of one sample transposed to words dyt[qp][o] = (dy[o][2qp], dy[o][2qp+1])
  * over the flat grid q = oh·Wq + ow (zero at junk columns and o >= M).
  * With Wo even (Wq is) a pair is one 32-bit word of a dy row: blocks of 16

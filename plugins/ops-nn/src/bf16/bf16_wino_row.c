@@ -25,7 +25,8 @@
  *
  * The data gradient of a stride-1 convolution is the same convolution of
  * dy with the kernels flipped and transposed (C <-> M) at pad 2 - p, so it
- * runs here too; the weight and bias gradients are bf16_direct's. */
+ * runs here too; so does the weight gradient, by the same row transform
+ * (below: dW row i from four products dUb = Σ dMb·Vb). */
 #include "bf16/bf16.h"
 #include "conv/conv.h"
 
@@ -97,32 +98,43 @@ static void pack_weights(const rgeo *r, const wsrc *s, uint32_t *wpk) {
         }
 }
 
+/* The mask of row[e0 .. e0+32) that lies in [0, W). */
+static inline __mmask32 window_mask(int64_t W, int64_t e0) {
+    int64_t lo = e0 < 0 ? -e0 : 0, hi = W - e0 < 32 ? W - e0 : 32;
+    if (hi <= lo) return 0;
+    return (__mmask32)((hi - lo == 32 ? 0xffffffffu : ((1u << (hi - lo)) - 1)) << lo);
+}
+
 /* 32 bf16 values row[e0 .. e0+32) with zeros outside [0, W) (the pad): a
  * masked load, so nothing outside the row is read.  (Copying each row into
  * a zero-padded buffer first cost more than the transform: the two loads
  * that follow overlap the copy's unaligned stores, and store-to-load
  * forwarding fails.) */
 TGT static inline __m512i row_window(const uint16_t *row, int64_t W, int64_t e0) {
-    int64_t lo = e0 < 0 ? -e0 : 0, hi = W - e0 < 32 ? W - e0 : 32;
-    if (hi <= lo) return _mm512_setzero_si512();
-    __mmask32 m = (__mmask32)((hi - lo == 32 ? 0xffffffffu : ((1u << (hi - lo)) - 1)) << lo);
-    return _mm512_maskz_loadu_epi16(m, row + e0);
+    __mmask32 m = window_mask(W, e0);
+    return m ? _mm512_maskz_loadu_epi16(m, row + e0) : _mm512_setzero_si512();
 }
 
-/* The four frequencies of 16 column pairs k0.. of row (NULL: a zero row):
- * the 32-bit word of the padded row at 2k holds (d0, d1) of pair k and the
- * word after it (d2, d3), so the low half shifted up and the high half
- * masked are those values as fp32, with no shuffle. */
-TGT static inline void row_freqs(const uint16_t *row, int64_t W, int64_t pw, int64_t k0, __m512 v[NFREQ]) {
+/* The four frequencies of 16 column pairs from w0 = the padded row's
+ * values 2k0.. and w1 = 2k0+2..: the 32-bit word of the padded row at 2k
+ * holds (d0, d1) of pair k and the word after it (d2, d3), so the low half
+ * shifted up and the high half masked are those values as fp32, with no
+ * shuffle. */
+TGT static inline void window_freqs(__m512i w0, __m512i w1, __m512 v[NFREQ]) {
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
-    __m512i w0 = row ? row_window(row, W, 2 * k0 - pw) : _mm512_setzero_si512();
-    __m512i w1 = row ? row_window(row, W, 2 * k0 + 2 - pw) : _mm512_setzero_si512();
     __m512 d0 = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), d1 = _mm512_castsi512_ps(_mm512_and_si512(w0, high));
     __m512 d2 = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)), d3 = _mm512_castsi512_ps(_mm512_and_si512(w1, high));
     v[0] = _mm512_sub_ps(d0, d2);
     v[1] = _mm512_add_ps(d1, d2);
     v[2] = _mm512_sub_ps(d2, d1);
     v[3] = _mm512_sub_ps(d1, d3);
+}
+
+/* The four frequencies of 16 column pairs k0.. of row (NULL: a zero row). */
+TGT static inline void row_freqs(const uint16_t *row, int64_t W, int64_t pw, int64_t k0, __m512 v[NFREQ]) {
+    __m512i w0 = row ? row_window(row, W, 2 * k0 - pw) : _mm512_setzero_si512();
+    __m512i w1 = row ? row_window(row, W, 2 * k0 + 2 - pw) : _mm512_setzero_si512();
+    window_freqs(w0, w1, v);
 }
 
 /* words (bf16(lo[l]), bf16(hi[l])), rounded to nearest even: one
@@ -240,6 +252,278 @@ static int run_conv(const mxp_op_ctx *ctx, const rgeo *r, const wsrc *s, const u
     return rc ? rc : atomic_load(&j.rc);
 }
 
+/* ------------------------------------------------------ weight gradient */
+/* dW[o][c][i][j] = Σ_n Σ_oh Σ_ow dy[o][oh][ow]·xpad[c][oh+i][ow+j].  The
+ * forward's column pair k is y0 = M0+M1+M2, y1 = M1-M2-M3 with Mb = Ub·Vb
+ * per kernel row, so the gradient of Mb is dM0 = dy0, dM1 = dy0+dy1,
+ * dM2 = dy0-dy1, dM3 = -dy1 (dy0, dy1 = dy[o][oh][2k], [2k+1]; zero past
+ * Wo) and
+ *   dUb[o][c][i] = Σ_n Σ_oh Σ_k dMb[o][oh][k]·Vb[c][oh+i][k]
+ *   dW[.][i][0] = dU0 + (dU1+dU2)/2, [1] = (dU1-dU2)/2, [2] = (dU1+dU2)/2 + dU3
+ * (Ub's transpose): 12 products per column pair and kernel row instead of
+ * 18, and no junk columns beyond rounding K up to even.  The products:
+ * lanes = 16 input channels (Vb transposed to words [row·Kq/2 + k/2][c]),
+ * a broadcast word of dMb (o, column pairs k, k+1 of one row: planes as
+ * computed) per output, the reduction over those pairs; one broadcast
+ * serves the three kernel rows, which are Kq/2 words apart.  (Output
+ * channels on the lanes, broadcasting Vb, was bf16_direct's layout: one
+ * broadcast per VDPBF16PS at 16 outputs, 32x32 layer 0.82 against 0.70-0.76
+ * CPU-ms.)  dM1, dM2 and every Vb are rounded to
+ * bf16 once (sums of two bf16 values), as the forward rounds Vb and Ub.
+ * Per-chunk fp32 partials summed in chunk order (thread-count independent),
+ * as bf16_direct's. */
+/* dst[0 .. n) = bf16(v[0 .. n)), n <= 16 (masked when n < 16). */
+TGT static inline void store_bf16x16(uint16_t *dst, int64_t n, __m512 v) {
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    if (n >= 16) _mm256_storeu_si256((void *)dst, h);
+    else _mm256_mask_storeu_epi16(dst, (__mmask16)((1u << n) - 1), h);
+}
+
+typedef struct wgeo {
+    rgeo r;          /* the forward's geometry                                */
+    int64_t Kq;      /* column pairs per row rounded up to even               */
+    int64_t vps;     /* 16-bit values per Vb plane: Hp·Kq                     */
+    int64_t nqp;     /* position pairs per sample and channel: Ho·Kq/2         */
+    int64_t dps;     /* 16-bit values per dMb plane: 2·nqp                    */
+    int64_t Cp16;    /* input channels rounded up to 16                       */
+    int64_t per;     /* floats per chunk: 4·Cout·3·Cp16 (dU) + Cout (db)       */
+    int64_t chunks;
+} wgeo;
+
+/* Vb[c][row][k] (plane (b·Cin + c)·vps) for every padded row and k < Kq. */
+TGT static void wgrad_input(const wgeo *w, const uint16_t *x, uint16_t *V) {
+    const rgeo *r = &w->r;
+    for (int64_t c = 0; c < r->Cin; c++)
+        for (int64_t k0 = 0; k0 < w->Kq; k0 += 16) { /* the pad masks are the same in every row */
+            int64_t e0 = 2 * k0 - r->pw;
+            __mmask32 m0 = window_mask(r->W, e0), m1 = window_mask(r->W, e0 + 2);
+            for (int64_t row = 0; row < r->Hp; row++) {
+                int64_t h = row - r->ph;
+                __m512 v[NFREQ];
+                if (h >= 0 && h < r->H) {
+                    const uint16_t *xr = x + (c * r->H + h) * r->W + e0;
+                    window_freqs(_mm512_maskz_loadu_epi16(m0, xr), _mm512_maskz_loadu_epi16(m1, xr + 2), v);
+                } else
+                    for (int b = 0; b < NFREQ; b++) v[b] = _mm512_setzero_ps();
+                for (int b = 0; b < NFREQ; b++)
+                    store_bf16x16(V + (b * r->Cin + c) * w->vps + row * w->Kq + k0, w->Kq - k0, v[b]);
+            }
+        }
+}
+
+/* dMb[o][oh·Kq + k] (16-bit, plane (b·Cout + o)·dps) of one sample, and
+ * db[o] += Σ dy (one fp32 vector per channel, reduced in a fixed order;
+ * db NULL: not wanted).  Columns past Wo read as zero (the masked window),
+ * so k >= K gives dM = 0. */
+/* dM0..3 of 16 column pairs, words wv = (dy0, dy1); returns sum + dy0 + dy1. */
+TGT static inline __m512 dy_freqs(__m512i wv, __m512 f[NFREQ], __m512 sum) {
+    __m512 d0 = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+    __m512 d1 = _mm512_castsi512_ps(_mm512_and_si512(wv, _mm512_set1_epi32((int)0xffff0000u)));
+    f[0] = d0;
+    f[1] = _mm512_add_ps(d0, d1);
+    f[2] = _mm512_sub_ps(d0, d1);
+    f[3] = _mm512_sub_ps(_mm512_setzero_ps(), d1);
+    return _mm512_add_ps(sum, f[1]);
+}
+
+TGT static void wgrad_dy(const wgeo *w, const uint16_t *dy, uint16_t *P, float *db) {
+    const rgeo *r = &w->r;
+    /* Wo = 2·Kq (Wo a multiple of 4: ResNet's maps): each dy plane, read
+     * as words, is the grid of column pairs with no gap, so the transform
+     * runs over it flat, 16 pairs per step however short the rows (8x8
+     * maps: 4 per row). */
+    int flat = r->Wo == 2 * w->Kq;
+    int64_t nflat = r->Ho * w->Kq;
+    for (int64_t o = 0; o < r->Cout && flat; o++) {
+        __m512 sum = _mm512_setzero_ps();
+        const uint32_t *dw = (const uint32_t *)(dy + o * r->Ho * r->Wo);
+        for (int64_t f0 = 0; f0 < nflat; f0 += 16) {
+            __mmask16 m = nflat - f0 >= 16 ? 0xffff : (__mmask16)((1u << (nflat - f0)) - 1);
+            __m512 f[NFREQ];
+            sum = dy_freqs(_mm512_maskz_loadu_epi32(m, dw + f0), f, sum);
+            for (int b = 0; b < NFREQ; b++) store_bf16x16(P + (b * r->Cout + o) * w->dps + f0, nflat - f0, f[b]);
+        }
+        if (db) db[o] += _mm512_reduce_add_ps(sum);
+    }
+    for (int64_t o = 0; o < r->Cout && !flat; o++) {
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t k0 = 0; k0 < w->Kq; k0 += 16) {
+            __mmask32 m = window_mask(r->Wo, 2 * k0); /* the same in every row */
+            for (int64_t oh = 0; oh < r->Ho; oh++) {
+                __m512 f[NFREQ];
+                sum = dy_freqs(_mm512_maskz_loadu_epi16(m, dy + (o * r->Ho + oh) * r->Wo + 2 * k0), f, sum);
+                for (int b = 0; b < NFREQ; b++)
+                    store_bf16x16(P + (b * r->Cout + o) * w->dps + oh * w->Kq + k0, w->Kq - k0, f[b]);
+            }
+        }
+        if (db) db[o] += _mm512_reduce_add_ps(sum);
+    }
+}
+
+/* dU[o][i][c] += Σ_qp pair(p[o·lp + qp]) · vt[(qp + i·kh)·Cp16 + c] for OB
+ * outputs o, the three kernel rows i and NCV 16-channel vectors c: lanes =
+ * input channels, so each broadcast pair of dM serves 3·NCV VDPBF16PS
+ * (channels can be on the lanes because Vb is transposed, dMb is not).
+ * With NCV = 4 the 12 input vectors would not fit beside 24 accumulators:
+ * they are loaded per kernel row and the pairs broadcast again per row. */
+#define WGRAD_BLOCK(OB, NCV)                                                                                   \
+    TGT static void wgrad_##OB##_##NCV(const uint32_t *vt, int64_t Cp16, int64_t kh, const uint32_t *p,        \
+                                       int64_t lp, int64_t nqp, float *du) {                                    \
+        __m512 acc[OB][3][NCV];                                                                                \
+        _Pragma("GCC unroll 8") for (int o = 0; o < OB; o++)                                                   \
+        _Pragma("GCC unroll 3") for (int i = 0; i < 3; i++)                                                    \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NCV; v++) acc[o][i][v] = _mm512_setzero_ps();           \
+        for (int64_t qp = 0; qp < nqp; qp++) {                                                                 \
+            if (NCV <= 2) {                                                                                    \
+                __m512bh xv[3][NCV];                                                                           \
+                _Pragma("GCC unroll 3") for (int i = 0; i < 3; i++)                                            \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NCV; v++) xv[i][v] =                                \
+                    (__m512bh)_mm512_loadu_si512(vt + (qp + i * kh) * Cp16 + 16 * v);                          \
+                _Pragma("GCC unroll 8") for (int o = 0; o < OB; o++) {                                         \
+                    __m512bh pb = (__m512bh)_mm512_set1_epi32((int)p[o * lp + qp]);                            \
+                    _Pragma("GCC unroll 3") for (int i = 0; i < 3; i++)                                        \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < NCV; v++) acc[o][i][v] =                        \
+                        _mm512_dpbf16_ps(acc[o][i][v], pb, xv[i][v]);                                          \
+                }                                                                                              \
+            } else                                                                                             \
+                _Pragma("GCC unroll 3") for (int i = 0; i < 3; i++) {                                          \
+                    __m512bh xv[NCV];                                                                          \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < NCV; v++) xv[v] =                               \
+                        (__m512bh)_mm512_loadu_si512(vt + (qp + i * kh) * Cp16 + 16 * v);                      \
+                    _Pragma("GCC unroll 8") for (int o = 0; o < OB; o++) {                                     \
+                        __m512bh pb = (__m512bh)_mm512_set1_epi32((int)p[o * lp + qp]);                        \
+                        _Pragma("GCC unroll 4") for (int v = 0; v < NCV; v++) acc[o][i][v] =                    \
+                            _mm512_dpbf16_ps(acc[o][i][v], pb, xv[v]);                                         \
+                    }                                                                                          \
+                }                                                                                              \
+        }                                                                                                      \
+        _Pragma("GCC unroll 8") for (int o = 0; o < OB; o++)                                                   \
+        _Pragma("GCC unroll 3") for (int i = 0; i < 3; i++)                                                    \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NCV; v++) {                                              \
+            float *d = du + (o * 3 + i) * Cp16 + 16 * v;                                                       \
+            _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), acc[o][i][v]));                              \
+        }                                                                                                      \
+    }
+WGRAD_BLOCK(2, 4)
+WGRAD_BLOCK(1, 4)
+WGRAD_BLOCK(4, 2)
+WGRAD_BLOCK(1, 2)
+WGRAD_BLOCK(8, 1)
+WGRAD_BLOCK(1, 1)
+
+/* dU[o][i][c] (3·Cp16 floats per output) for o < M, c < Cp16: channel
+ * blocks of 64, 32 or 16 with 2, 4 or 8 outputs per call (24
+ * accumulators), one output per call for the last few. */
+TGT static void wgrad_kernel(const uint32_t *vt, int64_t Cp16, int64_t kh, const uint32_t *p, int64_t lp,
+                             int64_t M, int64_t nqp, float *du) {
+    for (int64_t c0 = 0; c0 < Cp16;) {
+        const uint32_t *v = vt + c0;
+        float *d = du + c0;
+        int64_t o = 0, s = 3 * Cp16;
+        if (c0 + 64 <= Cp16) {
+            for (; o + 2 <= M; o += 2) wgrad_2_4(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            for (; o < M; o++) wgrad_1_4(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            c0 += 64;
+        } else if (c0 + 32 <= Cp16) {
+            for (; o + 4 <= M; o += 4) wgrad_4_2(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            for (; o < M; o++) wgrad_1_2(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            c0 += 32;
+        } else {
+            for (; o + 8 <= M; o += 8) wgrad_8_1(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            for (; o < M; o++) wgrad_1_1(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            c0 += 16;
+        }
+    }
+}
+
+typedef struct wjob {
+    wgeo w;
+    const uint16_t *x, *dy;
+    int want_dw, want_db;
+    float *part; /* [chunks][per] */
+    atomic_int rc;
+} wjob;
+
+static void wgrad_chunks(void *arg, int64_t c0, int64_t c1) {
+    wjob *j = arg;
+    const wgeo *w = &j->w;
+    const rgeo *r = &w->r;
+    uint16_t *V = j->want_dw ? nn_alloc((uint64_t)(NFREQ * r->Cin * w->vps) * 2u + 64) : NULL;
+    uint16_t *P = nn_alloc((uint64_t)(NFREQ * r->Cout * w->dps) * 2u + 64);
+    int64_t nvw = r->Hp * w->Kq / 2; /* words per Vb plane row of the transpose */
+    uint32_t *T = j->want_dw ? nn_alloc((uint64_t)(nvw * w->Cp16) * 4u + 64) : NULL;
+    if (!P || (j->want_dw && (!V || !T))) {
+        nn_bf16_job_fail(&j->rc, NN_ERR(MXP_ENOMEM, "Convolution (bf16_wino_row): out of memory for gradients"));
+        c1 = c0;
+    }
+    int64_t du = NFREQ * r->Cout * 3 * w->Cp16;
+    for (int64_t ch = c0; ch < c1 && !atomic_load(&j->rc); ch++) {
+        float *dU = j->part + ch * w->per, *db = j->want_db ? dU + du : NULL;
+        for (int64_t n = ch * r->N / w->chunks; n < (ch + 1) * r->N / w->chunks; n++) {
+            wgrad_dy(w, j->dy + n * r->Cout * r->Ho * r->Wo, P, db);
+            if (!j->want_dw) continue;
+            wgrad_input(w, j->x + n * r->Cin * r->H * r->W, V);
+            for (int b = 0; b < NFREQ; b++) {
+                nn_bf16_transpose_words((const uint32_t *)(V + b * r->Cin * w->vps), r->Cin, w->vps / 2, nvw, T,
+                                        w->Cp16);
+                wgrad_kernel(T, w->Cp16, w->Kq / 2, (const uint32_t *)(P + b * r->Cout * w->dps), w->dps / 2, r->Cout,
+                             w->nqp, dU + b * r->Cout * 3 * w->Cp16);
+            }
+        }
+    }
+    nn_free(V);
+    nn_free(P);
+    nn_free(T);
+}
+
+/* dW (req[1]) and db (req[2], when bias) of a stride-1 3x3 convolution. */
+static int run_wgrad(const mxp_backward_args *a, const conv_geom *g) {
+    wjob j;
+    memset(&j, 0, sizeof j);
+    wgeo *w = &j.w;
+    rgeo_make(&w->r, g->N, g->C, g->H, g->W, g->M, g->ph, g->pw);
+    w->Kq = up(w->r.K, 2);
+    w->vps = w->r.Hp * w->Kq;
+    w->nqp = w->r.Ho * w->Kq / 2;
+    w->dps = 2 * w->nqp;
+    w->Cp16 = up(g->C, 16);
+    w->per = NFREQ * g->M * 3 * w->Cp16 + g->M;
+    w->chunks = g->N < 8 ? g->N : 8;
+    j.x = nn_ptr(&a->in[0]);
+    j.dy = nn_ptr(&a->out_grad[0]);
+    j.want_dw = a->req[1] != MXP_REQ_NULL;
+    j.want_db = !g->no_bias && a->n_in > 2 && a->req[2] != MXP_REQ_NULL;
+    if ((!j.want_dw && !j.want_db) || w->chunks < 1) return MXP_OK;
+    atomic_init(&j.rc, MXP_OK);
+    int64_t K = g->C * 9;
+    float *buf = nn_alloc((uint64_t)(w->chunks * w->per + g->M * K) * 4u + 64);
+    if (!buf) return NN_ERR(MXP_ENOMEM, "Convolution (bf16_wino_row): out of memory for gradients");
+    memset(buf, 0, (size_t)(w->chunks * w->per) * 4);
+    j.part = buf;
+    int rc = nn_parallel(a->ctx, w->chunks, 1, wgrad_chunks, &j);
+    if (!rc) rc = atomic_load(&j.rc);
+    for (int64_t c = 1; c < w->chunks && !rc; c++) /* chunk order: thread-count independent */
+        for (int64_t i = 0; i < w->per; i++) buf[i] += buf[c * w->per + i];
+    if (!rc && j.want_dw) {
+        float *dw = buf + w->chunks * w->per;
+        int64_t fs = g->M * 3 * w->Cp16; /* dU[b][o][i][c] */
+        for (int64_t o = 0; o < g->M; o++)
+            for (int64_t c = 0; c < g->C; c++)
+                for (int64_t i = 0; i < 3; i++) {
+                    const float *u = buf + (o * 3 + i) * w->Cp16 + c;
+                    float s = 0.5f * (u[fs] + u[2 * fs]), d = 0.5f * (u[fs] - u[2 * fs]);
+                    float *row = dw + (o * g->C + c) * 9 + i * 3;
+                    row[0] = u[0] + s;
+                    row[1] = d;
+                    row[2] = s + u[3 * fs];
+                }
+        nn_bf16_store(a->req[1], dw, nn_ptr(&a->in_grad[1]), g->M * K);
+    }
+    if (!rc && j.want_db) nn_bf16_store(a->req[2], buf + NFREQ * g->M * 3 * w->Cp16, nn_ptr(&a->in_grad[2]), g->M);
+    nn_free(buf);
+    return rc;
+}
+
 /* ------------------------------------------------------------- the impl */
 static int shape_ok(const conv_geom *g, char *why, size_t n) {
     if (g->G != 1) return snprintf(why, n, "bf16_wino_row: one group only (num_group %lld)", (long long)g->G), 0;
@@ -308,14 +592,8 @@ static int rbackward(const mxp_backward_args *a) {
     if (rc) return rc;
     conv_geom g;
     if (!runnable(a->params, &a->in[0], &g)) return nn_bf16_conv_impl.backward(a);
-    /* weight and bias gradients: bf16_direct's (dx not asked of it) */
-    int32_t req[3] = {MXP_REQ_NULL, MXP_REQ_NULL, MXP_REQ_NULL};
-    int others = 0;
-    for (uint32_t i = 1; i < a->n_in && i < 3; i++) others |= (req[i] = a->req[i]) != MXP_REQ_NULL;
-    if (others) {
-        mxp_backward_args b = *a;
-        b.req = req;
-        rc = nn_bf16_direct_conv_impl.backward(&b);
+    if (a->n_in > 1) {
+        rc = run_wgrad(a, &g);
         if (rc) return rc;
     }
     if (a->req[0] == MXP_REQ_NULL) return MXP_OK;
@@ -330,6 +608,6 @@ const mxp_op_impl nn_bf16_wino_row_conv_impl = {
     .hdr = MXP_HEADER(mxp_op_impl), .op_name = "Convolution", .impl_name = "bf16_wino_row", .device = "cpu",
     .rank = 525,
     .doc = "bfloat16 3x3 stride-1 convolution with Winograd F(2,3) along rows: 12 instead of 18 multiply-adds per "
-           "output pair, VDPBF16PS (avx512bf16 only), fp32 accumulation; weight gradient as bf16_direct",
+           "output pair, VDPBF16PS (avx512bf16 only), fp32 accumulation; data and weight gradients the same way",
     .supports = rsupports, .forward = rforward, .backward = rbackward,
 };
