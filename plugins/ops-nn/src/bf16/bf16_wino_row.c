@@ -368,7 +368,7 @@ TGT static void wgrad_dy(const wgeo *w, const uint16_t *dy, uint16_t *P, float *
  * they are loaded per kernel row and the pairs broadcast again per row. */
 #define WGRAD_BLOCK(OB, NCV)                                                                                   \
     TGT static void wgrad_##OB##_##NCV(const uint32_t *vt, int64_t Cp16, int64_t kh, const uint32_t *p,        \
-                                       int64_t lp, int64_t nqp, float *du) {                                    \
+                                       int64_t lp, int64_t nqp, int add, float *du) {                           \
         __m512 acc[OB][3][NCV];                                                                                \
         _Pragma("GCC unroll 8") for (int o = 0; o < OB; o++)                                                   \
         _Pragma("GCC unroll 3") for (int i = 0; i < 3; i++)                                                    \
@@ -401,7 +401,7 @@ TGT static void wgrad_dy(const wgeo *w, const uint16_t *dy, uint16_t *P, float *
         _Pragma("GCC unroll 3") for (int i = 0; i < 3; i++)                                                    \
         _Pragma("GCC unroll 4") for (int v = 0; v < NCV; v++) {                                              \
             float *d = du + (o * 3 + i) * Cp16 + 16 * v;                                                       \
-            _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), acc[o][i][v]));                              \
+            _mm512_storeu_ps(d, add ? _mm512_add_ps(_mm512_loadu_ps(d), acc[o][i][v]) : acc[o][i][v]);          \
         }                                                                                                      \
     }
 WGRAD_BLOCK(2, 4)
@@ -411,26 +411,27 @@ WGRAD_BLOCK(1, 2)
 WGRAD_BLOCK(8, 1)
 WGRAD_BLOCK(1, 1)
 
-/* dU[o][i][c] (3·Cp16 floats per output) for o < M, c < Cp16: channel
+/* dU[o][i][c] (3·Cp16 floats per output; add = 0: written, 1: added to)
+ * for o < M, c < Cp16: channel
  * blocks of 64, 32 or 16 with 2, 4 or 8 outputs per call (24
  * accumulators), one output per call for the last few. */
 TGT static void wgrad_kernel(const uint32_t *vt, int64_t Cp16, int64_t kh, const uint32_t *p, int64_t lp,
-                             int64_t M, int64_t nqp, float *du) {
+                             int64_t M, int64_t nqp, int add, float *du) {
     for (int64_t c0 = 0; c0 < Cp16;) {
         const uint32_t *v = vt + c0;
         float *d = du + c0;
         int64_t o = 0, s = 3 * Cp16;
         if (c0 + 64 <= Cp16) {
-            for (; o + 2 <= M; o += 2) wgrad_2_4(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
-            for (; o < M; o++) wgrad_1_4(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            for (; o + 2 <= M; o += 2) wgrad_2_4(v, Cp16, kh, p + o * lp, lp, nqp, add, d + o * s);
+            for (; o < M; o++) wgrad_1_4(v, Cp16, kh, p + o * lp, lp, nqp, add, d + o * s);
             c0 += 64;
         } else if (c0 + 32 <= Cp16) {
-            for (; o + 4 <= M; o += 4) wgrad_4_2(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
-            for (; o < M; o++) wgrad_1_2(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            for (; o + 4 <= M; o += 4) wgrad_4_2(v, Cp16, kh, p + o * lp, lp, nqp, add, d + o * s);
+            for (; o < M; o++) wgrad_1_2(v, Cp16, kh, p + o * lp, lp, nqp, add, d + o * s);
             c0 += 32;
         } else {
-            for (; o + 8 <= M; o += 8) wgrad_8_1(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
-            for (; o < M; o++) wgrad_1_1(v, Cp16, kh, p + o * lp, lp, nqp, d + o * s);
+            for (; o + 8 <= M; o += 8) wgrad_8_1(v, Cp16, kh, p + o * lp, lp, nqp, add, d + o * s);
+            for (; o < M; o++) wgrad_1_1(v, Cp16, kh, p + o * lp, lp, nqp, add, d + o * s);
             c0 += 16;
         }
     }
@@ -459,7 +460,8 @@ static void wgrad_chunks(void *arg, int64_t c0, int64_t c1) {
     int64_t du = NFREQ * r->Cout * 3 * w->Cp16;
     for (int64_t ch = c0; ch < c1 && !atomic_load(&j->rc); ch++) {
         float *dU = j->part + ch * w->per, *db = j->want_db ? dU + du : NULL;
-        for (int64_t n = ch * r->N / w->chunks; n < (ch + 1) * r->N / w->chunks; n++) {
+        int64_t n0 = ch * r->N / w->chunks; /* its first sample writes dU, the others add to it */
+        for (int64_t n = n0; n < (ch + 1) * r->N / w->chunks; n++) {
             wgrad_dy(w, j->dy + n * r->Cout * r->Ho * r->Wo, P, db);
             if (!j->want_dw) continue;
             wgrad_input(w, j->x + n * r->Cin * r->H * r->W, V);
@@ -467,7 +469,7 @@ static void wgrad_chunks(void *arg, int64_t c0, int64_t c1) {
                 nn_bf16_transpose_words((const uint32_t *)(V + b * r->Cin * w->vps), r->Cin, w->vps / 2, nvw, T,
                                         w->Cp16);
                 wgrad_kernel(T, w->Cp16, w->Kq / 2, (const uint32_t *)(P + b * r->Cout * w->dps), w->dps / 2, r->Cout,
-                             w->nqp, dU + b * r->Cout * 3 * w->Cp16);
+                             w->nqp, n > n0, dU + b * r->Cout * 3 * w->Cp16);
             }
         }
     }
@@ -498,7 +500,7 @@ static int run_wgrad(const mxp_backward_args *a, const conv_geom *g) {
     int64_t K = g->C * 9;
     float *buf = nn_alloc((uint64_t)(w->chunks * w->per + g->M * K) * 4u + 64);
     if (!buf) return NN_ERR(MXP_ENOMEM, "Convolution (bf16_wino_row): out of memory for gradients");
-    memset(buf, 0, (size_t)(w->chunks * w->per) * 4);
+    for (int64_t c = 0; c < w->chunks; c++) memset(buf + c * w->per + w->per - g->M, 0, (size_t)g->M * 4); /* db */
     j.part = buf;
     int rc = nn_parallel(a->ctx, w->chunks, 1, wgrad_chunks, &j);
     if (!rc) rc = atomic_load(&j.rc);
