@@ -188,6 +188,8 @@ Test(bf16_wino_row, small_and_odd_shapes, .init = setup, .fini = teardown) {
     conv_case((cgeo){2, 1, 1, 1, 3, 1}, 0);    /* 1x1 map, one channel                                */
     conv_case((cgeo){2, 3, 5, 40, 18, 1}, 1);  /* 20 column pairs: a full 16 and a tail               */
     conv_case((cgeo){17, 3, 6, 6, 5, 1}, 0);   /* Wo 6: 3 column pairs (a 4th, zero, in dW); 2-3 samples per chunk */
+    conv_case((cgeo){3, 3, 5, 4, 5, 1}, 0);    /* W 4, 8, pad 1: dW's transforms read the planes flat  */
+    conv_case((cgeo){2, 5, 7, 8, 9, 1}, 1);
 }
 
 Test(bf16_wino_row, resnet20_shapes, .init = setup, .fini = teardown) {

@@ -293,6 +293,37 @@ typedef struct wgeo {
 /* Vb[c][row][k] (plane (b·Cin + c)·vps) for every padded row and k < Kq. */
 TGT static void wgrad_input(const wgeo *w, const uint16_t *x, uint16_t *V) {
     const rgeo *r = &w->r;
+    /* Pad 1, W = 2·Kq, Kq dividing 16 (ResNet's 32/16/8 maps): pair k's
+     * (d0, d1) = (x[2k-1], x[2k]) and (d2, d3) = (x[2k+1], x[2k+2]) are
+     * the 32-bit words at odd offsets 2k-1 and 2k+1 of the plane read flat,
+     * so 16 pairs of any rows take two loads; the values that would come
+     * from a neighbouring row (d0 at k = 0, d3 at k = Kq-1: the pad) are
+     * masked off by a lane pattern that is the same for every 16 pairs. */
+    if (r->pw == 1 && r->ph == 1 && r->W == 2 * w->Kq && 16 % w->Kq == 0) {
+        int64_t n = r->H * w->Kq, HW = r->H * r->W;
+        __mmask32 keep0 = 0, keep1 = 0;
+        for (int l = 0; l < 16; l++) {
+            keep0 |= (__mmask32)((l % w->Kq ? 3u : 2u) << (2 * l));
+            keep1 |= (__mmask32)((l % w->Kq == w->Kq - 1 ? 1u : 3u) << (2 * l));
+        }
+        for (int64_t c = 0; c < r->Cin; c++) {
+            const uint16_t *xc = x + c * HW;
+            for (int b = 0; b < NFREQ; b++) { /* the pad rows */
+                uint16_t *pl = V + (b * r->Cin + c) * w->vps;
+                memset(pl, 0, (size_t)w->Kq * 2);
+                memset(pl + (r->H + 1) * w->Kq, 0, (size_t)w->Kq * 2);
+            }
+            for (int64_t f0 = 0; f0 < n; f0 += 16) {
+                __mmask32 m0 = window_mask(HW, 2 * f0 - 1) & keep0, m1 = window_mask(HW, 2 * f0 + 1) & keep1;
+                __m512 v[NFREQ];
+                window_freqs(_mm512_maskz_loadu_epi16(m0, xc + 2 * f0 - 1), _mm512_maskz_loadu_epi16(m1, xc + 2 * f0 + 1),
+                             v);
+                for (int b = 0; b < NFREQ; b++)
+                    store_bf16x16(V + (b * r->Cin + c) * w->vps + w->Kq + f0, n - f0, v[b]);
+            }
+        }
+        return;
+    }
     for (int64_t c = 0; c < r->Cin; c++)
         for (int64_t k0 = 0; k0 < w->Kq; k0 += 16) { /* the pad masks are the same in every row */
             int64_t e0 = 2 * k0 - r->pw;
