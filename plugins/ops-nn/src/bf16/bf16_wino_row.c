@@ -137,6 +137,37 @@ TGT static inline void row_freqs(const uint16_t *row, int64_t W, int64_t pw, int
     window_freqs(w0, w1, v);
 }
 
+/* Pad 1 and rows of W = 2·K values, K dividing 16 (ResNet's 32/16/8
+ * maps): pair k's (d0, d1) = (x[2k-1], x[2k]) and (d2, d3) = (x[2k+1],
+ * x[2k+2]) are the 32-bit words at odd offsets 2k-1 and 2k+1 of the plane
+ * read flat, so 16 pairs of any rows take two loads; the values that would
+ * come from a neighbouring row (d0 at k = 0, d3 at k = K-1: the pad) are
+ * masked off by a lane pattern that is the same for every 16 pairs.  (8x8
+ * maps: 4 pairs per row, 12 of 16 lanes idle when read row by row.) */
+typedef struct flat_rd {
+    int64_t n, HW;          /* pairs per plane H·K, values per plane      */
+    __mmask32 keep0, keep1; /* the lane pattern of the two loads          */
+} flat_rd;
+
+static int flat_init(flat_rd *f, const rgeo *r, int64_t K) {
+    if (r->pw != 1 || r->ph != 1 || r->W != 2 * K || 16 % K) return 0;
+    f->n = r->H * K;
+    f->HW = r->H * r->W;
+    f->keep0 = f->keep1 = 0;
+    for (int l = 0; l < 16; l++) {
+        f->keep0 |= (__mmask32)((l % K ? 3u : 2u) << (2 * l));
+        f->keep1 |= (__mmask32)((l % K == K - 1 ? 1u : 3u) << (2 * l));
+    }
+    return 1;
+}
+
+/* The four frequencies of pairs f0 .. f0+16 of plane xc (flat index
+ * h·K + k; zeros past n). */
+TGT static inline void flat_freqs(const flat_rd *f, const uint16_t *xc, int64_t f0, __m512 v[NFREQ]) {
+    __mmask32 m0 = window_mask(f->HW, 2 * f0 - 1) & f->keep0, m1 = window_mask(f->HW, 2 * f0 + 1) & f->keep1;
+    window_freqs(_mm512_maskz_loadu_epi16(m0, xc + 2 * f0 - 1), _mm512_maskz_loadu_epi16(m1, xc + 2 * f0 + 1), v);
+}
+
 /* words (bf16(lo[l]), bf16(hi[l])), rounded to nearest even: one
  * two-vector conversion (lo in the low 16 values), one word interleave. */
 TGT static inline __m512i pair_words(__m512 lo, __m512 hi) {
@@ -148,6 +179,27 @@ TGT static inline __m512i pair_words(__m512 lo, __m512 hi) {
 /* V[cp][b][r·K + k] for every channel pair, padded row r and pair k < K. */
 TGT static void input_transform(const rgeo *r, const uint16_t *x, uint32_t *V) {
     int64_t HW = r->H * r->W;
+    flat_rd fr;
+    if (flat_init(&fr, r, r->K)) {
+        for (int64_t cp = 0; cp < r->ncp; cp++) {
+            const uint16_t *x0 = x + 2 * cp * HW, *x1 = 2 * cp + 1 < r->Cin ? x0 + HW : NULL;
+            uint32_t *Vc = V + cp * NFREQ * r->ps;
+            for (int b = 0; b < NFREQ; b++) { /* the pad rows, the slack */
+                memset(Vc + b * r->ps, 0, (size_t)r->K * 4);
+                memset(Vc + b * r->ps + (r->H + 1) * r->K, 0, (size_t)r->K * 4 + SLACK * 4);
+            }
+            for (int64_t f0 = 0; f0 < fr.n; f0 += 16) {
+                __mmask16 m = fr.n - f0 >= 16 ? 0xffff : (__mmask16)((1u << (fr.n - f0)) - 1);
+                __m512 v0[NFREQ], v1[NFREQ] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                                               _mm512_setzero_ps()};
+                flat_freqs(&fr, x0, f0, v0);
+                if (x1) flat_freqs(&fr, x1, f0, v1);
+                for (int b = 0; b < NFREQ; b++)
+                    _mm512_mask_storeu_epi32(Vc + b * r->ps + r->K + f0, m, pair_words(v0[b], v1[b]));
+            }
+        }
+        return;
+    }
     for (int64_t cp = 0; cp < r->ncp; cp++) {
         const uint16_t *x0 = x + 2 * cp * HW, *x1 = 2 * cp + 1 < r->Cin ? x0 + HW : NULL;
         uint32_t *Vc = V + cp * NFREQ * r->ps;
@@ -293,33 +345,20 @@ typedef struct wgeo {
 /* Vb[c][row][k] (plane (b·Cin + c)·vps) for every padded row and k < Kq. */
 TGT static void wgrad_input(const wgeo *w, const uint16_t *x, uint16_t *V) {
     const rgeo *r = &w->r;
-    /* Pad 1, W = 2·Kq, Kq dividing 16 (ResNet's 32/16/8 maps): pair k's
-     * (d0, d1) = (x[2k-1], x[2k]) and (d2, d3) = (x[2k+1], x[2k+2]) are
-     * the 32-bit words at odd offsets 2k-1 and 2k+1 of the plane read flat,
-     * so 16 pairs of any rows take two loads; the values that would come
-     * from a neighbouring row (d0 at k = 0, d3 at k = Kq-1: the pad) are
-     * masked off by a lane pattern that is the same for every 16 pairs. */
-    if (r->pw == 1 && r->ph == 1 && r->W == 2 * w->Kq && 16 % w->Kq == 0) {
-        int64_t n = r->H * w->Kq, HW = r->H * r->W;
-        __mmask32 keep0 = 0, keep1 = 0;
-        for (int l = 0; l < 16; l++) {
-            keep0 |= (__mmask32)((l % w->Kq ? 3u : 2u) << (2 * l));
-            keep1 |= (__mmask32)((l % w->Kq == w->Kq - 1 ? 1u : 3u) << (2 * l));
-        }
+    flat_rd fr;
+    if (flat_init(&fr, r, w->Kq)) { /* flat_rd's comment */
         for (int64_t c = 0; c < r->Cin; c++) {
-            const uint16_t *xc = x + c * HW;
+            const uint16_t *xc = x + c * fr.HW;
             for (int b = 0; b < NFREQ; b++) { /* the pad rows */
                 uint16_t *pl = V + (b * r->Cin + c) * w->vps;
                 memset(pl, 0, (size_t)w->Kq * 2);
                 memset(pl + (r->H + 1) * w->Kq, 0, (size_t)w->Kq * 2);
             }
-            for (int64_t f0 = 0; f0 < n; f0 += 16) {
-                __mmask32 m0 = window_mask(HW, 2 * f0 - 1) & keep0, m1 = window_mask(HW, 2 * f0 + 1) & keep1;
+            for (int64_t f0 = 0; f0 < fr.n; f0 += 16) {
                 __m512 v[NFREQ];
-                window_freqs(_mm512_maskz_loadu_epi16(m0, xc + 2 * f0 - 1), _mm512_maskz_loadu_epi16(m1, xc + 2 * f0 + 1),
-                             v);
+                flat_freqs(&fr, xc, f0, v);
                 for (int b = 0; b < NFREQ; b++)
-                    store_bf16x16(V + (b * r->Cin + c) * w->vps + w->Kq + f0, n - f0, v[b]);
+                    store_bf16x16(V + (b * r->Cin + c) * w->vps + w->Kq + f0, fr.n - f0, v[b]);
             }
         }
         return;
