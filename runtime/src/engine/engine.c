@@ -447,6 +447,7 @@ static int opr_fill(eng_opr *o, const mxp_engine_push_args *a, bool temporary) {
     o->prop = a->prop;
     o->kind = ENG_KIND_USER;
     o->temporary = temporary;
+    o->handoff = false;
     atomic_init(&o->refs, 1);
     atomic_init(&o->run_est, ENG_RUN_EST_UNKNOWN);
     o->lane_kind = lane_kind_of(a->prop);
@@ -575,7 +576,7 @@ static int lane_for(eng_engine *e, mxp_device dev, int kind, eng_lane **out) {
 /* The 1.0 layout of the push args (struct_size 0 reads as it). */
 #define PUSH_ARGS_V1 MXP__SIZE_THROUGH(mxp_engine_push_args, name)
 
-static int push_plain(const mxp_engine_push_args *args) {
+static int push_plain_as(const mxp_engine_push_args *args, bool handoff) {
     int rc = check_args(args, "mxp_engine_push");
     if (rc != MXP_OK) return rc;
     eng_engine *e = mxp__eng_get();
@@ -590,8 +591,17 @@ static int push_plain(const mxp_engine_push_args *args) {
         mxp__eng_pool_put(&e->pools[POOL_OPR], o);
         return rc;
     }
+    o->handoff = handoff;
     submit(e, o, &o->blk, args->priority, l, o->arg, NULL);
     return MXP_OK;
+}
+
+static int push_plain(const mxp_engine_push_args *args) { return push_plain_as(args, false); }
+
+int mxp__engine_push_handoff(const mxp_engine_push_args *args) {
+    if (!args || !args->async_fn || args->sync_fn)
+        return mxp__error(MXP_EINVAL, "mxp__engine_push_handoff: an asynchronous function is required");
+    return push_plain_as(args, true);
 }
 
 int mxp_engine_push(const mxp_engine_push_args *caller) {

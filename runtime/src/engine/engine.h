@@ -94,6 +94,18 @@ int mxp__engine_push_here(const mxp_engine_push_args *args);
  * prepared forward: distinct inputs read, fresh outputs written). */
 int mxp__engine_push_here_distinct(const mxp_engine_push_args *args);
 
+/* mxp_engine_push (args at this library's size) of an asynchronous
+ * function that only hands work to another thread and returns at once (a
+ * KVStore transport's pushpull: a queue append).  When the last of its
+ * vars is granted on an engine worker (the op writing its input just
+ * completed there), it runs right there, before that worker's next op,
+ * instead of being queued for another worker: with one core per process,
+ * each queued hand-off woke a second worker that preempted the compute
+ * one.  Made ready anywhere else (at its push, on a transport's thread)
+ * it queues as a push with the same args would.  Ordering, versions and
+ * errors are the engine's as for a worker's run. */
+int mxp__engine_push_handoff(const mxp_engine_push_args *args);
+
 /* Per thread: while on (returns the previous setting), a CPU compute
  * block this thread pushes that is ready at its push (every var free) runs
  * here, before the push returns, instead of going to a worker — as the

@@ -104,6 +104,7 @@ struct eng_opr {
     int prop;
     int kind;            /* ENG_KIND_* */
     bool temporary;      /* plain push: freed after its one run */
+    bool handoff;        /* mxp__engine_push_handoff: runs where it becomes ready on a worker */
     char *name;          /* points at name_buf or heap */
     int lane_kind;       /* LANE_* */
     mxp_var *vars_buf[OPR_INLINE_VARS];

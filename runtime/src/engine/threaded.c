@@ -338,6 +338,8 @@ static void run_inline(eng_blk *b, eng_engine *e) {
     mxp__eng_blk_run(b, e, &ctx);
 }
 
+static void run_on_pusher(eng_blk *b, eng_engine *e);
+
 void mxp__eng_blk_decr(eng_blk *b, eng_engine *e) {
     if (atomic_fetch_sub_explicit(&b->wait, 1, memory_order_acq_rel) != 1) return;
     if (mxp__prof_on(MXP__PROF_API)) b->prof_ready = mxp__prof_now(); /* the one check per op when off */
@@ -346,6 +348,12 @@ void mxp__eng_blk_decr(eng_blk *b, eng_engine *e) {
         return;
     }
     eng_lane *l = b->lane;
+    /* A hand-off (mxp__engine_push_handoff) made ready on a worker, outside
+     * any engine function: run it here, it only queues work elsewhere. */
+    if (b->opr->handoff && tl_lane != NULL && tl_depth == 0) {
+        run_on_pusher(b, e);
+        return;
+    }
     if (tl_lane == l && l->fifo && !tl_next) {
         tl_next = b;
         return;

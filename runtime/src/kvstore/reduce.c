@@ -8,20 +8,23 @@
  * Not here: key bookkeeping and argument checks (kvstore.c).  Every op
  * captures data pointers and element counts at push time (ndarray.h: a
  * chunk outlives the ops on its var) and keeps no NDArray handle.  Sums
- * and copies run in the engine's priority lane with the caller's priority;
- * so does the hand-off to a transport (an async op: it takes no compute
- * slot), so a priority worker hands a gradient over as soon as backward
- * wrote it, whatever the compute worker does next (the transport's own
- * thread orders the transfers).  On the normal lane the hand-off queued
- * behind the compute worker's next op, which the engine runs on the same
- * worker at once (its continuation): with one compute thread, every
- * gradient of a LeNet step reached the transport within ~0.2 ms at the end
- * of the backward and no sum overlapped it; on the priority lane fc2's
- * reaches it ~8 ms before the last one.
+ * and copies run in the engine's priority lane with the caller's priority.
+ * The hand-off to a transport is an engine hand-off (engine.h,
+ * mxp__engine_push_handoff): the worker whose op wrote the gradient calls
+ * the transport right after that op, before its next one, so a gradient
+ * reaches the transport as soon as backward wrote it (the transport's own
+ * thread orders the transfers); made ready elsewhere it goes to the
+ * priority lane.  On the normal lane the hand-off queued behind the compute
+ * worker's next op, which the engine runs on the same worker at once (its
+ * continuation): with one compute thread, every gradient of a LeNet step
+ * reached the transport within ~0.2 ms at the end of the backward and no
+ * sum overlapped it.  Taken by a priority worker, it woke a second thread
+ * per gradient, which on a one-core process preempted the compute worker.
  * Sums run on the CPU in the arrays' dtype, in argument order
  * (((a0 + a1) + a2) ...), so a given list gives the same bits every time. */
 #include "kvstore/kvstore_impl.h"
 
+#include "engine/engine.h"
 #include "ndarray/ndarray.h"
 #include "profiler/profiler.h"
 
@@ -240,7 +243,10 @@ int mxp__kv_push_transport_on(mxp_kvstore *kv, const kv_entry *e, int kind, mxp_
     mxp_engine_push_args p = {.async_fn = run_transport, .arg = a, .free_arg = free_transport,
                               .mutate_vars = mv, .n_mutate = target == e->merged ? 1 : 2,
                               .prop = MXP_FN_PRIORITIZED, .priority = priority, .name = name};
-    int rc = mxp_engine_push(&p);
+    /* A hand-off (engine.h): a transport's push/pull/pushpull returns at
+     * once (mxp/kvstore.h), so the worker that wrote the gradient calls it
+     * itself, right after the write. */
+    int rc = mxp__engine_push_handoff(&p);
     if (rc) free_transport(a);
     return rc;
 }
