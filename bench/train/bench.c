@@ -27,6 +27,9 @@
  * lr schedule's steps (updates, comma-separated; run.sh sets it for
  * ResNet-20).  BENCH_DUMP=DIR writes the trained parameters and aux states
  * to DIR/mxplug.{txt,bin} before scoring (diagnosis: compare_params.py).
+ * BENCH_BATCH_TRACE=N prints the speed of every N batches to stderr with
+ * its CLOCK_MONOTONIC time (diagnosis: a run's speed changed mid-process
+ * when the host moved the vCPUs apart, docs/engine.md).
  *
  * usage: bench NET.json DATA_DIR EPOCHS [SEED]
  * prints: mxplug sps=<x> acc=<a> time=<s> train_acc=<b> mem_planned=<B> mem_naive=<B> first=<s>
@@ -150,14 +153,21 @@ typedef struct timing {
     double t_first;   /* end of the first batch */
     int64_t batches;
     double train_acc;
+    int64_t trace_every; /* BENCH_BATCH_TRACE=N: the rate of every N batches on stderr */
+    double t_trace;
 } timing;
 
 static void on_batch(void *user, int epoch, int64_t nbatch, const char *metric, double value) {
     (void)metric;
     (void)value;
     timing *t = user;
-    if (epoch == 0 && nbatch == 1) t->t_first = now();
+    if (epoch == 0 && nbatch == 1) t->t_first = t->t_trace = now();
     t->batches++;
+    if (t->trace_every > 0 && t->t_first > 0 && t->batches > 1 && (t->batches - 1) % t->trace_every == 0) {
+        double tn = now();
+        fprintf(stderr, "batch %lld t=%.3f sps=%.0f\n", (long long)t->batches, tn, (double)(t->trace_every * 64) / (tn - t->t_trace));
+        t->t_trace = tn;
+    }
 }
 
 static void on_epoch(void *user, int epoch, const char *metric, double train_value, double val_value) {
@@ -288,6 +298,8 @@ int main(int argc, char **argv) {
     const char *keys[] = {"learning_rate", "momentum"}, *vals[] = {"0.01", "0.9"};
     mxp_init xavier = mxp_init_xavier(MXP_XAVIER_GAUSSIAN, MXP_XAVIER_IN, 2.0);
     timing t = {0};
+    const char *trace = getenv("BENCH_BATCH_TRACE");
+    if (trace) t.trace_every = atoll(trace);
     mxp_fit_opts o;
     memset(&o, 0, sizeof o);
     o.num_epoch = epochs;

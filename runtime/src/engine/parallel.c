@@ -5,8 +5,9 @@
  * compute workers take one while they run a function (threaded.c); a
  * parallel_for takes up to (chunks - 1) *free* slots for helpers and never
  * waits for more, so nesting cannot oversubscribe or deadlock.  The caller
- * always runs chunks itself; helpers pull chunks from the same atomic counter
- * and give their slot back when the range is exhausted.  A job that got
+ * always runs chunks itself; every thread takes chunks from its CPU's part
+ * of the range first, then from the others' (pf_part), and a helper gives
+ * its slot back when the range is exhausted.  A job that got
  * fewer helpers than it could use stays "wanting": a slot released while it
  * still has chunks left goes to it (grant_locked), so an op that started
  * while another held the other cores (a backward running beside its
@@ -87,11 +88,29 @@ void mxp__parallel_release(int k) {
 
 /* ------------------------------------------------------------ jobs, helpers */
 
+/* A job's chunks are split into PF_MAX_PARTS or fewer contiguous parts,
+ * one per thread it can use; a thread takes chunks from the front of the
+ * part of the CPU it runs on (home_part) and, once that is empty, steals
+ * from the back of the others.  So the same CPU handles the same share of
+ * every job over the same range (the first half of a buffer on one CPU,
+ * the second on the other, op after op), and data one op wrote is read by
+ * the next on the CPU whose caches hold it.  With one shared counter the
+ * share each thread got was random per job, so about half of every op's
+ * input came from the other core's cache: when the host put the machine's
+ * two vCPUs far apart (a cache line between them took ~210 ns instead of
+ * ~52: bench/train LeNet-bf16 ran at ~17-18k samples/s instead of ~26-27k,
+ * per phase of seconds, in and across processes; docs/engine.md). */
+#define PF_MAX_PARTS 8
+typedef struct pf_part {
+    _Alignas(64) atomic_ullong range; /* front chunk << 32 | back chunk (exclusive) */
+} pf_part;
+
 typedef struct pf_job {
     void (*fn)(void *, int64_t, int64_t);
     void *arg;
     int64_t n, chunk, nchunks;
-    atomic_llong next;
+    pf_part parts[PF_MAX_PARTS];
+    int nparts;
     int tickets;    /* slots reserved for helpers not yet joined */
     atomic_int active; /* helpers inside the job (changed under pf_mu; the caller polls it, wait_helpers) */
     int want;       /* helpers it could use (chunks - 1, at most budget - 1) */
@@ -116,12 +135,55 @@ static void move_off_cpu(int cpu);
  * moves off it (helper_main). */
 static atomic_int pf_last_caller_cpu = -1;
 
-static void run_chunks(pf_job *j, bool helper) {
+/* Take one chunk of part p: its first (owner) or its last (thief).
+ * -1 when the part is empty. */
+static int64_t take_chunk(pf_part *p, bool from_front) {
+    unsigned long long v = atomic_load_explicit(&p->range, memory_order_relaxed);
     for (;;) {
-        if (!helper) atomic_store_explicit(&j->caller_cpu, sched_getcpu(), memory_order_relaxed);
+        unsigned long long front = v >> 32, back = v & 0xffffffffu;
+        if (front >= back) return -1;
+        unsigned long long nv = from_front ? (front + 1) << 32 | back : front << 32 | (back - 1);
+        if (atomic_compare_exchange_weak_explicit(&p->range, &v, nv, memory_order_relaxed, memory_order_relaxed))
+            return (int64_t)(from_front ? front : back - 1);
+    }
+}
+
+/* Chunks no thread has taken yet. */
+static int64_t chunks_left(pf_job *j) {
+    int64_t left = 0;
+    for (int k = 0; k < j->nparts; k++) {
+        unsigned long long v = atomic_load_explicit(&j->parts[k].range, memory_order_relaxed);
+        if ((v >> 32) < (v & 0xffffffffu)) left += (int64_t)((v & 0xffffffffu) - (v >> 32));
+    }
+    return left;
+}
+
+/* The part of the CPU the thread runs on: fixed per CPU, whoever calls. */
+static int home_part(const pf_job *j) {
+    int cpu = sched_getcpu();
+    return cpu < 0 ? 0 : cpu % j->nparts;
+}
+
+/* The caller stores its CPU only when it changed, so the line the helper
+ * reads before each chunk stays shared in both caches. */
+static void note_caller_cpu(atomic_int *where, int cpu) {
+    if (atomic_load_explicit(where, memory_order_relaxed) != cpu) atomic_store_explicit(where, cpu, memory_order_relaxed);
+}
+
+static void run_chunks(pf_job *j, bool helper) {
+    int home = -1, victim = 0;
+    for (;;) {
+        if (!helper) note_caller_cpu(&j->caller_cpu, sched_getcpu());
         else move_off_cpu(atomic_load_explicit(&j->caller_cpu, memory_order_relaxed));
-        int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (i >= j->nchunks) return;
+        if (home < 0) home = victim = home_part(j);
+        int64_t i = take_chunk(&j->parts[home], true);
+        /* Home part empty: steal from the back of the others in turn. */
+        while (i < 0) {
+            if (++victim == j->nparts) victim = 0;
+            if (victim == home) return;
+            i = take_chunk(&j->parts[victim], false);
+            if (i >= 0) victim--; /* the same part again next time */
+        }
         int64_t b = i * j->chunk, e = b + j->chunk < j->n ? b + j->chunk : j->n;
         j->fn(j->arg, b, e);
     }
@@ -238,7 +300,7 @@ static void grant_locked(void) {
     for (pf_job *j = pf_jobs; j; j = j->link) {
         if (!j->wanting) continue;
         while (j->tickets + atomic_load(&j->active) < j->want &&
-               atomic_load_explicit(&j->next, memory_order_relaxed) < j->nchunks - 1 &&
+               chunks_left(j) > 1 &&
                mxp__parallel_try_acquire(1)) {
             j->tickets++;
             atomic_fetch_add(&pf_open, 1);
@@ -316,11 +378,15 @@ int mxp__parallel_for(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t be
     j.n = n;
     j.chunk = chunk;
     j.nchunks = nchunks;
-    atomic_init(&j.next, 0);
+    j.nparts = want + 1 < PF_MAX_PARTS ? want + 1 : PF_MAX_PARTS;
+    for (int p = 0; p < j.nparts; p++) {
+        unsigned long long front = (unsigned long long)(nchunks * p / j.nparts);
+        unsigned long long back = (unsigned long long)(nchunks * (p + 1) / j.nparts);
+        atomic_init(&j.parts[p].range, front << 32 | back);
+    }
     atomic_init(&j.active, 0);
     atomic_init(&j.caller_cpu, sched_getcpu());
-    atomic_store_explicit(&pf_last_caller_cpu, atomic_load_explicit(&j.caller_cpu, memory_order_relaxed),
-                          memory_order_relaxed);
+    note_caller_cpu(&pf_last_caller_cpu, atomic_load_explicit(&j.caller_cpu, memory_order_relaxed));
     mxp__mutex_lock(&pf_mu);
     int have = ensure_helpers();
     if (k > have) {

@@ -183,3 +183,36 @@ Test(parallel, job_started_without_slots_gets_a_helper_when_one_frees) {
     cr_assert_gt(atomic_load(&lj.chunks_by_helper), 0);
     cr_assert_eq(mxp__parallel_busy(), 0, "slots leaked: %d busy", mxp__parallel_busy());
 }
+
+/* Every thread takes chunks from its CPU's part of the range first and
+ * then steals from the back of the others' (parallel.c, pf_part): each
+ * index must still run exactly once for any thread count (more threads
+ * than parts included: 12 > PF_MAX_PARTS) and when no helper can join, so
+ * the caller alone empties every part.  The budget is read once per
+ * process, so each thread count is its own test. */
+static void cover_sizes(int threads, bool slots_taken) {
+    use_engine("threaded", threads);
+    cr_assert_eq(mxp_num_threads(), threads, "budget %d, the test asked for %d", mxp_num_threads(), threads);
+    static const int64_t sizes[] = {2, 7, 97, 1000, 4099, N};
+    static const int64_t grains[] = {1, 3, 64, 1000};
+    int held = slots_taken ? mxp__parallel_try_acquire(threads) : 0;
+    if (slots_taken) cr_assert_eq(held, threads, "the test needs every slot (got %d)", held);
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        for (size_t g = 0; g < sizeof grains / sizeof *grains; g++) {
+            for (int i = 0; i < N; i++) atomic_store_explicit(&hits[i], 0, memory_order_relaxed);
+            cr_assert_eq(mxp__parallel_for(sizes[s], grains[g], cover, NULL), MXP_OK);
+            for (int64_t i = 0; i < N; i++)
+                cr_assert_eq(atomic_load(&hits[i]), i < sizes[s] ? 1 : 0,
+                             "%d threads%s, n %lld grain %lld: index %lld hit %d times", threads,
+                             slots_taken ? " (no helper)" : "", (long long)sizes[s], (long long)grains[g],
+                             (long long)i, atomic_load(&hits[i]));
+        }
+    mxp__parallel_release(held);
+    cr_assert_eq(mxp__parallel_busy(), 0, "slots leaked: %d busy", mxp__parallel_busy());
+    mxp_engine_shutdown();
+}
+
+Test(parallel, parts_cover_each_index_once_3_threads) { cover_sizes(3, false); }
+Test(parallel, parts_cover_each_index_once_12_threads) { cover_sizes(12, false); }
+Test(parallel, caller_alone_takes_every_part_2_threads) { cover_sizes(2, true); }
+Test(parallel, caller_alone_takes_every_part_12_threads) { cover_sizes(12, true); }
