@@ -37,13 +37,13 @@ MPI_Datatype kvd_mpi_type(int32_t dtype) {
  * copies 79-94 against 122-188 us), and a pushpull on shared memory
  * (bench-kvstore's median per run, 2 runs each) 1.64 MiB 128-133 against
  * 176-178 us, 16 MiB 6.7-7.1 against 5.4-5.7 GB/s, 64 MiB 7.2-7.9 against
- * 5.4-5.5 GB/s.  (setenv is not safe against a getenv on another thread
- * at the same moment; it runs once per process, while the store is being
- * created, before training starts.)  So
- * that is the default here, set before MPI_Init only where the user chose
- * nothing: `mpirun --mca btl_vader_single_copy_mechanism cma` (which
- * mpirun passes to the ranks as this very variable) keeps CMA.  Other MPI
- * libraries are left alone. */
+ * 5.4-5.5 GB/s.  So that is the default here, set before MPI_Init only
+ * where the user chose nothing: `mpirun --mca
+ * btl_vader_single_copy_mechanism cma` (which mpirun passes to the ranks
+ * as this very variable) keeps CMA.  Other MPI libraries are left alone.
+ * setenv is not safe against a getenv on another thread at the same
+ * moment: it runs once per process, while the store is being created,
+ * before training starts. */
 static void prefer_shared_fragments(void) {
     char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int len = 0;
