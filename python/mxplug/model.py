@@ -1,5 +1,6 @@
 """model — mx.model: save_checkpoint / load_checkpoint in MXNet's layout
 (PREFIX-symbol.json, PREFIX-%04d.params with "arg:" / "aux:" keys)."""
+from . import amp
 from . import ndarray as nd
 from . import symbol as sym
 from .base import MXNetError
@@ -10,7 +11,6 @@ def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_ca
     precision conversion inserted (mx.amp.convert_symbol), as MXNet does."""
     if symbol is not None:
         if remove_amp_cast:
-            from . import amp
             symbol = amp.remove_casts(symbol)
         symbol.save("%s-symbol.json" % prefix)
     data = {"arg:%s" % k: v for k, v in arg_params.items()}

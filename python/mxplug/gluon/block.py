@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 
 
+from .. import amp
 from .. import autograd
 from .. import ndarray as nd
 from .. import symbol as sym
@@ -250,7 +251,6 @@ class HybridBlock(Block):
         """Write PATH-symbol.json and PATH-%04d.params (arg:/aux: names, as MXNet's export)."""
         out, _ = self._trace(1)
         if remove_amp_cast:
-            from .. import amp
             out = amp.remove_casts(out)
         out.save("%s-symbol.json" % path)
         params = {p.name: p for p in self._collect_all().values()}

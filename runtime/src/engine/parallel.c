@@ -102,7 +102,7 @@ void mxp__parallel_release(int k) {
  * per phase of seconds, in and across processes; docs/engine.md). */
 #define PF_MAX_PARTS 8
 typedef struct pf_part {
-    _Alignas(64) atomic_ullong range; /* front chunk << 32 | back chunk (exclusive) */
+    _Alignas(64) atomic_ullong range; /* front chunk << 32 | back chunk (exclusive); nchunks <= 4 x budget fits */
 } pf_part;
 
 typedef struct pf_job {

@@ -91,18 +91,24 @@ static void push_writer(writer_arg *a, mxp_var *v) {
     cr_assert_eq(mxp_engine_push(&p), MXP_OK);
 }
 
-Test(push_handoff, runs_on_the_worker_that_made_it_ready) {
-    use_engine("ThreadedEngine", 2);
+/* A writer that holds v until the gate opens, then the hand-off pushed
+ * behind it: the hand-off becomes ready when the writer completes. */
+static void writer_then_handoff(writer_arg *w, handoff_arg *h, mxp_var *v) {
     atomic_store(&gate_open, 0);
     atomic_store(&writer_started, 0);
+    push_writer(w, v);
+    cr_assert(await_at_least(&writer_started, 1), "the writer never started");
+    cr_assert_eq(push_handoff(h, v), MXP_OK);
+    atomic_store(&gate_open, 1);
+}
+
+Test(push_handoff, runs_on_the_worker_that_made_it_ready) {
+    use_engine("ThreadedEngine", 2);
     mxp_var *v = new_var();
     long cell = 0;
     writer_arg w = {.value = 41, .cell = &cell};
     handoff_arg h = {.cell = &cell};
-    push_writer(&w, v);
-    cr_assert(await_at_least(&writer_started, 1), "the writer never started");
-    cr_assert_eq(push_handoff(&h, v), MXP_OK);
-    atomic_store(&gate_open, 1);
+    writer_then_handoff(&w, &h, v);
     cr_assert_eq(mxp_engine_wait_for_var(v), MXP_OK);
     cr_assert(pthread_equal(h.thread, w.thread), "the hand-off ran on another thread than the writer's worker");
     cr_assert(!pthread_equal(h.thread, pthread_self()));
@@ -128,16 +134,11 @@ Test(push_handoff, ready_at_push_is_queued_for_a_worker) {
 
 Test(push_handoff, an_error_it_reports_reaches_the_next_wait) {
     use_engine("ThreadedEngine", 2);
-    atomic_store(&gate_open, 0);
-    atomic_store(&writer_started, 0);
     mxp_var *v = new_var();
     long cell = 0;
     writer_arg w = {.value = 1, .cell = &cell};
     handoff_arg h = {.cell = &cell, .status = MXP_ENET};
-    push_writer(&w, v);
-    cr_assert(await_at_least(&writer_started, 1), "the writer never started");
-    cr_assert_eq(push_handoff(&h, v), MXP_OK);
-    atomic_store(&gate_open, 1);
+    writer_then_handoff(&w, &h, v);
     int rc = mxp_engine_wait_for_var(v);
     cr_assert_eq(rc, MXP_ENET, "wait gave %d (%s)", rc, mxp_last_error());
     cr_assert(strstr(mxp_last_error(), "hand-off") && strstr(mxp_last_error(), "the peer went away"), "message: %s",
